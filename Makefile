@@ -1,0 +1,186 @@
+# Makefile - builds librota.so, rotad, the rota tool, simcuda and the tests into an out-of-tree build folder.
+#
+# Layout of the build (BUILD defaults to build/, or build-$(SANITIZER)/):
+#   $(B)/lib   libcuda.so.1 (simcuda), libcuda.so, librota.so
+#   $(B)/bin   rotad, rota, simcuda-stat, ...
+#   $(B)/tests TAP programs, mirroring tests/
+#   $(B)/obj   objects and dependency files
+#
+# Every module directory is globbed, so adding a file needs no Makefile edit:
+#   tools/simcuda/*.c        -> libcuda.so.1 (except *-main.c, which are programs linked with it)
+#   shim/*.c                 -> librota.so
+#   runtime/lib/*.c          -> librota-common.a, linked into librota.so, rotad and the rota tool
+#   runtime/*.c              -> rotad (runtime/rotad-main.c holds main)
+#   tools/rota/*.c           -> the rota tool
+#   tests/tap/*.c            -> libtap.a
+#   tests/<dir>/*-t.c        -> $(B)/tests/<dir>/*-t (one TAP program per module)
+#   tests/**/*.t             -> shell TAP tests, run in place
+.SUFFIXES:
+# Keep intermediate objects (test objects are built through a pattern chain) so rebuilds stay incremental.
+.SECONDARY:
+
+PREFIX    ?= /usr/local
+BINDIR    ?= $(PREFIX)/bin
+LIBDIR    ?= $(PREFIX)/lib
+DESTDIR   ?=
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+# PTX for the oldest architecture CUDA 13 supports; the driver JITs it for newer chips (H100/H200 included).
+PTX_ARCH  ?= compute_75
+SANITIZER ?=
+WERROR    ?= 1
+
+ifeq ($(SANITIZER),)
+  B ?= build
+else
+  B ?= build-$(SANITIZER)
+endif
+
+ifeq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+  $(error cuda.h not found under CUDA_HOME=$(CUDA_HOME): install the CUDA toolkit or run make CUDA_HOME=/path/to/cuda)
+endif
+
+CC      ?= cc
+ROTA_WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
+ifeq ($(WERROR),1)
+  ROTA_WARN += -Werror
+endif
+ROTA_CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -fPIC -pthread -MMD -MP $(ROTA_WARN) \
+               -I$(CUDA_HOME)/include -I. -I$(B)/gen
+ROTA_LDFLAGS := -pthread
+ifneq ($(SANITIZER),)
+  ifeq ($(filter $(SANITIZER),address undefined thread),)
+    $(error SANITIZER must be address, undefined or thread, not '$(SANITIZER)')
+  endif
+  ROTA_CFLAGS += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer
+  ROTA_LDFLAGS += -fsanitize=$(SANITIZER)
+  ifeq ($(SANITIZER),undefined)
+    ROTA_CFLAGS += -fno-sanitize-recover=all
+  endif
+endif
+# User CFLAGS/LDFLAGS are appended, never replaced.
+ALL_CFLAGS  = $(ROTA_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS = $(ROTA_LDFLAGS) $(LDFLAGS)
+
+O := $(B)/obj
+
+# ---- sources ---------------------------------------------------------------------------------------------
+SIM_MAIN_SRC := $(wildcard tools/simcuda/*-main.c)
+SIM_SRC      := $(filter-out $(SIM_MAIN_SRC),$(wildcard tools/simcuda/*.c))
+SHIM_SRC     := $(wildcard shim/*.c)
+COMMON_SRC   := $(wildcard runtime/lib/*.c)
+ROTAD_SRC    := $(wildcard runtime/*.c)
+ROTA_SRC     := $(wildcard tools/rota/*.c)
+TOOL_SRC     := $(wildcard tools/*.c)
+TAP_SRC      := $(wildcard tests/tap/*.c)
+TEST_SRC     := $(wildcard tests/*/*-t.c)
+TEST_SH      := $(wildcard tests/*/*.t)
+KERNEL_CU    := $(wildcard tools/kernels/*.cu)
+
+obj = $(patsubst %.c,$(O)/%.o,$(1))
+
+SIMCUDA   := $(B)/lib/libcuda.so.1
+LIBROTA   := $(B)/lib/librota.so
+COMMON_A  := $(B)/obj/librota-common.a
+TAP_A     := $(B)/obj/libtap.a
+KERNELS_C := $(B)/gen/kernels-ptx.c
+KERNELS_O := $(O)/gen/kernels-ptx.o
+PROGS     := $(patsubst tools/simcuda/%-main.c,$(B)/bin/%,$(SIM_MAIN_SRC)) \
+             $(if $(ROTAD_SRC),$(B)/bin/rotad) $(if $(ROTA_SRC),$(B)/bin/rota) \
+             $(patsubst tools/%.c,$(B)/bin/%,$(TOOL_SRC))
+TESTS     := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
+
+.PHONY: all test install clean demo bench
+all: $(SIMCUDA) $(B)/lib/libcuda.so $(if $(SHIM_SRC),$(LIBROTA)) $(PROGS) $(TESTS)
+
+# ---- objects ---------------------------------------------------------------------------------------------
+$(O)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# ---- simcuda: our libcuda.so.1 ---------------------------------------------------------------------------
+# simcuda shares only the strict parser with rota; its programs (simcuda-stat) link its objects directly,
+# since the library exports nothing but the cu* names.
+SIM_OBJ := $(call obj,$(SIM_SRC)) $(O)/runtime/lib/parse.o
+$(SIMCUDA): $(SIM_OBJ) tools/simcuda/simcuda.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=tools/simcuda/simcuda.map -Wl,-z,defs \
+	    -o $@ $(SIM_OBJ) $(ALL_LDFLAGS) -ldl -lrt -lm
+$(B)/lib/libcuda.so: $(SIMCUDA)
+	ln -sf libcuda.so.1 $@
+$(B)/bin/%: $(O)/tools/simcuda/%-main.o $(SIM_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(SIM_OBJ) $(ALL_LDFLAGS) -ldl -lrt -lm
+
+# ---- librota.so ------------------------------------------------------------------------------------------
+$(COMMON_A): $(call obj,$(COMMON_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(LIBROTA): $(call obj,$(SHIM_SRC)) $(COMMON_A) shim/librota.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,--version-script=shim/librota.map -Wl,-z,defs \
+	    -o $@ $(call obj,$(SHIM_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -ldl -lrt
+
+# ---- rotad and the rota tool ------------------------------------------------------------------------------
+$(B)/bin/rotad: $(call obj,$(ROTAD_SRC)) $(COMMON_A)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $(call obj,$(ROTAD_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -lrt -lm
+$(B)/bin/rota: $(call obj,$(ROTA_SRC)) $(COMMON_A)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $(call obj,$(ROTA_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -lrt -lm
+# Stand-alone tools in tools/*.c (workloads, benchmarks) are Driver-API programs linked with -lcuda.
+$(B)/bin/%: $(O)/tools/%.o $(KERNELS_O) $(COMMON_A) $(SIMCUDA)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(KERNELS_O) $(COMMON_A) $(ALL_LDFLAGS) -L$(B)/lib -lcuda -ldl -lrt -lm
+
+# ---- kernels: CUDA C -> PTX -> a C array embedded in test programs ----------------------------------------
+$(B)/gen/kernels.ptx: $(KERNEL_CU)
+	@mkdir -p $(dir $@)
+	@test -x $(NVCC) || { echo "nvcc not found at $(NVCC): set CUDA_HOME or NVCC" >&2; exit 1; }
+	$(NVCC) -ptx -arch=$(PTX_ARCH) -o $@ $(KERNEL_CU)
+$(B)/bin/embed: scripts/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -o $@ $<
+$(KERNELS_C): $(B)/gen/kernels.ptx $(B)/bin/embed
+	$(B)/bin/embed rota_kernels_ptx $< > $@
+$(KERNELS_O): $(KERNELS_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+# ---- tests -----------------------------------------------------------------------------------------------
+$(TAP_A): $(call obj,$(TAP_SRC))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+# Every TAP program links libtap, the embedded kernels and the common library; per-directory extras below.
+# Test programs link the simcuda libcuda at build time; at run time LD_LIBRARY_PATH picks the driver, so the
+# same binaries run on a real GPU.
+TEST_LIBS_clients := -L$(B)/lib -lcuda
+TEST_LIBS_simcuda := -L$(B)/lib -lcuda
+TEST_LIBS_shim    := -L$(B)/lib -lcuda
+TEST_LIBS_lib     :=
+TEST_LIBS_runtime := $(filter-out $(O)/runtime/rotad-main.o,$(call obj,$(ROTAD_SRC)))
+TEST_DEPS_runtime := $(TEST_LIBS_runtime)
+.SECONDEXPANSION:
+$(B)/tests/%: $(O)/tests/%.o $(TAP_A) $(KERNELS_O) $(COMMON_A) $(SIMCUDA) \
+              $$(TEST_DEPS_$$(patsubst %/,%,$$(dir $$*)))
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(TEST_LIBS_$(patsubst %/,%,$(dir $*))) $(KERNELS_O) $(TAP_A) $(COMMON_A) \
+	    $(ALL_LDFLAGS) -ldl -lrt -lm
+
+# Tests find build outputs through these variables (never by guessing paths).
+export ROTA_BUILD := $(abspath $(B))
+export ROTA_SRCDIR := $(abspath .)
+test: all
+	LD_LIBRARY_PATH=$(abspath $(B))/lib prove -f -e '' $(sort $(TESTS)) $(sort $(TEST_SH))
+
+# ---- install / clean -------------------------------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/rota
+	$(if $(wildcard $(LIBROTA)),install -m 0755 $(LIBROTA) $(DESTDIR)$(LIBDIR)/librota.so)
+	for p in $(PROGS); do install -m 0755 $$p $(DESTDIR)$(BINDIR)/; done
+	install -m 0755 $(SIMCUDA) $(DESTDIR)$(LIBDIR)/rota/libcuda.so.1
+	ln -sf libcuda.so.1 $(DESTDIR)$(LIBDIR)/rota/libcuda.so
+clean:
+	rm -rf build build-address build-undefined build-thread
+
+-include $(shell find $(O) -name '*.d' 2>/dev/null)

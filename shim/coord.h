@@ -1,0 +1,50 @@
+/* coord.h - librota's side of the coordinator: what the wrappers ask rotad before and after driver calls. */
+#ifndef ROTA_SHIM_COORD_H
+#define ROTA_SHIM_COORD_H
+
+/*
+ * Contract between the interception layer (shim/, everything that resolves symbols and wraps calls) and the
+ * coordinator client (shim/coord*.c, which talks to rotad). The wrappers call these hooks; the hooks never
+ * call the CUDA wrappers back, only the real driver through the resolver (shim/real.h), with the
+ * thread-local guard set so that nothing is counted twice.
+ *
+ * Rules every hook keeps: it returns a valid CUresult (never exits or aborts), it is thread-safe, and with no
+ * coordinator (rotad absent, ROTA_DISABLE) it costs a predictable branch. The hot paths (launch gate) take no
+ * locks, make no syscalls and read no environment when nothing is contended.
+ */
+#include <cuda.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* First driver call of this process (after fork too): connect to rotad lazily. Idempotent. */
+void coord_process_init(void);
+
+/* ---- memory ----------------------------------------------------------------------------------------------
+ * Every allocation family goes: reserve -> real allocation -> commit (success) or abort (failure).
+ * dev is the CUdevice the allocation lands on (the current context's, or the pool's / location's).
+ * may_wait is false while the calling stream or thread is capturing: then a reservation that does not fit
+ * fails at once instead of queueing. A result other than CUDA_SUCCESS is returned to the application
+ * as is and the driver is not called. */
+typedef struct coord_resv {
+    CUdevice dev;
+    uint64_t bytes;
+    uint64_t token; /* coordinator's handle of the reservation; 0 when nothing was reserved */
+} coord_resv_t;
+
+CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_resv_t *r);
+/* key: the CUdeviceptr returned, or the CUmemGenericAllocationHandle of cuMemCreate. */
+void coord_mem_commit(coord_resv_t *r, uint64_t key);
+void coord_mem_abort(coord_resv_t *r);
+/* After a successful free/release of key; keys rota never saw are ignored (counters never underflow). */
+void coord_mem_release(uint64_t key);
+/* Rewrites what cuMemGetInfo_v2 / cuDeviceTotalMem_v2 returned: the process's limit and what is left of it,
+ * never above what the device reports. */
+void coord_mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes);
+
+/* ---- launches --------------------------------------------------------------------------------------------
+ * Called before every launch-family call on a stream that is not capturing (graph launches included); may
+ * hold the calling thread while higher-priority work runs. after is called once the real launch returned. */
+CUresult coord_launch_gate(CUstream stream);
+void coord_launch_after(CUstream stream, CUresult rc);
+
+#endif

@@ -1,0 +1,70 @@
+/* node.h - the simulated node: devices, their engines and memory, shared by every process through shm. */
+#ifndef SIMCUDA_NODE_H
+#define SIMCUDA_NODE_H
+
+/*
+ * Contract between the device model (node.c, engine.c, config.c) and the Driver API layer (api-*.c).
+ * The API layer never touches shared memory itself; everything cross-process goes through these calls.
+ * All calls are thread-safe. Integer returns are 0 or -errno.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+
+#define SIMNODE_MAX_DEVICES 16
+
+/* Effective knobs, parsed once from SIMCUDA_* by simnode_attach(). */
+typedef struct simnode_config {
+    char node[64];           /* SIMCUDA_NODE: which simulated node (default: one per user) */
+    int devices;             /* SIMCUDA_DEVICES, 1..16, default 1 */
+    uint64_t mem_bytes;      /* SIMCUDA_MEM, per device, default 80G */
+    uint64_t timeslice_ns;   /* SIMCUDA_TIMESLICE_US, default 2000 us */
+    uint64_t switch_ns;      /* SIMCUDA_SWITCH_US, default 25 us */
+    uint64_t launch_ns;      /* SIMCUDA_LAUNCH_NS: fixed device time of every kernel, default 3000 ns */
+    double mem_gbps;         /* SIMCUDA_MEM_GBPS: device memory bandwidth for fill/add kernels, default 2000 */
+    double copy_gbps;        /* SIMCUDA_COPY_GBPS: copy-engine bandwidth, default 25 */
+    uint64_t copy_latency_ns;/* SIMCUDA_COPY_LATENCY_NS: fixed cost of every copy, default 2000 */
+} simnode_config_t;
+
+typedef struct simnode_devinfo {
+    char name[64];           /* "simcuda device N" */
+    uint8_t uuid[16];        /* stable per node and ordinal */
+    uint64_t total_mem;
+    int pci_domain, pci_bus, pci_device;
+    int sm_count;
+    int cc_major, cc_minor;  /* reported compute capability, 9.0 */
+} simnode_devinfo_t;
+
+/* Attach this process to its node (created on first use, shared with every process of the same
+ * SIMCUDA_NODE). Parses and validates every SIMCUDA_ knob: a bad value gives -EINVAL and simnode_error()
+ * says which and why (cuInit prints it once and returns CUDA_ERROR_INVALID_VALUE). Idempotent; in a forked
+ * child the first call after fork attaches the child as a process of its own. */
+int simnode_attach(void);
+const char *simnode_error(void);
+const simnode_config_t *simnode_config(void);       /* valid after a successful attach */
+int simnode_device_count(void);
+const simnode_devinfo_t *simnode_device(int dev);   /* NULL if dev is out of range */
+
+/* Node-wide memory accounting, charged to the calling process; a process that dies has its charge reclaimed.
+ * reserve returns -ENOMEM when used + bytes would exceed the device's capacity. */
+int simnode_mem_reserve(int dev, uint64_t bytes);
+void simnode_mem_unreserve(int dev, uint64_t bytes);
+void simnode_mem_info(int dev, uint64_t *used, uint64_t *total);
+
+/* A context is the unit the engine time-slices between (like a GPU without MPS). */
+int simnode_ctx_open(int dev, uint32_t *ctx_id);
+void simnode_ctx_close(int dev, uint32_t ctx_id);
+
+/* Occupies dev's single compute engine for ns of device time on behalf of ctx_id, blocking the calling
+ * thread until that time has been served. Contexts time-slice: the holder keeps the engine while it has
+ * work, until its slice expires with others waiting; then the engine goes round-robin to the next context,
+ * charging the switch time, and a longer kernel is preempted and resumed later. Between waiters of the
+ * same context, the lower prio value (CUDA stream priority: lower is more urgent) goes first.
+ * Deadlines are absolute CLOCK_MONOTONIC times. */
+int simnode_kernel_exec(int dev, uint32_t ctx_id, int prio, uint64_t ns);
+/* Occupies dev's copy engine for a transfer of bytes (latency + bytes / bandwidth). */
+int simnode_copy_exec(int dev, uint32_t ctx_id, uint64_t bytes);
+
+/* Device time of the built-in kernels under the current knobs. */
+uint64_t simnode_mem_kernel_ns(uint64_t bytes_touched);
+
+#endif
