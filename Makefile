@@ -160,12 +160,15 @@ TEST_LIBS_shim    := -L$(B)/lib -lcuda
 TEST_LIBS_lib     :=
 TEST_LIBS_runtime := $(filter-out $(O)/runtime/rotad-main.o,$(call obj,$(ROTAD_SRC)))
 TEST_DEPS_runtime := $(TEST_LIBS_runtime)
+# The device-model unit test calls simcuda internals, which libcuda.so.1 does not export: link the objects.
+TEST_LIBS_simcuda/node-t := $(SIM_OBJ)
+TEST_DEPS_simcuda/node-t := $(SIM_OBJ)
 .SECONDEXPANSION:
 $(B)/tests/%: $(O)/tests/%.o $(TAP_A) $(KERNELS_O) $(COMMON_A) $(SIMCUDA) \
-              $$(TEST_DEPS_$$(patsubst %/,%,$$(dir $$*)))
+              $$(TEST_DEPS_$$(patsubst %/,%,$$(dir $$*))) $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(TEST_LIBS_$(patsubst %/,%,$(dir $*))) $(KERNELS_O) $(TAP_A) $(COMMON_A) \
-	    $(ALL_LDFLAGS) -ldl -lrt -lm
+	$(CC) -o $@ $< $(TEST_LIBS_$*) $(TEST_LIBS_$(patsubst %/,%,$(dir $*))) $(KERNELS_O) $(TAP_A) \
+	    $(COMMON_A) $(ALL_LDFLAGS) -ldl -lrt -lm
 
 # Tests find build outputs through these variables (never by guessing paths).
 export ROTA_BUILD := $(abspath $(B))

@@ -1,23 +1,496 @@
-/* coord.c - the coordinator client; until rotad exists every hook lets the call through unchanged. */
-#include "shim/coord.h"
+/* coord.c - the coordinator client: registers with rotad, reserves memory through its ledger, fails open. */
+#include "shim/real.h"
 
-void coord_process_init(void) {}
+#include "shim/coord.h"
+#include "shim/log.h"
+#include "shim/options.h"
+
+#include "runtime/abi.h"
+#include "runtime/lib/conn.h"
+#include "runtime/lib/sockpath.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/*
+ * State and locking.
+ *
+ *   coord.rw     guards the connection pointer. Every use of the connection, and every change of the local
+ *                byte counts that rotad must mirror, happens under the read lock; replacing the connection
+ *                (reconnect: open, then ADOPT of every live byte) under the write lock, taken with trywrlock
+ *                so that no caller ever blocks on a reconnect. So rotad's ledger for this process is always
+ *                "what the last ADOPT said + every delta sent after it", and never counts a byte twice.
+ *   coord.mu     guards the device table and the allocation table (short critical sections only).
+ *
+ * Fail-open: with no rotad (or after it died) the hooks keep local books and let every call through; a
+ * reconnect is attempted at most once a second, only from the memory hooks (never from launches). ROTA_REQUIRE=1
+ * turns "no rotad" into an error instead (see coord_require_error).
+ *
+ * fork: the child drops the inherited connection (pthread_atfork, with a pid check as a fallback) without a
+ * word to rotad, forgets the parent's allocations (its CUDA state is not the parent's) and registers itself on
+ * its next memory call.
+ */
+
+#define COORD_MAX_DEVS 64          /* CUdevice ordinals cached */
+#define COORD_RECONNECT_NS 1000000000ull
+
+typedef struct coord_dev {
+    bool known;                    /* uuid/total were queried */
+    bool usable;                   /* the queries succeeded */
+    uint8_t uuid[ROTA_UUID_LEN];
+    uint64_t total;                /* what the driver reports */
+    uint64_t used;                 /* this process: reserved + committed bytes on it */
+    uint64_t limit;                /* effective limit rotad reported last (0 = none known) */
+    int rdev;                      /* rotad's index of this GPU on the current connection, -1 unknown */
+} coord_dev_t;
+
+typedef struct coord_alloc {
+    uint64_t key;
+    uint64_t bytes;
+    int dev;                       /* index in coord.devs */
+    bool used;                     /* slot in use (open addressing; deleted entries are re-inserted) */
+} coord_alloc_t;
+
+static struct {
+    pthread_rwlock_t rw;
+    pthread_mutex_t mu;
+    conn_t *conn;                  /* changed under the write lock only */
+    pid_t pid;                     /* the process this state belongs to */
+    _Atomic bool tried;            /* a first connection attempt was made in this process */
+    _Atomic bool abi_mismatch;     /* rotad speaks another ABI: stay in pass-through */
+    _Atomic bool warned_absent, warned_lost;
+    _Atomic bool require_failed;
+    _Atomic uint64_t last_attempt_ns;
+    uint64_t next_token;
+    coord_dev_t devs[COORD_MAX_DEVS];
+    coord_alloc_t *tab;
+    size_t tab_cap, tab_len;
+} coord = {
+    .rw = PTHREAD_RWLOCK_INITIALIZER,
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static pthread_once_t coord_once = PTHREAD_ONCE_INIT;
+
+/* One line on stderr through the shim's logger (one write, fork-safe, filtered by ROTA_LOG). */
+#define coord_log rota_log
+
+static uint64_t coord_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static bool coord_off(void)
+{
+    const rota_options_t *o = rota_options();
+    return o->disable || rota_options_errors();
+}
+
+/* ---- fork ----------------------------------------------------------------------------------------------- */
+
+static void coord_reset_child(void)
+{
+    /* Locks may be held by threads that do not exist here: start from fresh ones. */
+    pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    memcpy(&coord.rw, &rw, sizeof rw);
+    memcpy(&coord.mu, &mu, sizeof mu);
+    if (coord.conn) conn_abandon(coord.conn); /* closes our copy of the socket: the parent's stays up */
+    coord.conn = NULL;
+    coord.pid = getpid();
+    coord.tried = false;
+    coord.warned_lost = false;
+    coord.last_attempt_ns = 0;
+    for (int i = 0; i < COORD_MAX_DEVS; i++) {
+        coord.devs[i].used = 0;
+        coord.devs[i].limit = 0;
+        coord.devs[i].rdev = -1;
+    }
+    free(coord.tab);
+    coord.tab = NULL;
+    coord.tab_cap = coord.tab_len = 0;
+}
+
+static void coord_setup(void)
+{
+    coord.pid = getpid();
+    pthread_atfork(NULL, NULL, coord_reset_child);
+}
+
+/* Entry check of every hook: one-time setup, and a fork that bypassed pthread_atfork (raw clone). */
+static void coord_enter(void)
+{
+    pthread_once(&coord_once, coord_setup);
+    if (coord.pid != getpid()) coord_reset_child();
+}
+
+/* ---- connection ----------------------------------------------------------------------------------------- */
+
+static unsigned coord_prio(void)
+{
+    switch (rota_options()->priority) {
+    case ROTA_PRIORITY_HIGH: return ROTA_PRIO_HIGH;
+    case ROTA_PRIORITY_LOW: return ROTA_PRIO_LOW;
+    default: return ROTA_PRIO_NORMAL;
+    }
+}
+
+/* Opens a connection and re-registers every live byte. Called with the write lock held. */
+static void coord_connect_locked(bool first)
+{
+    const rota_options_t *o = rota_options();
+    double w = o->weight * 1000.0;
+    conn_opts_t co = {
+        .socket = o->socket[0] ? o->socket : NULL,
+        .role = ROTA_ROLE_CLIENT,
+        .priority = coord_prio(),
+        .weight = w < 1 ? 1 : w > 1000000 ? 1000000 : (unsigned)w,
+        .max_inflight = o->max_inflight > 65535 ? 65535 : o->max_inflight,
+        .mem_limit = o->mem_limit > ROTA_MAX_BYTES ? ROTA_MAX_BYTES : o->mem_limit,
+        .timeout_ms = 5000,
+    };
+    char err[256];
+    conn_t *c = NULL;
+    coord.last_attempt_ns = coord_now_ns();
+    int rc = conn_open(&co, &c, err, sizeof err);
+    if (rc) {
+        if (rc == -EPROTO) {
+            coord.abi_mismatch = true;
+            coord_log(ROTA_LOG_ERROR, "%s; running uncoordinated", err);
+        } else if (o->require) {
+            coord.require_failed = true;
+            if (!coord.warned_absent)
+                coord_log(ROTA_LOG_ERROR, "ROTA_REQUIRE=1 and %s; CUDA calls fail until rotad is reachable", err);
+        } else if (!coord.warned_absent) {
+            coord_log(ROTA_LOG_WARN, "%s; running uncoordinated (memory is not shared fairly)", err);
+        }
+        coord.warned_absent = true;
+        return;
+    }
+    coord.require_failed = false;
+    pthread_mutex_lock(&coord.mu);
+    for (int i = 0; i < COORD_MAX_DEVS; i++) {
+        coord_dev_t *d = &coord.devs[i];
+        d->rdev = -1;
+        if (d->usable && d->used) conn_adopt(c, d->uuid, d->total, d->used);
+    }
+    pthread_mutex_unlock(&coord.mu);
+    coord.conn = c;
+    coord.warned_lost = false;
+    if (!first || coord.warned_absent)
+        coord_log(ROTA_LOG_INFO, "connected to rotad (slot %u)%s", conn_slot(c),
+                  first ? "" : "; live allocations re-registered");
+    coord.warned_absent = false;
+}
+
+/* Makes sure a usable connection exists if one can be had; rate-limited, never blocking on other threads. */
+static void coord_maybe_connect(void)
+{
+    if (coord.abi_mismatch) return;
+    if (coord.tried && coord_now_ns() - coord.last_attempt_ns < COORD_RECONNECT_NS) return;
+    pthread_rwlock_rdlock(&coord.rw);
+    conn_t *c = coord.conn;
+    bool alive = c && conn_alive(c);
+    pthread_rwlock_unlock(&coord.rw);
+    if (alive) return;
+    if (pthread_rwlock_trywrlock(&coord.rw)) return;
+    c = coord.conn;
+    bool first = !coord.tried;
+    if (!(c && conn_alive(c)) && (first || coord_now_ns() - coord.last_attempt_ns >= COORD_RECONNECT_NS)) {
+        if (c) {
+            if (!coord.warned_lost) coord_log(ROTA_LOG_WARN, "lost rotad; running uncoordinated until it returns");
+            coord.warned_lost = true;
+            conn_close(c); /* no thread is inside: we hold the write lock */
+            coord.conn = NULL;
+        }
+        coord.tried = true;
+        coord_connect_locked(first);
+    }
+    pthread_rwlock_unlock(&coord.rw);
+}
+
+void coord_process_init(void)
+{
+    if (coord_off()) return;
+    coord_enter();
+    if (!coord.tried) coord_maybe_connect();
+}
+
+/* ROTA_REQUIRE=1 without rotad: the error every memory hook returns (coord_process_init cannot return one). */
+static CUresult coord_require_error(void)
+{
+    return CUDA_ERROR_NOT_INITIALIZED;
+}
+
+/* ---- devices and allocations ------------------------------------------------------------------------------ */
+
+static int coord_dev_index(CUdevice dev)
+{
+    if (dev < 0 || dev >= COORD_MAX_DEVS) return -1;
+    pthread_mutex_lock(&coord.mu);
+    coord_dev_t *d = &coord.devs[dev];
+    bool known = d->known, usable = d->usable;
+    pthread_mutex_unlock(&coord.mu);
+    if (!known) {
+        CUuuid u;
+        size_t total = 0;
+        usable = ROTA_REAL(cuDeviceGetUuid)(&u, dev) == CUDA_SUCCESS &&
+                      ROTA_REAL(cuDeviceTotalMem_v2)(&total, dev) == CUDA_SUCCESS && total > 0;
+        pthread_mutex_lock(&coord.mu);
+        if (!d->known) {
+            memcpy(d->uuid, u.bytes, ROTA_UUID_LEN);
+            d->total = total > ROTA_MAX_BYTES ? ROTA_MAX_BYTES : total;
+            d->usable = usable;
+            d->rdev = -1;
+            d->known = true;
+        }
+        usable = d->usable;
+        pthread_mutex_unlock(&coord.mu);
+    }
+    return usable ? dev : -1;
+}
+
+static uint64_t coord_hash(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return k;
+}
+
+/* With coord.mu held. */
+static bool coord_tab_grow(void)
+{
+    size_t cap = coord.tab_cap ? coord.tab_cap * 2 : 256;
+    coord_alloc_t *n = calloc(cap, sizeof *n);
+    if (!n) return false;
+    for (size_t i = 0; i < coord.tab_cap; i++) {
+        if (!coord.tab[i].used) continue;
+        size_t j = coord_hash(coord.tab[i].key) & (cap - 1);
+        while (n[j].used) j = (j + 1) & (cap - 1);
+        n[j] = coord.tab[i];
+    }
+    free(coord.tab);
+    coord.tab = n;
+    coord.tab_cap = cap;
+    return true;
+}
+
+/* Inserts key; returns the bytes of an entry it replaced (0 if none), or UINT64_MAX when out of memory. */
+static uint64_t coord_tab_put(uint64_t key, uint64_t bytes, int dev, int *old_dev)
+{
+    if ((coord.tab_len + 1) * 2 > coord.tab_cap && !coord_tab_grow()) return UINT64_MAX;
+    size_t m = coord.tab_cap - 1, j = coord_hash(key) & m;
+    while (coord.tab[j].used && coord.tab[j].key != key) j = (j + 1) & m;
+    uint64_t old = 0;
+    if (coord.tab[j].used) {
+        old = coord.tab[j].bytes;
+        *old_dev = coord.tab[j].dev;
+    } else {
+        coord.tab_len++;
+    }
+    coord.tab[j] = (coord_alloc_t){.key = key, .bytes = bytes, .dev = dev, .used = true};
+    return old;
+}
+
+static bool coord_tab_take(uint64_t key, coord_alloc_t *out)
+{
+    if (!coord.tab_cap) return false;
+    size_t m = coord.tab_cap - 1, j = coord_hash(key) & m;
+    while (coord.tab[j].used && coord.tab[j].key != key) j = (j + 1) & m;
+    if (!coord.tab[j].used) return false;
+    *out = coord.tab[j];
+    coord.tab[j].used = false;
+    coord.tab_len--;
+    /* Re-insert the rest of the cluster so that lookups never stop at the hole. */
+    for (size_t k = (j + 1) & m; coord.tab[k].used; k = (k + 1) & m) {
+        coord_alloc_t e = coord.tab[k];
+        coord.tab[k].used = false;
+        size_t h = coord_hash(e.key) & m;
+        while (coord.tab[h].used) h = (h + 1) & m;
+        coord.tab[h] = e;
+    }
+    return true;
+}
+
+/* Gives bytes back, locally and to rotad. With the read lock held. */
+static void coord_give_back_locked(int dev, uint64_t bytes)
+{
+    pthread_mutex_lock(&coord.mu);
+    coord_dev_t *d = &coord.devs[dev];
+    if (bytes > d->used) bytes = d->used;
+    d->used -= bytes;
+    pthread_mutex_unlock(&coord.mu);
+    if (bytes && coord.conn) conn_release(coord.conn, d->uuid, d->total, bytes);
+}
+
+/* ---- hooks ------------------------------------------------------------------------------------------------ */
 
 CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_resv_t *r)
 {
     r->dev = dev;
     r->bytes = bytes;
     r->token = 0;
-    (void)may_wait;
+    if (coord_off() || !bytes) return CUDA_SUCCESS;
+    coord_enter();
+    int di = coord_dev_index(dev);
+    if (di < 0) return CUDA_SUCCESS; /* a device rota cannot identify: not tracked */
+    if (bytes > ROTA_MAX_BYTES) return CUDA_ERROR_OUT_OF_MEMORY;
+    coord_maybe_connect();
+    if (coord.require_failed) return coord_require_error();
+
+    const rota_options_t *o = rota_options();
+    double wait_ms = may_wait ? o->mem_wait_s * 1000.0 : 0;
+    unsigned wms = wait_ms <= 0 ? 0 : wait_ms >= ROTA_MAX_WAIT_MS ? ROTA_MAX_WAIT_MS : (unsigned)(wait_ms + 0.5);
+    coord_dev_t *d = &coord.devs[di];
+    CUresult res = CUDA_SUCCESS;
+
+    pthread_rwlock_rdlock(&coord.rw);
+    conn_t *c = coord.conn;
+    int rc = -EPIPE;
+    pthread_mutex_lock(&coord.mu);
+    int rdev = d->rdev;
+    pthread_mutex_unlock(&coord.mu);
+    if (c && conn_credit_take(c, rdev, bytes)) {
+        rc = 0; /* fast path: from the credit rotad already charged to us, no round trip */
+    } else if (c) {
+        uint64_t lim = 0;
+        rc = conn_reserve(c, d->uuid, d->total, bytes, wms, &rdev, &lim);
+        if (rc == 0 || rc == -ENOMEM || rc == -EDQUOT) {
+            pthread_mutex_lock(&coord.mu);
+            d->limit = lim;
+            d->rdev = rdev;
+            pthread_mutex_unlock(&coord.mu);
+        }
+    }
+    if (rc == -ENOMEM || rc == -EDQUOT) {
+        coord_log(ROTA_LOG_DEBUG, "allocation of %llu bytes on device %d refused: %s", (unsigned long long)bytes,
+                  (int)dev, rc == -EDQUOT ? "over the memory limit" : wms ? "timed out waiting" : "GPU full");
+        res = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        if (rc && c && !coord.warned_lost) {
+            coord.warned_lost = true;
+            coord_log(ROTA_LOG_WARN, "rotad %s; running uncoordinated until it returns",
+                      rc == -ESHUTDOWN ? "is shutting down" : rc == -ENOSPC ? "tracks no more GPUs" : "went away");
+        }
+        pthread_mutex_lock(&coord.mu);
+        /* Without rotad, ROTA_MEM_LIMIT still holds for this process (no waiting: nobody would wake us). */
+        if (rc && o->mem_limit && (d->used > o->mem_limit || bytes > o->mem_limit - d->used)) {
+            res = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            d->used += bytes;
+            r->token = ++coord.next_token;
+        }
+        pthread_mutex_unlock(&coord.mu);
+    }
+    pthread_rwlock_unlock(&coord.rw);
+    return res;
+}
+
+void coord_mem_commit(coord_resv_t *r, uint64_t key)
+{
+    if (!r->token) return;
+    int di = coord_dev_index(r->dev);
+    if (di < 0) return;
+    int old_dev = -1;
+    pthread_mutex_lock(&coord.mu);
+    uint64_t old = coord_tab_put(key, r->bytes, di, &old_dev);
+    pthread_mutex_unlock(&coord.mu);
+    if (old == UINT64_MAX) {
+        /* Out of memory for the table: forget this allocation rather than lose track of the books. */
+        pthread_rwlock_rdlock(&coord.rw);
+        coord_give_back_locked(di, r->bytes);
+        pthread_rwlock_unlock(&coord.rw);
+    } else if (old) {
+        /* The driver handed out a key we still held: its free went by untracked. */
+        pthread_rwlock_rdlock(&coord.rw);
+        coord_give_back_locked(old_dev, old);
+        pthread_rwlock_unlock(&coord.rw);
+    }
+    r->token = 0;
+}
+
+void coord_mem_abort(coord_resv_t *r)
+{
+    if (!r->token) return;
+    int di = coord_dev_index(r->dev);
+    if (di < 0) return;
+    pthread_rwlock_rdlock(&coord.rw);
+    coord_give_back_locked(di, r->bytes);
+    pthread_rwlock_unlock(&coord.rw);
+    r->token = 0;
+}
+
+void coord_mem_release(uint64_t key)
+{
+    if (coord_off()) return;
+    coord_enter();
+    coord_alloc_t e;
+    pthread_mutex_lock(&coord.mu);
+    bool found = coord_tab_take(key, &e);
+    pthread_mutex_unlock(&coord.mu);
+    if (!found) return; /* never seen: passes through, counters untouched */
+    coord_maybe_connect();
+    pthread_rwlock_rdlock(&coord.rw);
+    coord_give_back_locked(e.dev, e.bytes);
+    pthread_rwlock_unlock(&coord.rw);
+}
+
+void coord_mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes)
+{
+    if (coord_off()) return;
+    coord_enter();
+    int di = coord_dev_index(dev);
+    if (di < 0) return;
+    const rota_options_t *o = rota_options();
+    pthread_rwlock_rdlock(&coord.rw);
+    pthread_mutex_lock(&coord.mu);
+    coord_dev_t *d = &coord.devs[di];
+    uint64_t lim = d->limit ? d->limit : o->mem_limit;
+    if (o->mem_limit && o->mem_limit < lim) lim = o->mem_limit;
+    uint64_t used = d->used;
+    pthread_mutex_unlock(&coord.mu);
+    uint64_t node_free = UINT64_MAX;
+    if (coord.conn && conn_alive(coord.conn)) {
+        const rota_region_t *rg = conn_region(coord.conn);
+        int x = conn_region_device(coord.conn, d->uuid);
+        if (x >= 0) {
+            uint64_t cap = atomic_load(&rg->devices[x].capacity), res = atomic_load(&rg->devices[x].reserved);
+            const rota_channel_t *ch = conn_channel(coord.conn);
+            uint64_t mine = ch ? atomic_load(&ch->credit[x]) : 0; /* charged to us, still ours to use */
+            node_free = res < cap ? cap - res : 0;
+            node_free += mine;
+        }
+    }
+    pthread_rwlock_unlock(&coord.rw);
+    if (total_bytes && lim && lim < *total_bytes) *total_bytes = (size_t)lim;
+    if (free_bytes) {
+        uint64_t f = *free_bytes;
+        if (lim) {
+            uint64_t left = used < lim ? lim - used : 0;
+            if (left < f) f = left;
+        }
+        if (node_free < f) f = node_free;
+        if (total_bytes && f > *total_bytes) f = *total_bytes;
+        *free_bytes = (size_t)f;
+    }
+}
+
+CUresult coord_launch_gate(CUstream stream)
+{
+    (void)stream;
     return CUDA_SUCCESS;
 }
 
-void coord_mem_commit(coord_resv_t *r, uint64_t key) { (void)r; (void)key; }
-void coord_mem_abort(coord_resv_t *r) { (void)r; }
-void coord_mem_release(uint64_t key) { (void)key; }
-void coord_mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes)
+void coord_launch_after(CUstream stream, CUresult rc)
 {
-    (void)dev; (void)free_bytes; (void)total_bytes;
+    (void)stream;
+    (void)rc;
 }
-CUresult coord_launch_gate(CUstream stream) { (void)stream; return CUDA_SUCCESS; }
-void coord_launch_after(CUstream stream, CUresult rc) { (void)stream; (void)rc; }

@@ -61,6 +61,10 @@ void simnode_ctx_close(int dev, uint32_t ctx_id);
  * same context, the lower prio value (CUDA stream priority: lower is more urgent) goes first.
  * Deadlines are absolute CLOCK_MONOTONIC times. */
 int simnode_kernel_exec(int dev, uint32_t ctx_id, int prio, uint64_t ns);
+/* The same, for a kernel submitted (queued by the application, e.g. at cuLaunchKernel) at submit_ns
+ * (CLOCK_MONOTONIC ns): waiters of one context with equal prio are served in submission order, whichever
+ * thread reaches the engine first. simnode_kernel_exec() uses the time of the call. */
+int simnode_kernel_exec_submitted(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns);
 /* Occupies dev's copy engine for a transfer of bytes (latency + bytes / bandwidth). */
 int simnode_copy_exec(int dev, uint32_t ctx_id, uint64_t bytes);
 

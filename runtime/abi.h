@@ -1,0 +1,244 @@
+/* abi.h - the rotad ABI: node-wide region, per-client channel and socket messages, in one header. */
+#ifndef ROTA_ABI_H
+#define ROTA_ABI_H
+
+/*
+ * Three shared objects make up the protocol between rotad and its clients (librota.so, the rota tool):
+ *
+ *   socket   a UNIX SOCK_SEQPACKET socket (one message per packet; EOF = the peer is gone, kill -9 included).
+ *            Every message starts with rota_msg_hdr_t; rotad checks magic, ABI version, type and exact size
+ *            of every packet and drops a client that sends anything else.
+ *   region   one memfd, written by rotad only. Clients get a read-only file description of it (re-opened
+ *            O_RDONLY, so they cannot map it writable) in the WELCOME reply and map it PROT_READ: devices,
+ *            ledger totals, groups, the client table, and (issue 5) scheduling words.
+ *   channel  one memfd per client, written by that client only (rotad maps it too and validates every
+ *            value it reads: a client scribbling over its channel only ever hurts itself).
+ *
+ * Every shared structure starts with magic, ABI version and size; fields are fixed-width; fields that change
+ * while others read them are _Atomic (lock-free on every supported target, checked below). A reader that finds
+ * another magic, version or size refuses the object with a clear message and runs in pass-through.
+ * tests/runtime/abi-t.c re-checks the layout.
+ */
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ROTA_ABI_VERSION 1u
+#define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
+#define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
+#define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
+
+#define ROTA_MAX_DEVICES 16
+#define ROTA_MAX_CLIENTS 512
+#define ROTA_MAX_GROUPS 32
+#define ROTA_GROUP_NAME 128
+#define ROTA_UUID_LEN 16
+#define ROTA_COMM_LEN 16
+/* Largest allocation request accepted (2^56 bytes): more is a malformed message, not a request. */
+#define ROTA_MAX_BYTES (UINT64_C(1) << 56)
+/* Longest wait a client may ask for, in milliseconds (one hour). */
+#define ROTA_MAX_WAIT_MS 3600000u
+
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "32-bit atomics must be lock-free for shared memory");
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free for shared memory");
+
+/* Priority classes (ROTA_PRIORITY). Lower value = more urgent; memory waiters are served in this order. */
+enum rota_prio {
+    ROTA_PRIO_HIGH = 0,
+    ROTA_PRIO_NORMAL = 1,
+    ROTA_PRIO_LOW = 2,
+    ROTA_PRIO_COUNT = 3,
+};
+
+/* ---- region (rotad writes, everyone reads) ---------------------------------------------------------------- */
+
+/* One physical GPU, keyed by UUID. Entries are appended (ndevices grows) and never move. */
+typedef struct rota_dev {
+    uint8_t uuid[ROTA_UUID_LEN];
+    _Atomic uint64_t capacity;     /* bytes, as the first client on this GPU reported cuDeviceTotalMem */
+    _Atomic uint64_t reserved;     /* node-wide: reserved + committed bytes of every live client */
+    _Atomic uint32_t waiters;      /* memory requests queued on this GPU */
+    _Atomic uint32_t clients;      /* live clients that reserved on this GPU */
+    /* scheduling (issue 5): written by rotad, read by the launch gate */
+    _Atomic uint32_t hold_epoch;   /* futex word: bumped whenever holds change on this GPU */
+    _Atomic uint32_t high_active;  /* high-priority clients active on this GPU */
+    _Atomic uint64_t busy_ns;      /* device time measured on this GPU (sum over clients) */
+    uint64_t reserved_abi[5];
+} rota_dev_t;
+
+/* A per-group limit from rotad's config file (group = the client's cgroup v2 path, see config.c). */
+typedef struct rota_group {
+    char name[ROTA_GROUP_NAME];        /* cgroup path prefix, NUL-terminated */
+    uint64_t limit;                    /* per GPU, bytes */
+    _Atomic uint64_t used[ROTA_MAX_DEVICES];
+} rota_group_t;
+
+enum rota_slot_state {
+    ROTA_SLOT_FREE = 0,
+    ROTA_SLOT_LIVE = 1,
+};
+
+/* One client. A slot is reused after its client died; gen is bumped each time, so (slot, gen) names exactly one
+ * client for rotad's lifetime, whatever PIDs the kernel hands out meanwhile. */
+typedef struct rota_slot {
+    _Atomic uint32_t state;            /* rota_slot_state */
+    _Atomic uint32_t gen;
+    _Atomic int32_t pid;               /* from SO_PEERCRED, never from the client's word */
+    _Atomic uint32_t uid;
+    _Atomic uint32_t priority;         /* rota_prio */
+    _Atomic uint32_t weight;           /* issue 5: share among one class, in thousandths (ROTA_WEIGHT=1 -> 1000) */
+    _Atomic uint32_t max_inflight;     /* issue 5: lower-class launches in flight */
+    _Atomic int32_t group;             /* index in groups[], -1 for none */
+    _Atomic int32_t device;            /* first GPU this client reserved on, -1 before */
+    _Atomic int32_t wait_dev;          /* GPU of the queued request, -1 when not waiting */
+    _Atomic uint64_t limit;            /* per GPU, bytes; 0 = none */
+    _Atomic uint64_t waiting;          /* bytes of the queued request (0 = not waiting) */
+    _Atomic uint64_t used[ROTA_MAX_DEVICES]; /* in use + unused credit */
+    /* scheduling (issue 5) */
+    _Atomic uint32_t hold;             /* futex word: nonzero = hold this client at its next launch */
+    _Atomic uint32_t sched_state;      /* running / held / waiting, for rota top */
+    _Atomic uint64_t launches;         /* copied from the channel (validated) */
+    _Atomic uint64_t busy_ns;
+    _Atomic uint32_t inflight;
+    uint32_t pad0;
+    char comm[ROTA_COMM_LEN];          /* NUL-terminated, sanitised */
+    _Atomic uint64_t credit;           /* unused credit (all GPUs) as last read from the channel; part of used[] */
+    uint64_t reserved_abi[2];
+} rota_slot_t;
+
+typedef struct rota_region {
+    uint32_t magic;                    /* ROTA_REGION_MAGIC */
+    uint32_t abi;                      /* ROTA_ABI_VERSION */
+    uint64_t size;                     /* sizeof(rota_region_t) */
+    int32_t rotad_pid;
+    uint32_t max_devices, max_clients, max_groups;
+    uint64_t start_ns;                 /* CLOCK_REALTIME of rotad's start */
+    _Atomic uint32_t ndevices;
+    _Atomic uint32_t ngroups;
+    _Atomic uint32_t nclients;
+    _Atomic uint32_t sched_epoch;      /* issue 5: futex word for node-wide scheduling changes */
+    _Atomic uint64_t seq;              /* bumped on every change of the ledger */
+    uint64_t reserved_abi[8];
+    rota_dev_t devices[ROTA_MAX_DEVICES];
+    rota_group_t groups[ROTA_MAX_GROUPS];
+    rota_slot_t slots[ROTA_MAX_CLIENTS];
+} rota_region_t;
+
+/* ---- channel (one client writes, rotad validates) ----------------------------------------------------------- */
+
+typedef struct rota_channel {
+    uint32_t magic;                    /* ROTA_CHANNEL_MAGIC, set by rotad; a client that changes it is dropped */
+    uint32_t abi;
+    uint64_t size;
+    uint32_t slot, gen;                /* set by rotad */
+    /* client-written statistics and scheduling state (issue 5) */
+    _Atomic uint32_t inflight;         /* gated launches not yet completed */
+    _Atomic uint32_t active;           /* 1 while the client has launched recently */
+    _Atomic uint64_t launches;
+    _Atomic uint64_t busy_ns;          /* device time of completed launches */
+    _Atomic uint64_t last_launch_ns;   /* CLOCK_MONOTONIC */
+    _Atomic uint32_t doorbell;         /* futex word the client bumps to ask rotad's attention (issue 5) */
+    uint32_t pad0;
+    uint64_t reserved_abi[8];
+    /* Memory credit per GPU (index in region->devices): bytes rotad has already charged to this client and not
+     * yet seen used. rotad adds to it when it grants a RESERVE (fetch_add) and takes it all back under pressure
+     * (exchange with 0); the client takes from it with compare-exchange to allocate without a round trip, and
+     * never adds to it. So every byte is either in a credit word or in use, and the ledger stays exact. */
+    _Atomic uint64_t credit[ROTA_MAX_DEVICES];
+} rota_channel_t;
+
+/* Both objects are mapped in page multiples. */
+#define ROTA_PAGE 4096u
+#define ROTA_ROUND_PAGE(n) ((((uint64_t)(n)) + ROTA_PAGE - 1) / ROTA_PAGE * ROTA_PAGE)
+#define ROTA_REGION_MAP_SIZE ROTA_ROUND_PAGE(sizeof(rota_region_t))
+#define ROTA_CHANNEL_MAP_SIZE ROTA_ROUND_PAGE(sizeof(rota_channel_t))
+
+/* ---- socket messages --------------------------------------------------------------------------------------- */
+
+enum rota_msg_type {
+    ROTA_MSG_HELLO = 1,    /* client -> rotad: register (or observe); first message of every connection */
+    ROTA_MSG_WELCOME = 2,  /* rotad -> client: slot, region fd [, channel fd] via SCM_RIGHTS */
+    ROTA_MSG_RESERVE = 3,  /* client -> rotad: reserve bytes on a GPU, maybe waiting; answered by RESULT */
+    ROTA_MSG_RESULT = 4,   /* rotad -> client: outcome of RESERVE (same seq) */
+    ROTA_MSG_RELEASE = 5,  /* client -> rotad: give bytes back (free, or a failed allocation); no answer */
+    ROTA_MSG_ADOPT = 6,    /* client -> rotad: after a reconnect, bytes already allocated; no answer */
+    ROTA_MSG_TYPE_MAX = 6,
+};
+
+enum rota_role {
+    ROTA_ROLE_CLIENT = 1,   /* a process using the GPU: gets a slot and a channel */
+    ROTA_ROLE_OBSERVER = 2, /* rota status/top: region only, no slot */
+};
+
+typedef struct rota_msg_hdr {
+    uint32_t magic;        /* ROTA_MSG_MAGIC */
+    uint16_t abi;          /* ROTA_ABI_VERSION */
+    uint16_t type;         /* rota_msg_type */
+    uint32_t size;         /* whole message, header included: exactly the size of the type's struct */
+    uint32_t seq;          /* chosen by the client; RESULT echoes it */
+} rota_msg_hdr_t;
+
+typedef struct rota_msg_hello {
+    rota_msg_hdr_t h;
+    uint32_t role;         /* rota_role */
+    uint32_t priority;     /* rota_prio */
+    uint32_t weight;       /* thousandths: 1..1000000 (ROTA_WEIGHT 0.001..1000) */
+    uint32_t max_inflight; /* 0..65535 (0 = rotad's default) */
+    uint64_t mem_limit;    /* per GPU; 0 = none */
+    uint32_t flags;        /* none defined: must be 0 */
+    uint32_t pad0;
+    char comm[ROTA_COMM_LEN];
+} rota_msg_hello_t;
+
+typedef struct rota_msg_welcome {
+    rota_msg_hdr_t h;
+    int32_t status;        /* 0, or -errno: -EPROTO (ABI mismatch), -EUSERS (table full), -EINVAL */
+    uint32_t abi;          /* rotad's ABI version, meaningful even when status is -EPROTO */
+    uint32_t slot, gen;
+    uint64_t region_size;
+    uint64_t channel_size;
+    char reason[64];       /* why status != 0, NUL-terminated */
+} rota_msg_welcome_t;
+
+/* RESERVE, RELEASE and ADOPT share one body. */
+typedef struct rota_msg_mem {
+    rota_msg_hdr_t h;
+    uint8_t uuid[ROTA_UUID_LEN];
+    uint64_t total_mem;    /* the GPU's memory as the client's driver reports it */
+    uint64_t bytes;        /* 1..ROTA_MAX_BYTES */
+    uint32_t wait_ms;      /* RESERVE: how long to queue when it does not fit (0 = fail at once) */
+    uint32_t flags;        /* none defined: must be 0 */
+} rota_msg_mem_t;
+
+typedef struct rota_msg_result {
+    rota_msg_hdr_t h;
+    int32_t status;        /* 0; -ENOMEM (GPU full, no wait or timed out); -EDQUOT (over the process or group
+                            * limit); -ESHUTDOWN (rotad is draining: pass through) */
+    int32_t dev;           /* index in region->devices, -1 when unknown */
+    uint64_t limit;        /* the client's effective limit on this GPU (min of process and group; 0 = none) */
+    uint64_t credit;       /* bytes added to the channel's credit[dev] with this answer */
+} rota_msg_result_t;
+
+#define ROTA_MSG_MAX 128
+
+_Static_assert(sizeof(rota_msg_hdr_t) == 16, "message header");
+_Static_assert(sizeof(rota_msg_hello_t) == 64, "hello");
+_Static_assert(sizeof(rota_msg_welcome_t) == 112, "welcome");
+_Static_assert(sizeof(rota_msg_mem_t) == 56, "mem message");
+_Static_assert(sizeof(rota_msg_result_t) == 40, "result");
+_Static_assert(sizeof(rota_msg_welcome_t) <= ROTA_MSG_MAX, "messages fit ROTA_MSG_MAX");
+_Static_assert(offsetof(rota_msg_hdr_t, type) == 6 && offsetof(rota_msg_hdr_t, seq) == 12, "header layout");
+_Static_assert(offsetof(rota_msg_mem_t, bytes) == 40, "mem layout");
+
+_Static_assert(sizeof(rota_dev_t) == 96, "device entry");
+_Static_assert(sizeof(rota_group_t) == ROTA_GROUP_NAME + 8 + 8 * ROTA_MAX_DEVICES, "group entry");
+_Static_assert(offsetof(rota_slot_t, used) == 56, "slot layout");
+_Static_assert(sizeof(rota_slot_t) == 256, "slot entry");
+_Static_assert(offsetof(rota_region_t, size) == 8, "region header");
+_Static_assert(offsetof(rota_region_t, devices) == 128, "region devices");
+_Static_assert(offsetof(rota_region_t, slots) % 64 == 0, "slots are cache-line aligned");
+_Static_assert(offsetof(rota_channel_t, inflight) == 24, "channel layout");
+_Static_assert(offsetof(rota_channel_t, credit) == 128, "channel credit");
+_Static_assert(sizeof(rota_channel_t) == 128 + 8 * ROTA_MAX_DEVICES, "channel");
+
+#endif

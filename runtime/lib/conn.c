@@ -1,0 +1,392 @@
+/* conn.c - rotad client connection: HELLO/WELCOME with fd passing, and requests shared by many threads. */
+#include "runtime/lib/conn.h"
+
+#include "runtime/lib/proto.h"
+#include "runtime/lib/sockpath.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+/*
+ * Many threads of one process share the connection. Requests carry a sequence number; whichever waiting
+ * thread holds the reader role receives answers and hands each to its owner (leader/follower), so one thread
+ * queued for memory never delays another's answer. A thread blocks in poll() or on a condition variable,
+ * never spins. EOF on the socket marks the connection dead and wakes everyone.
+ */
+
+struct conn_pending {
+    uint32_t seq;
+    bool done;
+    rota_msg_result_t res;
+    struct conn_pending *next;
+};
+
+struct conn {
+    int fd;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool reading;
+    _Atomic bool dead;
+    uint32_t next_seq;
+    struct conn_pending *pending;
+    const rota_region_t *region;
+    rota_channel_t *channel;
+    uint32_t slot, gen;
+};
+
+static void conn_err(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void conn_err(char *err, size_t n, const char *fmt, ...)
+{
+    if (!err || !n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+}
+
+static uint64_t conn_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Waits for one packet within timeout_ms; returns proto_recv's result or -ETIMEDOUT. */
+static ssize_t conn_recv_timed(int fd, void *buf, size_t cap, int *fds, int *nfds, uint64_t timeout_ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int r;
+    do {
+        r = poll(&p, 1, timeout_ms > 0x7fffffff ? 0x7fffffff : (int)timeout_ms);
+    } while (r < 0 && errno == EINTR);
+    if (r < 0) return -errno;
+    if (r == 0) return -ETIMEDOUT;
+    return proto_recv(fd, buf, cap, fds, nfds, MSG_DONTWAIT);
+}
+
+static int conn_map(int fd, size_t size, int prot, void **out)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0) return -errno;
+    if ((uint64_t)st.st_size < size) return -EBADMSG;
+    void *p = mmap(NULL, size, prot, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return -errno;
+    *out = p;
+    return 0;
+}
+
+int conn_open(const conn_opts_t *o, conn_t **out, char *err, size_t errlen)
+{
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    int rc = sockpath_resolve(o->socket, path, sizeof path);
+    if (rc) {
+        conn_err(err, errlen, "socket path is too long");
+        return rc;
+    }
+    unsigned timeout = o->timeout_ms ? o->timeout_ms : 5000;
+    conn_t *c = calloc(1, sizeof *c);
+    if (!c) return -ENOMEM;
+    c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) {
+        rc = -errno;
+        conn_err(err, errlen, "unable to create a socket: %s", strerror(errno));
+        goto out_free;
+    }
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    memcpy(sun.sun_path, path, strlen(path) + 1);
+    if (connect(c->fd, (struct sockaddr *)&sun, sizeof sun) < 0) {
+        rc = -errno;
+        if (rc == -ENOENT || rc == -ECONNREFUSED)
+            conn_err(err, errlen, "rotad is not running (nothing listens on %s)", path);
+        else
+            conn_err(err, errlen, "unable to connect to rotad at %s: %s", path, strerror(errno));
+        goto out_close;
+    }
+    rota_msg_hello_t h = {0};
+    proto_hdr_init(&h.h, ROTA_MSG_HELLO, sizeof h, 0);
+    h.role = o->role;
+    h.priority = o->priority;
+    h.weight = o->weight ? o->weight : 1000;
+    h.max_inflight = o->max_inflight;
+    h.mem_limit = o->mem_limit;
+    FILE *f = fopen("/proc/self/comm", "re");
+    if (f) {
+        if (fgets(h.comm, sizeof h.comm, f)) h.comm[strcspn(h.comm, "\n")] = 0;
+        fclose(f);
+    }
+    rc = proto_send(c->fd, &h, sizeof h, NULL, 0);
+    if (rc) {
+        conn_err(err, errlen, "unable to register with rotad at %s: %s", path, strerror(-rc));
+        goto out_close;
+    }
+    union {
+        rota_msg_welcome_t w;
+        char raw[ROTA_MSG_MAX];
+    } u;
+    int fds[2] = {-1, -1}, nfds = 2;
+    ssize_t n = conn_recv_timed(c->fd, &u, sizeof u, fds, &nfds, timeout);
+    if (n <= 0) {
+        rc = n == 0 ? -EPIPE : (int)n;
+        conn_err(err, errlen, "rotad at %s did not answer the registration: %s", path,
+                 n == 0 ? "connection closed" : strerror((int)-n));
+        goto out_fds;
+    }
+    uint32_t abi = 0;
+    const char *why;
+    int type = proto_check(&u, (size_t)n, &abi, &why);
+    if (type == -EPROTO || (type == ROTA_MSG_WELCOME && u.w.status == -EPROTO)) {
+        rc = -EPROTO;
+        conn_err(err, errlen, "rotad at %s speaks rota ABI version %u, this program speaks version %u",
+                 path, type == -EPROTO ? abi : u.w.abi, ROTA_ABI_VERSION);
+        goto out_fds;
+    }
+    if (type != ROTA_MSG_WELCOME) {
+        rc = -EBADMSG;
+        conn_err(err, errlen, "rotad at %s sent an invalid registration answer: %s", path,
+                 type < 0 ? why : "not a welcome");
+        goto out_fds;
+    }
+    if (u.w.status) {
+        rc = u.w.status;
+        conn_err(err, errlen, "rotad at %s refused the registration: %s", path, u.w.reason);
+        goto out_fds;
+    }
+    bool client = o->role == ROTA_ROLE_CLIENT;
+    if (nfds != (client ? 2 : 1) || (client && !u.w.channel_size)) {
+        rc = -EBADMSG;
+        conn_err(err, errlen, "rotad at %s sent %d descriptors with its answer", path, nfds);
+        goto out_fds;
+    }
+    void *region = NULL, *channel = NULL;
+    rc = conn_map(fds[0], ROTA_REGION_MAP_SIZE, PROT_READ, &region);
+    if (rc) {
+        conn_err(err, errlen, "unable to map rotad's region: %s", strerror(-rc));
+        goto out_fds;
+    }
+    rc = proto_region_check(region, ROTA_REGION_MAP_SIZE, &why);
+    if (rc) {
+        conn_err(err, errlen, "rotad's region is unusable: %s", why);
+        goto out_unmap_region;
+    }
+    if (client) {
+        rc = conn_map(fds[1], ROTA_CHANNEL_MAP_SIZE, PROT_READ | PROT_WRITE, &channel);
+        if (rc) {
+            conn_err(err, errlen, "unable to map the client channel: %s", strerror(-rc));
+            goto out_unmap_region;
+        }
+        rc = proto_channel_check(channel, ROTA_CHANNEL_MAP_SIZE, &why);
+        if (rc) {
+            conn_err(err, errlen, "rotad's channel is unusable: %s", why);
+            munmap(channel, ROTA_CHANNEL_MAP_SIZE);
+            goto out_unmap_region;
+        }
+    }
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    c->region = region;
+    c->channel = channel;
+    c->slot = u.w.slot;
+    c->gen = u.w.gen;
+    *out = c;
+    return 0;
+
+out_unmap_region:
+    munmap(region, ROTA_REGION_MAP_SIZE);
+out_fds:
+    for (int i = 0; i < nfds; i++) close(fds[i]);
+out_close:
+    close(c->fd);
+out_free:
+    free(c);
+    return rc;
+}
+
+/* Called with mu held by the reader after one receive attempt. */
+static void conn_dispatch_locked(conn_t *c, const void *buf, ssize_t n)
+{
+    if (n == -EAGAIN || n == -ETIMEDOUT) return;
+    if (n <= 0) {
+        c->dead = true;
+        return;
+    }
+    const char *why;
+    if (proto_check(buf, (size_t)n, NULL, &why) != ROTA_MSG_RESULT) {
+        c->dead = true; /* rotad never sends anything else: the stream cannot be trusted any more */
+        return;
+    }
+    const rota_msg_result_t *r = buf;
+    for (struct conn_pending *p = c->pending; p; p = p->next)
+        if (p->seq == r->h.seq && !p->done) {
+            p->res = *r;
+            p->done = true;
+            return;
+        }
+}
+
+static void conn_unlink_locked(conn_t *c, struct conn_pending *me)
+{
+    for (struct conn_pending **pp = &c->pending; *pp; pp = &(*pp)->next)
+        if (*pp == me) {
+            *pp = me->next;
+            return;
+        }
+}
+
+int conn_reserve(conn_t *c, const uint8_t uuid[ROTA_UUID_LEN], uint64_t total_mem, uint64_t bytes,
+                 unsigned wait_ms, int *dev, uint64_t *limit)
+{
+    if (dev) *dev = -1;
+    if (limit) *limit = 0;
+    if (c->dead) return -EPIPE;
+    struct conn_pending me = {0};
+    rota_msg_mem_t m = {0};
+    pthread_mutex_lock(&c->mu);
+    me.seq = ++c->next_seq;
+    me.next = c->pending;
+    c->pending = &me;
+    pthread_mutex_unlock(&c->mu);
+
+    proto_hdr_init(&m.h, ROTA_MSG_RESERVE, sizeof m, me.seq);
+    memcpy(m.uuid, uuid, ROTA_UUID_LEN);
+    m.total_mem = total_mem;
+    m.bytes = bytes;
+    m.wait_ms = wait_ms;
+    int rc = proto_send(c->fd, &m, sizeof m, NULL, 0);
+
+    pthread_mutex_lock(&c->mu);
+    if (rc) c->dead = true;
+    uint64_t deadline = conn_now_ms() + wait_ms + 5000;
+    while (!me.done && !c->dead) {
+        uint64_t now = conn_now_ms();
+        if (now >= deadline) {
+            c->dead = true; /* rotad stopped answering: fail open from now on */
+            shutdown(c->fd, SHUT_RDWR);
+            break;
+        }
+        if (!c->reading) {
+            c->reading = true;
+            pthread_mutex_unlock(&c->mu);
+            char buf[ROTA_MSG_MAX];
+            ssize_t n = conn_recv_timed(c->fd, buf, sizeof buf, NULL, NULL, deadline - now);
+            pthread_mutex_lock(&c->mu);
+            c->reading = false;
+            conn_dispatch_locked(c, buf, n);
+            pthread_cond_broadcast(&c->cv);
+        } else {
+            struct timespec ts = {.tv_sec = (time_t)(deadline / 1000), .tv_nsec = (long)(deadline % 1000) * 1000000};
+            pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        }
+    }
+    conn_unlink_locked(c, &me);
+    pthread_cond_broadcast(&c->cv); /* hand the reader role on */
+    pthread_mutex_unlock(&c->mu);
+    if (!me.done) return -EPIPE;
+    if (dev) *dev = me.res.dev;
+    if (limit) *limit = me.res.limit;
+    return me.res.status;
+}
+
+static int conn_oneway(conn_t *c, unsigned type, const uint8_t uuid[ROTA_UUID_LEN], uint64_t total_mem,
+                       uint64_t bytes)
+{
+    if (c->dead) return -EPIPE;
+    rota_msg_mem_t m = {0};
+    proto_hdr_init(&m.h, type, sizeof m, 0);
+    memcpy(m.uuid, uuid, ROTA_UUID_LEN);
+    m.total_mem = total_mem;
+    m.bytes = bytes;
+    int rc = proto_send(c->fd, &m, sizeof m, NULL, 0);
+    if (rc) {
+        c->dead = true;
+        return -EPIPE;
+    }
+    return 0;
+}
+
+int conn_release(conn_t *c, const uint8_t uuid[ROTA_UUID_LEN], uint64_t total_mem, uint64_t bytes)
+{
+    return conn_oneway(c, ROTA_MSG_RELEASE, uuid, total_mem, bytes);
+}
+
+int conn_adopt(conn_t *c, const uint8_t uuid[ROTA_UUID_LEN], uint64_t total_mem, uint64_t bytes)
+{
+    return conn_oneway(c, ROTA_MSG_ADOPT, uuid, total_mem, bytes);
+}
+
+bool conn_credit_take(conn_t *c, int dev, uint64_t bytes)
+{
+    if (!c->channel || dev < 0 || dev >= ROTA_MAX_DEVICES || c->dead) return false;
+    _Atomic uint64_t *w = &c->channel->credit[dev];
+    uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
+    while (cur >= bytes)
+        if (atomic_compare_exchange_weak_explicit(w, &cur, cur - bytes, memory_order_acq_rel, memory_order_relaxed))
+            return true;
+    return false;
+}
+
+bool conn_alive(conn_t *c)
+{
+    if (c->dead) return false;
+    /* A dead peer shows as POLLHUP even when no thread is reading. */
+    struct pollfd p = {.fd = c->fd, .events = 0};
+    if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL))) c->dead = true;
+    return !c->dead;
+}
+
+const rota_region_t *conn_region(const conn_t *c) { return c->region; }
+rota_channel_t *conn_channel(const conn_t *c) { return c->channel; }
+uint32_t conn_slot(const conn_t *c) { return c->slot; }
+uint32_t conn_gen(const conn_t *c) { return c->gen; }
+int conn_fd(const conn_t *c) { return c->fd; }
+
+int conn_region_device(const conn_t *c, const uint8_t uuid[ROTA_UUID_LEN])
+{
+    unsigned n = atomic_load_explicit(&c->region->ndevices, memory_order_acquire);
+    if (n > ROTA_MAX_DEVICES) n = ROTA_MAX_DEVICES;
+    for (unsigned i = 0; i < n; i++)
+        if (!memcmp(c->region->devices[i].uuid, uuid, ROTA_UUID_LEN)) return (int)i;
+    return -1;
+}
+
+static void conn_unmap(conn_t *c)
+{
+    if (c->region) munmap((void *)c->region, ROTA_REGION_MAP_SIZE);
+    if (c->channel) munmap(c->channel, ROTA_CHANNEL_MAP_SIZE);
+    c->region = NULL;
+    c->channel = NULL;
+}
+
+void conn_close(conn_t *c)
+{
+    if (!c) return;
+    close(c->fd);
+    conn_unmap(c);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}
+
+void conn_abandon(conn_t *c)
+{
+    if (!c) return;
+    close(c->fd);
+    c->fd = -1;
+    c->dead = true;
+    conn_unmap(c);
+}

@@ -1,0 +1,60 @@
+/* conn.h - a connection to rotad: registration, region and channel mapping, memory requests (thread-safe). */
+#ifndef ROTA_CONN_H
+#define ROTA_CONN_H
+
+#include "runtime/abi.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct conn conn_t;
+
+typedef struct conn_opts {
+    const char *socket;        /* path; NULL or "" = sockpath_default() */
+    unsigned role;             /* ROTA_ROLE_CLIENT or ROTA_ROLE_OBSERVER */
+    unsigned priority;         /* rota_prio */
+    unsigned weight;           /* thousandths, 1..1000000; 0 = 1000 */
+    unsigned max_inflight;     /* 0..65535 */
+    uint64_t mem_limit;        /* per GPU, 0 = none */
+    unsigned timeout_ms;       /* for connect + registration; 0 = 5000 */
+} conn_opts_t;
+
+/* Connects and registers. Returns 0 and *out, or -errno with a sentence in err:
+ *   -ENOENT / -ECONNREFUSED  no rotad listening there     -EACCES    no permission on the socket
+ *   -EPROTO                  rotad speaks another ABI      -EUSERS    rotad's client table is full
+ *   -EBADMSG                 rotad sent something invalid  -ETIMEDOUT no answer in time */
+int conn_open(const conn_opts_t *opts, conn_t **out, char *err, size_t errlen);
+
+/* Reserves bytes on the GPU with this UUID (total_mem: what the driver reports for it), queueing up to wait_ms.
+ * Returns 0, -ENOMEM (does not fit: no wait or timed out), -EDQUOT (over this process's or its group's limit),
+ * or a connection failure: -EPIPE (rotad gone; the connection is dead from now on), -ESHUTDOWN (rotad is
+ * draining), -ETIMEDOUT (rotad did not answer within wait_ms + 5 s: treated as gone). *dev gets rotad's index
+ * of the GPU (or -1), *limit the effective limit (0 = none); either may be NULL. */
+int conn_reserve(conn_t *c, const uint8_t uuid[ROTA_UUID_LEN], uint64_t total_mem, uint64_t bytes,
+                 unsigned wait_ms, int *dev, uint64_t *limit);
+/* One-way: give bytes back / declare bytes already allocated (after a reconnect). 0 or -EPIPE. */
+int conn_release(conn_t *c, const uint8_t uuid[ROTA_UUID_LEN], uint64_t total_mem, uint64_t bytes);
+int conn_adopt(conn_t *c, const uint8_t uuid[ROTA_UUID_LEN], uint64_t total_mem, uint64_t bytes);
+
+/* The fast path: takes bytes from this client's memory credit on rotad's GPU index dev (from conn_reserve's
+ * *dev) without a round trip. false when the credit is short (then ask with conn_reserve). Lock-free. */
+bool conn_credit_take(conn_t *c, int dev, uint64_t bytes);
+
+/* false once rotad's end closed (EOF, error, timeout). */
+bool conn_alive(conn_t *c);
+const rota_region_t *conn_region(const conn_t *c);
+rota_channel_t *conn_channel(const conn_t *c); /* NULL for observers */
+uint32_t conn_slot(const conn_t *c);
+uint32_t conn_gen(const conn_t *c);
+int conn_fd(const conn_t *c);
+/* The region's entry for this UUID, or -1. */
+int conn_region_device(const conn_t *c, const uint8_t uuid[ROTA_UUID_LEN]);
+
+/* Closes the socket (rotad reclaims everything of this client) and frees c. No thread may be inside c. */
+void conn_close(conn_t *c);
+/* In a forked child: closes the inherited descriptor and mappings without touching c's locks (which another,
+ * vanished thread may hold) and without freeing c. The parent's connection is unaffected. */
+void conn_abandon(conn_t *c);
+
+#endif

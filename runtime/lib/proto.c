@@ -1,0 +1,285 @@
+/* proto.c - rotad protocol helpers: framing and validation of packets, SCM_RIGHTS, ABI value names. */
+#include "runtime/lib/proto.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+void proto_hdr_init(rota_msg_hdr_t *h, unsigned type, size_t size, uint32_t seq)
+{
+    h->magic = ROTA_MSG_MAGIC;
+    h->abi = ROTA_ABI_VERSION;
+    h->type = (uint16_t)type;
+    h->size = (uint32_t)size;
+    h->seq = seq;
+}
+
+static size_t proto_type_size(unsigned type)
+{
+    switch (type) {
+    case ROTA_MSG_HELLO: return sizeof(rota_msg_hello_t);
+    case ROTA_MSG_WELCOME: return sizeof(rota_msg_welcome_t);
+    case ROTA_MSG_RESERVE:
+    case ROTA_MSG_RELEASE:
+    case ROTA_MSG_ADOPT: return sizeof(rota_msg_mem_t);
+    case ROTA_MSG_RESULT: return sizeof(rota_msg_result_t);
+    default: return 0;
+    }
+}
+
+static bool proto_has_nul(const char *s, size_t cap)
+{
+    return memchr(s, 0, cap) != NULL;
+}
+
+int proto_check(const void *buf, size_t n, uint32_t *abi, const char **why)
+{
+    rota_msg_hdr_t h;
+    const char *dummy;
+    if (!why) why = &dummy;
+    if (n < sizeof h) {
+        *why = "truncated message (shorter than the header)";
+        return -EBADMSG;
+    }
+    memcpy(&h, buf, sizeof h);
+    if (h.magic != ROTA_MSG_MAGIC) {
+        *why = "not a rota message (bad magic)";
+        return -EBADMSG;
+    }
+    if (abi) *abi = h.abi;
+    if (h.abi != ROTA_ABI_VERSION) {
+        *why = "peer speaks another rota ABI version";
+        return -EPROTO;
+    }
+    size_t want = proto_type_size(h.type);
+    if (!want) {
+        *why = "unknown message type";
+        return -EBADMSG;
+    }
+    if (h.size != n || n != want) {
+        *why = n < want ? "truncated message" : "message of the wrong size for its type";
+        return -EBADMSG;
+    }
+    switch (h.type) {
+    case ROTA_MSG_HELLO: {
+        const rota_msg_hello_t *m = buf;
+        if (m->role != ROTA_ROLE_CLIENT && m->role != ROTA_ROLE_OBSERVER) {
+            *why = "hello: unknown role";
+            return -EBADMSG;
+        }
+        if (m->priority >= ROTA_PRIO_COUNT) {
+            *why = "hello: priority out of range";
+            return -EBADMSG;
+        }
+        if (m->weight < 1 || m->weight > 1000000) {
+            *why = "hello: weight out of range 1..1000000 (thousandths)";
+            return -EBADMSG;
+        }
+        if (m->max_inflight > 65535) {
+            *why = "hello: max_inflight out of range 0..65535";
+            return -EBADMSG;
+        }
+        if (m->mem_limit > ROTA_MAX_BYTES) {
+            *why = "hello: mem_limit out of range";
+            return -EBADMSG;
+        }
+        if (m->flags || m->pad0) {
+            *why = "hello: reserved fields are not zero";
+            return -EBADMSG;
+        }
+        if (!proto_has_nul(m->comm, sizeof m->comm)) {
+            *why = "hello: comm is not NUL-terminated";
+            return -EBADMSG;
+        }
+        break;
+    }
+    case ROTA_MSG_WELCOME: {
+        const rota_msg_welcome_t *m = buf;
+        if (m->status > 0 || !proto_has_nul(m->reason, sizeof m->reason)) {
+            *why = "welcome: bad status or reason";
+            return -EBADMSG;
+        }
+        if (m->status == 0 && (m->slot >= ROTA_MAX_CLIENTS || m->region_size != ROTA_REGION_MAP_SIZE ||
+                               (m->channel_size && m->channel_size != ROTA_CHANNEL_MAP_SIZE))) {
+            *why = "welcome: slot or sizes out of range";
+            return -EBADMSG;
+        }
+        break;
+    }
+    case ROTA_MSG_RESERVE:
+    case ROTA_MSG_RELEASE:
+    case ROTA_MSG_ADOPT: {
+        const rota_msg_mem_t *m = buf;
+        if (m->bytes < 1 || m->bytes > ROTA_MAX_BYTES) {
+            *why = "memory message: bytes out of range 1..2^56";
+            return -EBADMSG;
+        }
+        if (m->total_mem < 1 || m->total_mem > ROTA_MAX_BYTES) {
+            *why = "memory message: device memory out of range 1..2^56";
+            return -EBADMSG;
+        }
+        if (m->wait_ms > ROTA_MAX_WAIT_MS || (h.type != ROTA_MSG_RESERVE && m->wait_ms)) {
+            *why = "memory message: wait out of range";
+            return -EBADMSG;
+        }
+        if (m->flags) {
+            *why = "memory message: reserved flags are not zero";
+            return -EBADMSG;
+        }
+        break;
+    }
+    case ROTA_MSG_RESULT: {
+        const rota_msg_result_t *m = buf;
+        if (m->status > 0 || m->dev < -1 || m->dev >= ROTA_MAX_DEVICES) {
+            *why = "result: status or device out of range";
+            return -EBADMSG;
+        }
+        break;
+    }
+    }
+    *why = "ok";
+    return h.type;
+}
+
+int proto_send(int fd, const void *msg, size_t n, const int *fds, int nfds)
+{
+    struct iovec iov = {.iov_base = (void *)msg, .iov_len = n};
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * 4)];
+    } ctl;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds > 4) return -EINVAL;
+    if (nfds > 0) {
+        memset(&ctl, 0, sizeof ctl);
+        mh.msg_control = ctl.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
+    }
+    for (;;) {
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (w == (ssize_t)n) return 0;
+        if (w >= 0) return -EMSGSIZE;
+        if (errno == EINTR) continue;
+        return -errno;
+    }
+}
+
+ssize_t proto_recv(int fd, void *buf, size_t cap, int *fds, int *nfds, int flags)
+{
+    struct iovec iov = {.iov_base = buf, .iov_len = cap};
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * 8)];
+    } ctl;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                        .msg_controllen = sizeof ctl.buf};
+    int want = nfds ? *nfds : 0, got = 0;
+    if (nfds) *nfds = 0;
+    ssize_t r;
+    do {
+        r = recvmsg(fd, &mh, flags | MSG_CMSG_CLOEXEC);
+    } while (r < 0 && errno == EINTR);
+    if (r < 0) return -errno;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int f;
+            memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
+            if (fds && got < want) fds[got++] = f;
+            else close(f);
+        }
+    }
+    if (nfds) *nfds = got;
+    if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+        for (int i = 0; i < got; i++) close(fds[i]);
+        if (nfds) *nfds = 0;
+        return -EMSGSIZE;
+    }
+    return r;
+}
+
+void proto_uuid_str(const uint8_t u[ROTA_UUID_LEN], char out[PROTO_UUID_STR])
+{
+    snprintf(out, PROTO_UUID_STR,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1], u[2], u[3],
+             u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+}
+
+static const char *const proto_prio_names[ROTA_PRIO_COUNT] = {"high", "normal", "low"};
+
+const char *proto_prio_name(unsigned prio)
+{
+    return prio < ROTA_PRIO_COUNT ? proto_prio_names[prio] : "?";
+}
+
+int proto_prio_parse(const char *s, unsigned *prio)
+{
+    for (unsigned i = 0; s && i < ROTA_PRIO_COUNT; i++)
+        if (!strcmp(s, proto_prio_names[i])) {
+            *prio = i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+int proto_region_check(const volatile void *map, size_t mapped, const char **why)
+{
+    const volatile rota_region_t *r = map;
+    if (mapped < ROTA_REGION_MAP_SIZE) {
+        *why = "region is smaller than this ABI's region";
+        return -EBADMSG;
+    }
+    if (r->magic != ROTA_REGION_MAGIC) {
+        *why = "region has a bad magic (not a rota region, or corrupted)";
+        return -EBADMSG;
+    }
+    if (r->abi != ROTA_ABI_VERSION) {
+        *why = "region is of another rota ABI version";
+        return -EPROTO;
+    }
+    if (r->size != sizeof(rota_region_t) || r->max_devices != ROTA_MAX_DEVICES ||
+        r->max_clients != ROTA_MAX_CLIENTS || r->max_groups != ROTA_MAX_GROUPS) {
+        *why = "region has the wrong size or table sizes (corrupted)";
+        return -EBADMSG;
+    }
+    *why = "ok";
+    return 0;
+}
+
+int proto_channel_check(const volatile void *map, size_t mapped, const char **why)
+{
+    const volatile rota_channel_t *c = map;
+    if (mapped < ROTA_CHANNEL_MAP_SIZE) {
+        *why = "channel is smaller than this ABI's channel";
+        return -EBADMSG;
+    }
+    if (c->magic != ROTA_CHANNEL_MAGIC) {
+        *why = "channel has a bad magic";
+        return -EBADMSG;
+    }
+    if (c->abi != ROTA_ABI_VERSION) {
+        *why = "channel is of another rota ABI version";
+        return -EPROTO;
+    }
+    if (c->size != sizeof(rota_channel_t)) {
+        *why = "channel has the wrong size";
+        return -EBADMSG;
+    }
+    *why = "ok";
+    return 0;
+}
+
+void proto_sanitize(char *out, const char *in, size_t cap)
+{
+    size_t i = 0;
+    for (; i + 1 < cap && in[i]; i++) out[i] = (in[i] >= 0x20 && in[i] < 0x7f) ? in[i] : '?';
+    out[i] = 0;
+}

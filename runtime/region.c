@@ -1,0 +1,102 @@
+/* region.c - creates the node-wide region and client channels as sealed memfds. */
+#include "runtime/region.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+static int region_memfd(const char *name, uint64_t size, void **map)
+{
+    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return -errno;
+    int rc;
+    if (ftruncate(fd, (off_t)size) < 0) goto out_errno;
+    /* Nobody may shrink it under a mapping (SIGBUS) or grow it. */
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) goto out_errno;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) goto out_errno;
+    *map = p;
+    return fd;
+out_errno:
+    rc = -errno;
+    close(fd);
+    return rc;
+}
+
+int region_create(region_t *rg, const config_t *cfg)
+{
+    void *p;
+    int fd = region_memfd("rota-region", ROTA_REGION_MAP_SIZE, &p);
+    if (fd < 0) return fd;
+    /* Clients get a read-only open file description: they cannot map it writable nor write(2) it. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    int ro = open(path, O_RDONLY | O_CLOEXEC);
+    if (ro < 0) {
+        int rc = -errno;
+        munmap(p, ROTA_REGION_MAP_SIZE);
+        close(fd);
+        return rc;
+    }
+    rota_region_t *r = p;
+    r->magic = ROTA_REGION_MAGIC;
+    r->abi = ROTA_ABI_VERSION;
+    r->size = sizeof *r;
+    r->rotad_pid = (int32_t)getpid();
+    r->max_devices = ROTA_MAX_DEVICES;
+    r->max_clients = ROTA_MAX_CLIENTS;
+    r->max_groups = ROTA_MAX_GROUPS;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r->start_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        atomic_store(&r->slots[i].group, -1);
+        atomic_store(&r->slots[i].device, -1);
+        atomic_store(&r->slots[i].wait_dev, -1);
+    }
+    if (cfg) {
+        for (unsigned i = 0; i < cfg->ngroups; i++) {
+            memcpy(r->groups[i].name, cfg->groups[i].path, sizeof r->groups[i].name);
+            r->groups[i].limit = cfg->groups[i].limit;
+        }
+        atomic_store(&r->ngroups, cfg->ngroups);
+    }
+    rg->r = r;
+    rg->fd = fd;
+    rg->ro_fd = ro;
+    return 0;
+}
+
+void region_destroy(region_t *rg)
+{
+    if (!rg->r) return;
+    munmap(rg->r, ROTA_REGION_MAP_SIZE);
+    close(rg->fd);
+    close(rg->ro_fd);
+    rg->r = NULL;
+}
+
+int region_channel_create(uint32_t slot, uint32_t gen, rota_channel_t **map, int *fd)
+{
+    void *p;
+    int f = region_memfd("rota-channel", ROTA_CHANNEL_MAP_SIZE, &p);
+    if (f < 0) return f;
+    rota_channel_t *c = p;
+    c->magic = ROTA_CHANNEL_MAGIC;
+    c->abi = ROTA_ABI_VERSION;
+    c->size = sizeof *c;
+    c->slot = slot;
+    c->gen = gen;
+    *map = c;
+    *fd = f;
+    return 0;
+}
+
+void region_channel_destroy(rota_channel_t *map)
+{
+    if (map) munmap(map, ROTA_CHANNEL_MAP_SIZE);
+}

@@ -1,0 +1,24 @@
+/* region.h - rotad's node-wide shared region and the per-client channels (memfds handed out by fd passing). */
+#ifndef ROTA_REGION_H
+#define ROTA_REGION_H
+
+#include "runtime/abi.h"
+#include "runtime/config.h"
+
+#include <stdint.h>
+
+typedef struct region {
+    rota_region_t *r;  /* rotad's writable mapping */
+    int fd;            /* the memfd (read-write, sealed against resizing) */
+    int ro_fd;         /* a read-only file description of it: what clients get */
+} region_t;
+
+/* Creates the region (groups from cfg, which may be NULL). Returns 0 or -errno. */
+int region_create(region_t *rg, const config_t *cfg);
+void region_destroy(region_t *rg);
+
+/* A new channel for a client: *fd (to send, then close) and rotad's own mapping *map. 0 or -errno. */
+int region_channel_create(uint32_t slot, uint32_t gen, rota_channel_t **map, int *fd);
+void region_channel_destroy(rota_channel_t *map);
+
+#endif

@@ -1,0 +1,168 @@
+/* rotad-main.c - rotad's command line: options, daemonising, readiness notification, exit codes. */
+#include "runtime/config.h"
+#include "runtime/lib/parse.h"
+#include "runtime/lib/sockpath.h"
+#include "runtime/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char usage[] =
+    "usage: rotad [--socket PATH] [--config FILE] [--foreground] [--notify-fd N]\n"
+    "\n"
+    "rota's per-node coordinator: the node-wide GPU memory ledger, queue-instead-of-OOM, launch scheduling.\n"
+    "\n"
+    "  --socket PATH   listen on PATH (default: $ROTA_SOCKET, else /run/rota/rotad.sock as root,\n"
+    "                  $XDG_RUNTIME_DIR/rota/rotad.sock, else /tmp/rota-UID/rotad.sock)\n"
+    "  --config FILE   lines of 'group CGROUP-PATH limit SIZE' (per-group limits, per GPU) and\n"
+    "                  'credit SIZE' (fast-path memory credit per client, default 64M, 0 = off)\n"
+    "  --foreground    do not detach (default: detach once listening)\n"
+    "  --notify-fd N   write a newline to descriptor N once listening, then close it (s6 readiness)\n"
+    "  --help          print this and exit\n"
+    "\n"
+    "Environment: ROTA_SOCKET (as --socket), ROTA_LOG=quiet|info|debug (default info).\n"
+    "Only one rotad serves a socket (PATH.lock holds an OFD lock); a stale socket is replaced.\n"
+    "SIGTERM or SIGINT: answer every queued request, release every client, remove the socket, exit 0.\n"
+    "\n"
+    "Exit codes: 0 stopped cleanly; 1 runtime failure; 2 usage error (bad option or environment);\n"
+    "            3 config file error; 4 another rotad already serves the socket.\n";
+
+static int rotad_fatal(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int rotad_fatal(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "rotad: fatal: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return code;
+}
+
+/* Forks; the parent waits until the child is listening (or failed) and exits with the child's verdict. */
+static int rotad_detach(int *ready_fd)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0) return -errno;
+    pid_t pid = fork();
+    if (pid < 0) return -errno;
+    if (pid > 0) {
+        close(p[1]);
+        char c;
+        ssize_t n;
+        do {
+            n = read(p[0], &c, 1);
+        } while (n < 0 && errno == EINTR);
+        if (n == 1) _exit(ROTAD_EXIT_OK);
+        int st;
+        if (waitpid(pid, &st, 0) == pid && WIFEXITED(st)) _exit(WEXITSTATUS(st));
+        _exit(ROTAD_EXIT_FAIL);
+    }
+    close(p[0]);
+    setsid();
+    int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (dn >= 0) {
+        dup2(dn, STDIN_FILENO);
+        if (dn != STDIN_FILENO) close(dn);
+    }
+    *ready_fd = p[1];
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *sock = NULL, *cfgpath = NULL;
+    bool foreground = false;
+    int notify_fd = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_val = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage, stdout);
+            return ROTAD_EXIT_OK;
+        } else if (!strcmp(a, "--foreground")) {
+            foreground = true;
+        } else if (!strcmp(a, "--socket") && has_val) {
+            sock = argv[++i];
+            if (!sock[0]) return rotad_fatal(ROTAD_EXIT_USAGE, "--socket: empty path");
+        } else if (!strcmp(a, "--config") && has_val) {
+            cfgpath = argv[++i];
+        } else if (!strcmp(a, "--notify-fd") && has_val) {
+            uint64_t v;
+            const char *arg = argv[++i];
+            if (parse_u64(arg, 0, 65535, &v))
+                return rotad_fatal(ROTAD_EXIT_USAGE, "--notify-fd: '%s' is not a descriptor number", arg);
+            if (fcntl((int)v, F_GETFD) < 0)
+                return rotad_fatal(ROTAD_EXIT_USAGE, "--notify-fd: descriptor %s is not open", arg);
+            notify_fd = (int)v;
+        } else if (!strcmp(a, "--socket") || !strcmp(a, "--config") || !strcmp(a, "--notify-fd")) {
+            fprintf(stderr, "rotad: fatal: %s needs a value\n%s", a, usage);
+            return ROTAD_EXIT_USAGE;
+        } else {
+            fprintf(stderr, "rotad: fatal: unknown argument '%s'\n%s", a, usage);
+            return ROTAD_EXIT_USAGE;
+        }
+    }
+    int log_level = 1;
+    const char *lv = getenv("ROTA_LOG");
+    if (lv && lv[0]) {
+        if (!strcmp(lv, "quiet") || !strcmp(lv, "warning") || !strcmp(lv, "error")) log_level = 0;
+        else if (!strcmp(lv, "info")) log_level = 1;
+        else if (!strcmp(lv, "debug")) log_level = 2;
+        else return rotad_fatal(ROTAD_EXIT_USAGE, "ROTA_LOG: bad value '%s' (expected quiet, info or debug)", lv);
+    }
+    if (!sock) {
+        const char *env = getenv("ROTA_SOCKET");
+        if (env && !env[0]) return rotad_fatal(ROTAD_EXIT_USAGE, "ROTA_SOCKET is set but empty");
+        sock = env;
+    }
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    if (sockpath_resolve(sock, path, sizeof path))
+        return rotad_fatal(ROTAD_EXIT_USAGE, "socket path '%s' is too long (at most %zu bytes)", sock ? sock : "",
+                           sizeof path - 1);
+    static config_t cfg;
+    config_init(&cfg);
+    if (cfgpath) {
+        char err[512];
+        if (config_load(cfgpath, &cfg, err, sizeof err))
+            return rotad_fatal(ROTAD_EXIT_CONFIG, "config: %s", err);
+    }
+    /* Signals are read from a signalfd by the loop. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    server_opts_t o = {.socket_path = path, .cfg = &cfg, .log_level = log_level};
+    server_t *s;
+    char err[512];
+    int rc = server_open(&o, &s, err, sizeof err);
+    if (rc) return rotad_fatal(rc, "unable to start: %s", err);
+    int ready_fd = -1;
+    if (!foreground) {
+        int e = rotad_detach(&ready_fd);
+        if (e) {
+            server_close(s);
+            return rotad_fatal(ROTAD_EXIT_FAIL, "unable to detach: %s", strerror(-e));
+        }
+    }
+    int notify[2], nnotify = 0;
+    if (notify_fd >= 0) notify[nnotify++] = notify_fd;
+    if (ready_fd >= 0) notify[nnotify++] = ready_fd;
+    rc = server_loop(s, notify, nnotify, err, sizeof err);
+    server_close(s);
+    if (rc) return rotad_fatal(rc, "%s", err);
+    fprintf(stderr, "rotad: info: stopped\n");
+    return ROTAD_EXIT_OK;
+}

@@ -1,0 +1,700 @@
+/* server.c - rotad's event loop: accepts clients, registers them (SO_PEERCRED, memfds), runs the ledger. */
+#include "runtime/server.h"
+
+#include "runtime/ledger.h"
+#include "runtime/lib/proto.h"
+#include "runtime/region.h"
+#include "runtime/waitq.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LD(p) atomic_load_explicit((p), memory_order_relaxed)
+#define ST(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
+
+typedef struct client {
+    int fd;
+    int slot;              /* -1 until a client registered (always -1 for observers) */
+    uint32_t gen;
+    pid_t pid;
+    uid_t uid;
+    unsigned role;         /* 0 until HELLO */
+    unsigned prio;
+    rota_channel_t *ch;
+    uint32_t devmask;      /* GPUs this client asked for */
+    bool doomed;           /* to be dropped at the end of this batch of events */
+    bool channel_warned;
+    struct client *prev, *next;
+} client_t;
+
+struct server {
+    server_opts_t o;
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    int lock_fd, listen_fd, epoll_fd, signal_fd;
+    region_t rg;
+    waitq_t q;
+    client_t *clients;
+    client_t *by_slot[ROTA_MAX_CLIENTS];
+    uint32_t next_gen;
+    bool stopping;
+    int listen_tag, signal_tag; /* their addresses are the epoll tags */
+};
+
+static void server_log(const server_t *s, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void server_log(const server_t *s, int level, const char *fmt, ...)
+{
+    static const char *const names[] = {"warning", "info", "debug"};
+    if (level > s->o.log_level) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "rotad: %s: %s\n", names[level], line);
+}
+
+static int server_fail(char *err, size_t n, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int server_fail(char *err, size_t n, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && n) vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static uint64_t server_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- startup ------------------------------------------------------------------------------------------- */
+
+/* The socket's directory: created if missing; refused when someone else could replace the socket. */
+static int server_check_dir(const char *path, char *err, size_t errlen)
+{
+    char copy[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    snprintf(copy, sizeof copy, "%s", path);
+    char *dir = dirname(copy);
+    struct stat st;
+    if (stat(dir, &st) < 0) {
+        if (errno != ENOENT)
+            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to stat %s: %s", dir, strerror(errno));
+        if (mkdir(dir, geteuid() == 0 ? 0755 : 0700) < 0 && errno != EEXIST)
+            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to create %s: %s", dir, strerror(errno));
+        if (stat(dir, &st) < 0)
+            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to stat %s: %s", dir, strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode))
+        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "%s is not a directory", dir);
+    if (st.st_uid != geteuid() && st.st_uid != 0)
+        return server_fail(err, errlen, ROTAD_EXIT_FAIL,
+                           "unsafe permissions on %s: owned by uid %u, not by this user (%u) or root", dir,
+                           (unsigned)st.st_uid, (unsigned)geteuid());
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+        return server_fail(err, errlen, ROTAD_EXIT_FAIL,
+                           "unsafe permissions on %s (mode %04o): others could replace the socket; use a "
+                           "directory only its owner can write",
+                           dir, (unsigned)(st.st_mode & 07777));
+    return 0;
+}
+
+static int server_lock(server_t *s, char *err, size_t errlen)
+{
+    char lp[sizeof s->path + 8];
+    snprintf(lp, sizeof lp, "%s.lock", s->path);
+    s->lock_fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (s->lock_fd < 0)
+        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to open lock file %s: %s", lp, strerror(errno));
+    /* An OFD lock: released by the kernel when the last descriptor of this open file goes, whatever kills us. */
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(s->lock_fd, F_OFD_SETLK, &fl) < 0) {
+        if (errno != EAGAIN && errno != EACCES)
+            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to lock %s: %s", lp, strerror(errno));
+        char buf[32] = {0};
+        ssize_t n = pread(s->lock_fd, buf, sizeof buf - 1, 0);
+        long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
+        return server_fail(err, errlen, ROTAD_EXIT_BUSY, "another rotad (pid %ld) is already serving %s", pid,
+                           s->path);
+    }
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+    if (ftruncate(s->lock_fd, 0) < 0 || pwrite(s->lock_fd, buf, (size_t)n, 0) != n)
+        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to write lock file %s: %s", lp, strerror(errno));
+    return 0;
+}
+
+static int server_bind(server_t *s, char *err, size_t errlen)
+{
+    struct stat st;
+    if (lstat(s->path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode))
+            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "%s exists and is not a socket", s->path);
+        /* We hold the lock, so whoever made it is gone: a stale socket. */
+        if (unlink(s->path) < 0)
+            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to remove stale socket %s: %s", s->path,
+                               strerror(errno));
+        server_log(s, 1, "removed stale socket %s", s->path);
+    }
+    s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s->listen_fd < 0)
+        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to create a socket: %s", strerror(errno));
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    memcpy(sun.sun_path, s->path, strlen(s->path) + 1);
+    mode_t old = umask(0077);
+    int rc = bind(s->listen_fd, (struct sockaddr *)&sun, sizeof sun);
+    umask(old);
+    if (rc < 0)
+        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to bind %s: %s", s->path, strerror(errno));
+    /* Root serves every user of the node (each identified by SO_PEERCRED); a user's rotad only that user. */
+    if (chmod(s->path, geteuid() == 0 ? 0666 : 0600) < 0)
+        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to chmod %s: %s", s->path, strerror(errno));
+    if (listen(s->listen_fd, 4096) < 0)
+        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to listen on %s: %s", s->path, strerror(errno));
+    return 0;
+}
+
+int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen)
+{
+    server_t *s = calloc(1, sizeof *s);
+    if (!s) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "out of memory");
+    s->o = *o;
+    s->lock_fd = s->listen_fd = s->epoll_fd = s->signal_fd = -1;
+    int rc;
+    if (snprintf(s->path, sizeof s->path, "%s", o->socket_path) >= (int)sizeof s->path) {
+        rc = server_fail(err, errlen, ROTAD_EXIT_USAGE, "socket path %s is too long", o->socket_path);
+        goto out_free;
+    }
+    rc = server_check_dir(s->path, err, errlen);
+    if (rc) goto out_free;
+    rc = server_lock(s, err, errlen);
+    if (rc) goto out_close;
+    rc = server_bind(s, err, errlen);
+    if (rc) goto out_close;
+    int e = region_create(&s->rg, o->cfg);
+    if (e) {
+        rc = server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to create the shared region: %s", strerror(-e));
+        goto out_unlink;
+    }
+    waitq_init(&s->q, s->rg.r);
+    /* One descriptor per client: make room for a full client table. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4096) {
+        rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    *out = s;
+    return ROTAD_EXIT_OK;
+
+out_unlink:
+    unlink(s->path);
+out_close:
+    if (s->listen_fd >= 0) close(s->listen_fd);
+    if (s->lock_fd >= 0) close(s->lock_fd);
+out_free:
+    free(s);
+    return rc;
+}
+
+/* ---- clients -------------------------------------------------------------------------------------------- */
+
+static void server_doom(server_t *s, client_t *c, const char *why)
+{
+    if (c->doomed) return;
+    c->doomed = true;
+    if (why) {
+        if (c->slot >= 0)
+            server_log(s, 0, "client pid %d (slot %d): %s; disconnecting it", (int)c->pid, c->slot, why);
+        else
+            server_log(s, 0, "connection from pid %d: %s; disconnecting it", (int)c->pid, why);
+    }
+}
+
+static void server_send(server_t *s, client_t *c, const void *m, size_t n, const int *fds, int nfds)
+{
+    if (c->doomed) return;
+    int rc = proto_send(c->fd, m, n, fds, nfds);
+    if (rc == -EPIPE || rc == -ECONNRESET) server_doom(s, c, NULL); /* it is gone: EOF follows */
+    else if (rc) server_doom(s, c, rc == -EAGAIN ? "does not read its answers" : strerror(-rc));
+}
+
+static void server_result_credit(server_t *s, client_t *c, uint32_t seq, int status, int dev, uint64_t credit)
+{
+    rota_msg_result_t m = {0};
+    proto_hdr_init(&m.h, ROTA_MSG_RESULT, sizeof m, seq);
+    m.status = status;
+    m.dev = dev;
+    m.credit = credit;
+    m.limit = (c->slot >= 0 && dev >= 0) ? ledger_limit(s->rg.r, (unsigned)c->slot, (unsigned)dev) : 0;
+    server_send(s, c, &m, sizeof m, NULL, 0);
+}
+
+static void server_result(server_t *s, client_t *c, uint32_t seq, int status, int dev)
+{
+    server_result_credit(s, c, seq, status, dev, 0);
+}
+
+/* Takes back every client's unused credit on dev (an exchange with 0 races exactly with a client's
+ * compare-exchange: each byte ends up either used or returned). A client that inflated its credit word only
+ * gives back its own bytes: the uncharge is clamped to what it holds. */
+static void server_revoke(server_t *s, unsigned dev)
+{
+    for (client_t *c = s->clients; c; c = c->next) {
+        if (c->slot < 0 || !c->ch || !(c->devmask & (1u << dev))) continue;
+        uint64_t x = atomic_exchange(&c->ch->credit[dev], 0);
+        if (x) ledger_uncharge(s->rg.r, (unsigned)c->slot, dev, x);
+    }
+}
+
+/* Tops the client's credit on dev up to the configured amount when the GPU has room for that and as much
+ * again, nobody waits, and the client's limits allow it. Returns the bytes added. */
+static uint64_t server_grant_credit(server_t *s, client_t *c, unsigned dev)
+{
+    uint64_t chunk = s->o.cfg ? s->o.cfg->credit : 0;
+    if (!chunk || !c->ch || waitq_count_dev(&s->q, dev)) return 0;
+    uint64_t cur = atomic_load(&c->ch->credit[dev]);
+    if (cur >= chunk) return 0;
+    uint64_t top = chunk - cur;
+    rota_region_t *r = s->rg.r;
+    if (ledger_check(r, (unsigned)c->slot, dev, top + chunk)) return 0;
+    ledger_charge(r, (unsigned)c->slot, dev, top);
+    atomic_fetch_add(&c->ch->credit[dev], top);
+    return top;
+}
+
+static void server_answer(void *ctx, const waiter_t *w, int status)
+{
+    server_t *s = ctx;
+    client_t *c = s->by_slot[w->slot];
+    if (!c || c->gen != w->gen) return;
+    server_log(s, 2, "pid %d: %s %llu bytes on GPU %u", (int)c->pid, status ? "refused" : "granted (queued)",
+               (unsigned long long)w->bytes, w->dev);
+    server_result(s, c, w->seq, status, (int)w->dev);
+}
+
+static void server_welcome(server_t *s, client_t *c, int status, const char *reason, const int *fds, int nfds)
+{
+    rota_msg_welcome_t w = {0};
+    proto_hdr_init(&w.h, ROTA_MSG_WELCOME, sizeof w, 0);
+    w.status = status;
+    w.abi = ROTA_ABI_VERSION;
+    if (!status) {
+        w.slot = c->slot >= 0 ? (uint32_t)c->slot : 0;
+        w.gen = c->gen;
+        w.region_size = ROTA_REGION_MAP_SIZE;
+        w.channel_size = c->ch ? ROTA_CHANNEL_MAP_SIZE : 0;
+    }
+    snprintf(w.reason, sizeof w.reason, "%s", reason ? reason : "");
+    server_send(s, c, &w, sizeof w, fds, nfds);
+}
+
+/* Copies the validated statistics of every client's channel into the region (for rota status/top). */
+static void server_refresh(server_t *s)
+{
+    for (client_t *c = s->clients; c; c = c->next) {
+        if (c->slot < 0 || !c->ch || c->doomed) continue;
+        const char *why;
+        rota_channel_t *ch = c->ch;
+        bool bad = proto_channel_check(ch, ROTA_CHANNEL_MAP_SIZE, &why) != 0;
+        if (!bad && (ch->slot != (uint32_t)c->slot || ch->gen != c->gen)) {
+            bad = true;
+            why = "channel names another slot";
+        }
+        rota_slot_t *sl = &s->rg.r->slots[c->slot];
+        if (bad) {
+            if (!c->channel_warned)
+                server_log(s, 0, "client pid %d (slot %d): %s; ignoring its channel", (int)c->pid, c->slot, why);
+            c->channel_warned = true;
+            continue;
+        }
+        uint32_t inflight = LD(&ch->inflight);
+        ST(&sl->inflight, inflight > 65535 ? 65535 : inflight);
+        ST(&sl->launches, LD(&ch->launches));
+        uint64_t credit = 0;
+        for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) {
+            uint64_t x = LD(&ch->credit[d]), u = LD(&sl->used[d]);
+            credit += x < u ? x : u;
+        }
+        ST(&sl->credit, credit);
+        ST(&sl->busy_ns, LD(&ch->busy_ns));
+    }
+}
+
+static void server_on_hello(server_t *s, client_t *c, const rota_msg_hello_t *h)
+{
+    c->role = h->role;
+    if (h->role == ROTA_ROLE_OBSERVER) {
+        server_refresh(s);
+        server_welcome(s, c, 0, NULL, &s->rg.ro_fd, 1);
+        return;
+    }
+    rota_region_t *r = s->rg.r;
+    int slot = -1;
+    for (int i = 0; i < ROTA_MAX_CLIENTS; i++)
+        if (!s->by_slot[i]) {
+            slot = i;
+            break;
+        }
+    if (slot < 0) {
+        server_welcome(s, c, -EUSERS, "rotad's client table is full", NULL, 0);
+        server_doom(s, c, "client table full");
+        return;
+    }
+    uint32_t gen = ++s->next_gen;
+    int chfd;
+    int rc = region_channel_create((uint32_t)slot, gen, &c->ch, &chfd);
+    if (rc) {
+        server_welcome(s, c, rc, "rotad could not create a channel", NULL, 0);
+        server_doom(s, c, "no channel");
+        return;
+    }
+    c->slot = slot;
+    c->gen = gen;
+    c->prio = h->priority;
+    s->by_slot[slot] = c;
+    rota_slot_t *sl = &r->slots[slot];
+    int group = -1;
+    char cg[512];
+    if (s->o.cfg && s->o.cfg->ngroups && config_cgroup_of(c->pid, cg, sizeof cg) == 0)
+        group = config_match(s->o.cfg, cg);
+    ST(&sl->gen, gen);
+    ST(&sl->pid, (int32_t)c->pid);
+    ST(&sl->uid, (uint32_t)c->uid);
+    ST(&sl->priority, h->priority);
+    ST(&sl->weight, h->weight);
+    ST(&sl->max_inflight, h->max_inflight);
+    ST(&sl->group, group);
+    ST(&sl->device, -1);
+    ST(&sl->wait_dev, -1);
+    ST(&sl->limit, h->mem_limit);
+    ST(&sl->waiting, 0);
+    for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) ST(&sl->used[d], 0);
+    ST(&sl->hold, 0);
+    ST(&sl->sched_state, 0);
+    ST(&sl->launches, 0);
+    ST(&sl->busy_ns, 0);
+    ST(&sl->inflight, 0);
+    ST(&sl->credit, 0);
+    proto_sanitize(sl->comm, h->comm, sizeof sl->comm);
+    atomic_store_explicit(&sl->state, ROTA_SLOT_LIVE, memory_order_release);
+    ST(&r->nclients, LD(&r->nclients) + 1);
+    atomic_fetch_add_explicit(&r->seq, 1, memory_order_release);
+    int fds[2] = {s->rg.ro_fd, chfd};
+    server_welcome(s, c, 0, NULL, fds, 2);
+    close(chfd);
+    server_log(s, 2, "client pid %d uid %u registered in slot %d (gen %u, %s)", (int)c->pid, (unsigned)c->uid,
+               slot, gen, proto_prio_name(h->priority));
+}
+
+static void server_use_dev(server_t *s, client_t *c, int dev)
+{
+    if (c->devmask & (1u << dev)) return;
+    c->devmask |= 1u << dev;
+    rota_dev_t *d = &s->rg.r->devices[dev];
+    ST(&d->clients, LD(&d->clients) + 1);
+}
+
+static void server_on_reserve(server_t *s, client_t *c, const rota_msg_mem_t *m)
+{
+    rota_region_t *r = s->rg.r;
+    int dev = ledger_device(r, m->uuid, m->total_mem);
+    if (dev < 0) {
+        server_log(s, 0, "more than %d GPUs: not tracking another one", ROTA_MAX_DEVICES);
+        server_result(s, c, m->h.seq, -ENOSPC, -1);
+        return;
+    }
+    unsigned slot = (unsigned)c->slot, d = (unsigned)dev;
+    server_use_dev(s, c, dev);
+    int rc = ledger_check_ever(r, slot, d, m->bytes);
+    if (rc) {
+        server_result(s, c, m->h.seq, rc, dev);
+        return;
+    }
+    if (!waitq_count_dev(&s->q, d)) {
+        rc = ledger_check(r, slot, d, m->bytes);
+        if (rc) {
+            server_revoke(s, d); /* pressure: unused credit first */
+            rc = ledger_check(r, slot, d, m->bytes);
+        }
+        if (!rc) {
+            ledger_charge(r, slot, d, m->bytes);
+            uint64_t credit = server_grant_credit(s, c, d);
+            server_result_credit(s, c, m->h.seq, 0, dev, credit);
+            return;
+        }
+        if (!m->wait_ms) {
+            server_result(s, c, m->h.seq, rc, dev);
+            return;
+        }
+    }
+    /* Queue behind earlier requests of the same or a better class, then serve: this request may be the one
+     * that fits now. */
+    uint64_t deadline = server_now_ns() + (uint64_t)m->wait_ms * 1000000u;
+    waiter_t *w = waitq_add(&s->q, slot, c->gen, m->h.seq, d, m->bytes, c->prio, deadline);
+    if (!w) {
+        server_result(s, c, m->h.seq, -ENOMEM, dev);
+        return;
+    }
+    server_log(s, 2, "pid %d: queued %llu bytes on GPU %d for %u ms", (int)c->pid,
+               (unsigned long long)m->bytes, dev, m->wait_ms);
+    waitq_serve(&s->q, d, server_answer, s);
+    if (!m->wait_ms && waitq_contains(&s->q, w)) {
+        waitq_remove(&s->q, w);
+        server_result(s, c, m->h.seq, -ENOMEM, dev);
+    }
+}
+
+static void server_on_release(server_t *s, client_t *c, const rota_msg_mem_t *m)
+{
+    int dev = ledger_find(s->rg.r, m->uuid);
+    if (dev < 0) return; /* never reserved there: nothing to give back */
+    uint64_t back = ledger_uncharge(s->rg.r, (unsigned)c->slot, (unsigned)dev, m->bytes);
+    if (back < m->bytes)
+        server_log(s, 2, "pid %d released %llu bytes but held only %llu", (int)c->pid,
+                   (unsigned long long)m->bytes, (unsigned long long)back);
+    if (back) waitq_serve(&s->q, (unsigned)dev, server_answer, s);
+}
+
+static void server_on_adopt(server_t *s, client_t *c, const rota_msg_mem_t *m)
+{
+    int dev = ledger_device(s->rg.r, m->uuid, m->total_mem);
+    if (dev < 0) return;
+    server_use_dev(s, c, dev);
+    ledger_charge(s->rg.r, (unsigned)c->slot, (unsigned)dev, m->bytes);
+    server_log(s, 2, "pid %d re-registered %llu bytes on GPU %d", (int)c->pid, (unsigned long long)m->bytes, dev);
+}
+
+static void server_on_message(server_t *s, client_t *c, const void *buf, size_t n)
+{
+    uint32_t abi = 0;
+    const char *why;
+    int type = proto_check(buf, n, &abi, &why);
+    if (type == -EPROTO) {
+        char reason[64];
+        snprintf(reason, sizeof reason, "rotad speaks rota ABI version %u, not %u", ROTA_ABI_VERSION, abi);
+        server_welcome(s, c, -EPROTO, reason, NULL, 0);
+        server_log(s, 0, "pid %d speaks rota ABI version %u, rotad version %u: refused (it runs uncoordinated)",
+                   (int)c->pid, abi, ROTA_ABI_VERSION);
+        server_doom(s, c, NULL);
+        return;
+    }
+    if (type < 0) {
+        server_doom(s, c, why);
+        return;
+    }
+    if (!c->role) {
+        if (type != ROTA_MSG_HELLO) {
+            server_doom(s, c, "first message is not a hello");
+            return;
+        }
+        server_on_hello(s, c, buf);
+        return;
+    }
+    if (c->role != ROTA_ROLE_CLIENT) {
+        server_doom(s, c, "an observer sent a request");
+        return;
+    }
+    switch (type) {
+    case ROTA_MSG_RESERVE: server_on_reserve(s, c, buf); break;
+    case ROTA_MSG_RELEASE: server_on_release(s, c, buf); break;
+    case ROTA_MSG_ADOPT: server_on_adopt(s, c, buf); break;
+    default: server_doom(s, c, "unexpected message type"); break;
+    }
+}
+
+static void server_on_readable(server_t *s, client_t *c)
+{
+    for (int i = 0; i < 64 && !c->doomed; i++) {
+        char buf[ROTA_MSG_MAX];
+        ssize_t n = proto_recv(c->fd, buf, sizeof buf, NULL, NULL, MSG_DONTWAIT);
+        if (n == -EAGAIN) return;
+        if (n == 0 || n == -ECONNRESET) {
+            server_doom(s, c, NULL);
+            return;
+        }
+        if (n == -EMSGSIZE) {
+            server_doom(s, c, "message longer than any rota message");
+            return;
+        }
+        if (n < 0) {
+            server_doom(s, c, strerror((int)-n));
+            return;
+        }
+        server_on_message(s, c, buf, (size_t)n);
+    }
+}
+
+/* The client is gone (or dropped): everything it held goes back at once and its slot is free. */
+static void server_drop(server_t *s, client_t *c)
+{
+    rota_region_t *r = s->rg.r;
+    uint32_t mask = 0;
+    if (c->slot >= 0) {
+        rota_slot_t *sl = &r->slots[c->slot];
+        waitq_drop_slot(&s->q, (unsigned)c->slot);
+        mask = ledger_reclaim(r, (unsigned)c->slot);
+        for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++)
+            if (c->devmask & (1u << d)) {
+                uint32_t n = LD(&r->devices[d].clients);
+                ST(&r->devices[d].clients, n ? n - 1 : 0);
+            }
+        atomic_store_explicit(&sl->state, ROTA_SLOT_FREE, memory_order_release);
+        ST(&sl->pid, 0);
+        s->by_slot[c->slot] = NULL;
+        ST(&r->nclients, LD(&r->nclients) - 1);
+        atomic_fetch_add_explicit(&r->seq, 1, memory_order_release);
+        server_log(s, 2, "client pid %d left slot %d", (int)c->pid, c->slot);
+    }
+    region_channel_destroy(c->ch);
+    close(c->fd);
+    if (c->prev) c->prev->next = c->next;
+    else s->clients = c->next;
+    if (c->next) c->next->prev = c->prev;
+    free(c);
+    for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++)
+        if (mask & (1u << d)) waitq_serve(&s->q, d, server_answer, s);
+}
+
+static void server_sweep(server_t *s)
+{
+    bool again = true;
+    while (again) {
+        again = false;
+        for (client_t *c = s->clients; c; c = c->next)
+            if (c->doomed) {
+                server_drop(s, c);
+                again = true;
+                break;
+            }
+    }
+}
+
+static void server_accept(server_t *s)
+{
+    for (;;) {
+        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno != EAGAIN) server_log(s, 0, "unable to accept a client: %s", strerror(errno));
+            return;
+        }
+        struct ucred cr;
+        socklen_t len = sizeof cr;
+        client_t *c = calloc(1, sizeof *c);
+        if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
+            server_log(s, 0, "unable to take a client: %s", c ? strerror(errno) : "out of memory");
+            free(c);
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->slot = -1;
+        c->pid = cr.pid;
+        c->uid = cr.uid;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            server_log(s, 0, "unable to watch a client: %s", strerror(errno));
+            free(c);
+            close(fd);
+            continue;
+        }
+        c->next = s->clients;
+        if (s->clients) s->clients->prev = c;
+        s->clients = c;
+    }
+}
+
+int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t errlen)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    s->signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    if (s->signal_fd < 0 || s->epoll_fd < 0)
+        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to set up the event loop: %s", strerror(errno));
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->listen_tag};
+    struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &s->signal_tag};
+    if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->listen_fd, &ev) < 0 ||
+        epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->signal_fd, &sev) < 0)
+        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to set up the event loop: %s", strerror(errno));
+    server_log(s, 1, "listening on %s (pid %d, rota ABI %u)", s->path, (int)getpid(), ROTA_ABI_VERSION);
+    for (int i = 0; i < nnotify; i++) {
+        ssize_t w;
+        do {
+            w = write(notify[i], "\n", 1);
+        } while (w < 0 && errno == EINTR);
+        close(notify[i]);
+    }
+    while (!s->stopping) {
+        uint64_t next = waitq_next_deadline(&s->q);
+        int timeout = -1;
+        if (next != UINT64_MAX) {
+            uint64_t now = server_now_ns();
+            timeout = next <= now ? 0 : (int)((next - now + 999999) / 1000000);
+        }
+        struct epoll_event evs[64];
+        int n = epoll_wait(s->epoll_fd, evs, 64, timeout);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "epoll_wait: %s", strerror(errno));
+        }
+        for (int i = 0; i < n; i++) {
+            void *tag = evs[i].data.ptr;
+            if (tag == &s->listen_tag) {
+                server_accept(s);
+            } else if (tag == &s->signal_tag) {
+                struct signalfd_siginfo si;
+                while (read(s->signal_fd, &si, sizeof si) == sizeof si) {
+                    server_log(s, 1, "signal %u: draining and stopping", si.ssi_signo);
+                    s->stopping = true;
+                }
+            } else {
+                client_t *c = tag;
+                if (c->doomed) continue;
+                if (evs[i].events & EPOLLIN) server_on_readable(s, c);
+                else if (evs[i].events & (EPOLLHUP | EPOLLERR)) server_doom(s, c, NULL);
+            }
+        }
+        waitq_expire(&s->q, server_now_ns(), server_answer, s);
+        server_sweep(s);
+    }
+    /* Drain: every queued thread gets an answer (it passes through), then every client is let go. */
+    waitq_flush(&s->q, -ESHUTDOWN, server_answer, s);
+    while (s->clients) server_drop(s, s->clients);
+    return ROTAD_EXIT_OK;
+}
+
+void server_close(server_t *s)
+{
+    if (!s) return;
+    while (s->clients) server_drop(s, s->clients);
+    /* We still hold the lock, so the socket at the path is ours. The lock file stays: removing it would let
+     * two rotads lock two different files. */
+    if (s->listen_fd >= 0) {
+        unlink(s->path);
+        close(s->listen_fd);
+    }
+    if (s->epoll_fd >= 0) close(s->epoll_fd);
+    if (s->signal_fd >= 0) close(s->signal_fd);
+    region_destroy(&s->rg);
+    if (s->lock_fd >= 0) close(s->lock_fd);
+    free(s);
+}

@@ -1,0 +1,36 @@
+/* server.h - rotad's service: the UNIX socket, registration with fd passing, the event loop. */
+#ifndef ROTA_SERVER_H
+#define ROTA_SERVER_H
+
+#include "runtime/config.h"
+
+#include <stddef.h>
+
+/* rotad's exit codes (documented in its USAGE). */
+enum rotad_exit {
+    ROTAD_EXIT_OK = 0,     /* stopped by SIGTERM/SIGINT after draining */
+    ROTAD_EXIT_FAIL = 1,   /* a runtime failure (socket, memory, region) */
+    ROTAD_EXIT_USAGE = 2,  /* bad command line or environment */
+    ROTAD_EXIT_CONFIG = 3, /* the config file is unreadable or invalid */
+    ROTAD_EXIT_BUSY = 4,   /* another rotad already serves this socket */
+};
+
+typedef struct server server_t;
+
+typedef struct server_opts {
+    const char *socket_path;  /* resolved path */
+    const config_t *cfg;      /* may be NULL */
+    int log_level;            /* 0 warnings, 1 info, 2 debug */
+} server_opts_t;
+
+/* Takes the lock file (PATH.lock), removes a stale socket, binds and listens, creates the region. Returns an
+ * exit code (ROTAD_EXIT_OK on success, *out set) and one message in err. */
+int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen);
+/* Serves until SIGTERM or SIGINT (which the caller has blocked: they are read from a signalfd). Each of the
+ * nnotify descriptors gets "\n" and is closed once the loop runs. Drains (waiters are answered, clients released) and returns
+ * an exit code. */
+int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t errlen);
+/* Unlinks the socket (when this server still owns it) and frees everything. */
+void server_close(server_t *s);
+
+#endif

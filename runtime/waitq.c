@@ -1,0 +1,159 @@
+/* waitq.c - the memory wait queue: a list sorted by (priority, arrival), served as memory comes back. */
+#include "runtime/waitq.h"
+
+#include "runtime/ledger.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#define LD(p) atomic_load_explicit((p), memory_order_relaxed)
+#define ST(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
+
+void waitq_init(waitq_t *q, rota_region_t *r)
+{
+    q->r = r;
+    q->head = NULL;
+    q->arrivals = 0;
+    q->count = 0;
+}
+
+static void waitq_account(waitq_t *q, const waiter_t *w, int sign)
+{
+    rota_dev_t *d = &q->r->devices[w->dev];
+    rota_slot_t *s = &q->r->slots[w->slot];
+    if (sign > 0) {
+        ST(&d->waiters, LD(&d->waiters) + 1);
+        ST(&s->waiting, LD(&s->waiting) + w->bytes);
+        ST(&s->wait_dev, (int32_t)w->dev);
+    } else {
+        uint32_t dw = LD(&d->waiters);
+        ST(&d->waiters, dw ? dw - 1 : 0);
+        uint64_t sw = LD(&s->waiting);
+        ST(&s->waiting, sw > w->bytes ? sw - w->bytes : 0);
+        if (!LD(&s->waiting)) ST(&s->wait_dev, -1);
+    }
+    atomic_fetch_add_explicit(&q->r->seq, 1, memory_order_release);
+}
+
+waiter_t *waitq_add(waitq_t *q, unsigned slot, unsigned gen, uint32_t seq, unsigned dev, uint64_t bytes,
+                    unsigned prio, uint64_t deadline_ns)
+{
+    waiter_t *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    *w = (waiter_t){.slot = slot, .gen = gen, .seq = seq, .dev = dev, .bytes = bytes, .prio = prio,
+                    .arrival = ++q->arrivals, .deadline_ns = deadline_ns};
+    waiter_t **pp = &q->head;
+    while (*pp && (*pp)->prio <= prio) pp = &(*pp)->next; /* after every waiter of the same or better class */
+    w->next = *pp;
+    *pp = w;
+    q->count++;
+    waitq_account(q, w, +1);
+    return w;
+}
+
+static void waitq_unlink(waitq_t *q, waiter_t **pp)
+{
+    waiter_t *w = *pp;
+    *pp = w->next;
+    q->count--;
+    waitq_account(q, w, -1);
+}
+
+void waitq_remove(waitq_t *q, waiter_t *w)
+{
+    for (waiter_t **pp = &q->head; *pp; pp = &(*pp)->next)
+        if (*pp == w) {
+            waitq_unlink(q, pp);
+            free(w);
+            return;
+        }
+}
+
+bool waitq_contains(const waitq_t *q, const waiter_t *w)
+{
+    for (const waiter_t *x = q->head; x; x = x->next)
+        if (x == w) return true;
+    return false;
+}
+
+unsigned waitq_serve(waitq_t *q, unsigned dev, waitq_answer_fn *fn, void *ctx)
+{
+    unsigned granted = 0;
+    waiter_t **pp = &q->head;
+    while (*pp) {
+        waiter_t *w = *pp;
+        if (w->dev != dev) {
+            pp = &w->next;
+            continue;
+        }
+        int rc = ledger_check(q->r, w->slot, dev, w->bytes);
+        if (rc == -EDQUOT) {
+            pp = &w->next;
+            continue;
+        }
+        if (rc) break;
+        ledger_charge(q->r, w->slot, dev, w->bytes);
+        waitq_unlink(q, pp);
+        fn(ctx, w, 0);
+        free(w);
+        granted++;
+    }
+    return granted;
+}
+
+unsigned waitq_expire(waitq_t *q, uint64_t now_ns, waitq_answer_fn *fn, void *ctx)
+{
+    unsigned n = 0;
+    waiter_t **pp = &q->head;
+    while (*pp) {
+        waiter_t *w = *pp;
+        if (w->deadline_ns > now_ns) {
+            pp = &w->next;
+            continue;
+        }
+        waitq_unlink(q, pp);
+        fn(ctx, w, -ENOMEM);
+        free(w);
+        n++;
+    }
+    return n;
+}
+
+uint64_t waitq_next_deadline(const waitq_t *q)
+{
+    uint64_t best = UINT64_MAX;
+    for (const waiter_t *w = q->head; w; w = w->next)
+        if (w->deadline_ns < best) best = w->deadline_ns;
+    return best;
+}
+
+void waitq_drop_slot(waitq_t *q, unsigned slot)
+{
+    waiter_t **pp = &q->head;
+    while (*pp) {
+        waiter_t *w = *pp;
+        if (w->slot != slot) {
+            pp = &w->next;
+            continue;
+        }
+        waitq_unlink(q, pp);
+        free(w);
+    }
+}
+
+void waitq_flush(waitq_t *q, int status, waitq_answer_fn *fn, void *ctx)
+{
+    while (q->head) {
+        waiter_t *w = q->head;
+        waitq_unlink(q, &q->head);
+        fn(ctx, w, status);
+        free(w);
+    }
+}
+
+unsigned waitq_count_dev(const waitq_t *q, unsigned dev)
+{
+    unsigned n = 0;
+    for (const waiter_t *w = q->head; w; w = w->next) n += w->dev == dev;
+    return n;
+}

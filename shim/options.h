@@ -1,0 +1,41 @@
+/* options.h - librota's ROTA_* environment options: one table, parsed once and strictly. */
+#ifndef ROTA_SHIM_OPTIONS_H
+#define ROTA_SHIM_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum rota_log_level { ROTA_LOG_ERROR = 0, ROTA_LOG_WARN, ROTA_LOG_INFO, ROTA_LOG_DEBUG };
+enum rota_priority { ROTA_PRIORITY_HIGH = 0, ROTA_PRIORITY_NORMAL, ROTA_PRIORITY_LOW };
+
+#define ROTA_OPT_PATH_MAX 4096
+#define ROTA_GPU_AUTO (-1)
+
+/* The effective options. Every field holds its default when the variable is unset. */
+typedef struct rota_options {
+    bool disable;                          /* ROTA_DISABLE: kill switch, every wrapper a plain pass-through */
+    int log_level;                         /* ROTA_LOG: error|warn|info|debug (default warn) */
+    char real_libcuda[ROTA_OPT_PATH_MAX];  /* ROTA_REAL_LIBCUDA: the real driver ("" = libcuda.so.1 by search) */
+    char socket[ROTA_OPT_PATH_MAX];        /* ROTA_SOCKET: rotad's socket ("" = the coordinator's default) */
+    bool require;                          /* ROTA_REQUIRE: fail instead of running uncoordinated */
+    uint64_t mem_limit;                    /* ROTA_MEM_LIMIT: bytes, K/M/G/T suffixes (0 = no limit) */
+    double mem_wait_s;                     /* ROTA_MEM_WAIT: seconds an allocation may queue (0 = fail at once) */
+    int priority;                          /* ROTA_PRIORITY: high|normal|low (default normal) */
+    double weight;                         /* ROTA_WEIGHT: share among equals, > 0 (default 1) */
+    unsigned max_inflight;                 /* ROTA_MAX_INFLIGHT: 1..1024 (default 2) */
+    int gpu;                               /* ROTA_GPU: auto (ROTA_GPU_AUTO) or a device ordinal 0..1023 */
+    char test_counters[ROTA_OPT_PATH_MAX]; /* ROTA_TEST_COUNTERS: test-only hit counters, dumped here at exit */
+} rota_options_t;
+
+/* Parses the environment the first time it is called (thread-safe; pure: no I/O, no allocation) and returns
+ * the effective options, never NULL. A bad value leaves that field at its default and is counted below. */
+const rota_options_t *rota_options(void);
+/* How many ROTA_* variables held a bad value. Non-zero means rota must not run: cuInit then returns
+ * CUDA_ERROR_INVALID_VALUE (unless ROTA_DISABLE=1 is valid, which wins). */
+unsigned rota_options_errors(void);
+/* Logs each bad value (one line each) and, with ROTA_LOG=debug, every effective option. */
+void rota_options_report(void);
+
+const char *rota_priority_name(int priority);
+
+#endif

@@ -1,0 +1,77 @@
+/* procaddr.c - cuGetProcAddress and cuGetProcAddress_v2: the driver picks the variant, rota swaps in its wrapper. */
+#include "shim/shim-internal.h"
+
+#include <string.h>
+
+/*
+ * The real resolver is called with the caller's exact arguments (symbol, version, flags, symbolStatus), so the
+ * driver alone decides which variant a (version, flags) pair means. Its answer is an address; if that address
+ * is the real function of a wrapped row, the wrapper of that very row is returned (cuLaunchKernel_ptsz's for
+ * cuLaunchKernel_ptsz's address, never the legacy one). An address rota does not wrap is returned unchanged.
+ *
+ * A driver whose resolver hands out addresses other than its exported symbols' would slip past that map;
+ * then the row is chosen by name instead: same base name, same stream flavour as the flags ask, the newest
+ * variant not newer than cudaVersion (the "since" column of wrappers.def, from cudaTypedefs.h).
+ */
+static int find_by_name(const char *symbol, int version, cuuint64_t flags)
+{
+    int pt = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    int best = -1;
+    for (int want_pt = pt; want_pt >= 0 && best < 0; want_pt--) {
+        for (int i = 0; i < ROTA_FN_COUNT; i++) {
+            const rota_fn_info_t *f = &rota_fn_info[i];
+            if (!f->exported || f->pt != (want_pt != 0) || f->ver > version || strcmp(f->base, symbol) != 0) continue;
+            if (best < 0 || f->ver > rota_fn_info[best].ver) best = i;
+        }
+    }
+    return best;
+}
+
+static void *map_pfn(const char *symbol, void *pfn, int version, cuuint64_t flags)
+{
+    if (pfn == NULL) return pfn;
+    int i = rota_real_find_addr(pfn, symbol, (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0);
+    if (i < 0) {
+        i = find_by_name(symbol, version, flags);
+        if (i < 0) return pfn; /* not a name rota wraps */
+        rota_log(ROTA_LOG_DEBUG, "cuGetProcAddress(%s, %d, %llu): address not exported by the driver, chose %s",
+                 symbol, version, (unsigned long long)flags, rota_fn_info[i].name);
+    }
+    return rota_real_present[i] ? rota_self[i] : pfn;
+}
+
+static bool test_counters_symbol(const char *symbol, void **pfn, CUdriverProcAddressQueryResult *status)
+{
+    if (!rota_counting || symbol == NULL || pfn == NULL || strcmp(symbol, ROTA_TEST_COUNTERS_SYMBOL) != 0)
+        return false;
+    *pfn = (void *)rota_test_counter;
+    if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+    return true;
+}
+
+CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                     CUdriverProcAddressQueryResult *symbolStatus)
+{
+    ROTA_ENTER(cuGetProcAddress_v2, (symbol, pfn, cudaVersion, flags, symbolStatus));
+    CUresult rc = CUDA_SUCCESS;
+    if (!test_counters_symbol(symbol, pfn, symbolStatus)) {
+        rc = ROTA_REAL(cuGetProcAddress_v2)(symbol, pfn, cudaVersion, flags, symbolStatus);
+        if (rc == CUDA_SUCCESS && pfn != NULL && symbol != NULL) *pfn = map_pfn(symbol, *pfn, cudaVersion, flags);
+    }
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuGetProcAddress_v2)
+
+CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    ROTA_ENTER(cuGetProcAddress, (symbol, pfn, cudaVersion, flags));
+    CUresult rc = CUDA_SUCCESS;
+    if (!test_counters_symbol(symbol, pfn, NULL)) {
+        rc = ROTA_REAL(cuGetProcAddress)(symbol, pfn, cudaVersion, flags);
+        if (rc == CUDA_SUCCESS && pfn != NULL && symbol != NULL) *pfn = map_pfn(symbol, *pfn, cudaVersion, flags);
+    }
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuGetProcAddress)

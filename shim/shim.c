@@ -1,0 +1,118 @@
+/* shim.c - librota's lifecycle: a constructor that costs nothing, lazy init from every entry point, fork. */
+#include "shim/shim-internal.h"
+
+#include <pthread.h>
+
+/*
+ * States (enum rota_mode): INIT until the first driver call of the process finishes initialising, then
+ * ACTIVE, DISABLED, FAILED or NODRIVER for good; ACTIVE becomes FORKED in a fork child until its first
+ * driver call re-runs coord_process_init. A process that never calls the driver stays in INIT: the
+ * constructor only parses the environment (no I/O, no threads, no dlopen), and an option error is reported
+ * at the first driver call, not at load - `ls` with a typo in ROTA_LOG prints nothing.
+ *
+ * Thread safety: the one-time work runs under pthread_once (which glibc resets in a fork child), the
+ * per-process work under proc_lock (re-initialised in the child). rota_in_shim is set around all of it, so a
+ * driver or coordinator that calls an exported name back during initialisation gets a plain pass-through (or
+ * CUDA_ERROR_NOT_INITIALIZED before the driver is resolved) instead of a deadlock.
+ */
+
+_Atomic int rota_mode = ROTA_MODE_INIT;
+__thread int rota_in_shim __attribute__((tls_model("initial-exec")));
+
+static int steady_mode = ROTA_MODE_INIT; /* what INIT resolves to; written once under drv_once */
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t proc_lock = PTHREAD_MUTEX_INITIALIZER;
+
+__attribute__((constructor)) static void rota_ctor(void)
+{
+    rota_options(); /* getenv and string parsing only */
+}
+
+static void rota_fork_child(void)
+{
+    /* The child has one thread: nothing can hold these now. */
+    pthread_mutex_init(&proc_lock, NULL);
+    rota_capture_fork_child();
+    if (steady_mode == ROTA_MODE_ACTIVE) atomic_store_explicit(&rota_mode, ROTA_MODE_FORKED, memory_order_release);
+}
+
+static void driver_init_once(void)
+{
+    const rota_options_t *o = rota_options();
+    unsigned bad = rota_options_errors();
+    int saved = rota_in_shim;
+
+    rota_in_shim = 1;
+    rota_options_report();
+    int rc = rota_real_resolve();
+    if (rc != 0) {
+        steady_mode = ROTA_MODE_NODRIVER;
+        rota_log(ROTA_LOG_ERROR, "no real driver: every CUDA call fails (cuInit: CUDA_ERROR_SHARED_OBJECT_INIT_FAILED)");
+    } else if (o->disable) {
+        steady_mode = ROTA_MODE_DISABLED;
+        if (bad) rota_log(ROTA_LOG_WARN, "ROTA_DISABLE=1: ignoring the bad values above, rota is off");
+        rota_log(ROTA_LOG_INFO, "ROTA_DISABLE=1: every call goes straight to the driver");
+    } else if (bad) {
+        steady_mode = ROTA_MODE_FAILED;
+        rota_log(ROTA_LOG_ERROR, "%u bad ROTA_* value%s: rota is inactive and cuInit returns CUDA_ERROR_INVALID_VALUE",
+                 bad, bad == 1 ? "" : "s");
+    } else {
+        steady_mode = ROTA_MODE_ACTIVE;
+        rota_counters_init(o->test_counters);
+        if (pthread_atfork(NULL, NULL, rota_fork_child) != 0)
+            rota_log(ROTA_LOG_WARN, "pthread_atfork failed: a fork child will not reconnect to the coordinator");
+    }
+    rota_in_shim = saved;
+}
+
+void rota_driver_init(void)
+{
+    pthread_once(&drv_once, driver_init_once);
+}
+
+int rota_steady_mode(void)
+{
+    return steady_mode;
+}
+
+/* Runs what the process needs before its first hooked call; returns the mode that results. */
+static int process_init(void)
+{
+    rota_driver_init();
+    if (steady_mode != ROTA_MODE_ACTIVE) {
+        atomic_store_explicit(&rota_mode, steady_mode, memory_order_release);
+        return steady_mode;
+    }
+    pthread_mutex_lock(&proc_lock);
+    if (atomic_load_explicit(&rota_mode, memory_order_acquire) != ROTA_MODE_ACTIVE) {
+        rota_in_shim = 1;
+        coord_process_init();
+        rota_count(ROTA_EV_PROCESS_INIT);
+        rota_in_shim = 0;
+        atomic_store_explicit(&rota_mode, ROTA_MODE_ACTIVE, memory_order_release);
+    }
+    pthread_mutex_unlock(&proc_lock);
+    return ROTA_MODE_ACTIVE;
+}
+
+int rota_path_slow(unsigned idx)
+{
+    /* Nested: rota itself, the driver or the coordinator calling an exported name. */
+    if (rota_in_shim) return rota_real_resolved() ? ROTA_PATH_REAL : CUDA_ERROR_NOT_INITIALIZED;
+
+    int m = atomic_load_explicit(&rota_mode, memory_order_acquire);
+    if (m == ROTA_MODE_INIT || m == ROTA_MODE_FORKED) m = process_init();
+    switch (m) {
+    case ROTA_MODE_ACTIVE:
+        return ROTA_PATH_HOOK;
+    case ROTA_MODE_DISABLED:
+        return ROTA_PATH_REAL;
+    case ROTA_MODE_FAILED:
+        /* The entry points keep resolving to rota, so that the application reaches cuInit and its error. */
+        if (idx == ROTA_FN_cuInit) return CUDA_ERROR_INVALID_VALUE;
+        if (idx == ROTA_FN_cuGetProcAddress || idx == ROTA_FN_cuGetProcAddress_v2) return ROTA_PATH_HOOK;
+        return CUDA_ERROR_NOT_INITIALIZED;
+    default: /* NODRIVER */
+        return idx == ROTA_FN_cuInit ? CUDA_ERROR_SHARED_OBJECT_INIT_FAILED : CUDA_ERROR_NOT_INITIALIZED;
+    }
+}

@@ -1,0 +1,300 @@
+/* wrap-mem.c - every allocation and free (reserve -> allocate -> commit/abort, release) and the memory views. */
+#include "shim/shim-internal.h"
+
+#include <limits.h>
+
+/*
+ * Which device an allocation lands on: the current context's (cuCtxGetDevice), the location of a
+ * cuMemCreate property, nothing for host-located VMM allocations (not device memory). With no current
+ * context nothing is reserved and the driver returns its own error. A zero-byte request is not reserved
+ * either: the driver rejects it. Stream-ordered allocations may queue unless their stream is capturing;
+ * the others unless this thread captures (see rota_thread_may_wait).
+ *
+ * Keys: the CUdeviceptr for cuMemAlloc*, the CUmemGenericAllocationHandle for cuMemCreate. A stream-ordered
+ * free is released when it is enqueued. cuMemAllocPitch reserves width rounded up to 512 bytes x height, an
+ * upper bound of the pitch real devices choose (the contract has no way to correct a reservation).
+ */
+typedef struct mem_op {
+    coord_resv_t r;
+    bool reserved;
+} mem_op_t;
+
+static CUdevice current_device(void)
+{
+    CUdevice d;
+    return ROTA_REAL(cuCtxGetDevice)(&d) == CUDA_SUCCESS ? d : -1;
+}
+
+static CUresult mem_begin(mem_op_t *op, CUdevice dev, uint64_t bytes, bool may_wait)
+{
+    op->reserved = false;
+    op->r.dev = dev;
+    op->r.bytes = bytes;
+    op->r.token = 0;
+    if (dev < 0 || bytes == 0) return CUDA_SUCCESS;
+    rota_count(ROTA_EV_MEM_RESERVE);
+    if (!may_wait) rota_count(ROTA_EV_MEM_NOWAIT);
+    CUresult rc = coord_mem_reserve(dev, bytes, may_wait, &op->r);
+    op->reserved = rc == CUDA_SUCCESS;
+    return rc;
+}
+
+static void mem_end(mem_op_t *op, CUresult rc, uint64_t key)
+{
+    if (!op->reserved) return;
+    if (rc == CUDA_SUCCESS) {
+        rota_count(ROTA_EV_MEM_COMMIT);
+        coord_mem_commit(&op->r, key);
+    } else {
+        rota_count(ROTA_EV_MEM_ABORT);
+        coord_mem_abort(&op->r);
+    }
+}
+
+static void mem_release(CUresult rc, uint64_t key)
+{
+    if (rc != CUDA_SUCCESS) return;
+    rota_count(ROTA_EV_MEM_RELEASE);
+    coord_mem_release(key);
+}
+
+static uint64_t pitch_bytes(size_t width, size_t height)
+{
+    uint64_t w, b;
+    if (__builtin_add_overflow((uint64_t)width, 511, &w)) return 0;
+    w &= ~(uint64_t)511;
+    if (__builtin_mul_overflow(w, (uint64_t)height, &b)) return 0; /* the driver will refuse it */
+    return b;
+}
+
+/* ---- allocations ---- */
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    ROTA_ENTER(cuMemAlloc, (dptr, bytesize));
+    mem_op_t op;
+    CUresult rc = mem_begin(&op, current_device(), bytesize, rota_thread_may_wait());
+    if (rc == CUDA_SUCCESS) {
+        rc = ROTA_REAL(cuMemAlloc)(dptr, bytesize);
+        mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+    }
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemAlloc)
+
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    ROTA_ENTER(cuMemAlloc_v2, (dptr, bytesize));
+    mem_op_t op;
+    CUresult rc = mem_begin(&op, current_device(), bytesize, rota_thread_may_wait());
+    if (rc == CUDA_SUCCESS) {
+        rc = ROTA_REAL(cuMemAlloc_v2)(dptr, bytesize);
+        mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+    }
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemAlloc_v2)
+
+CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
+                                 unsigned int Height, unsigned int ElementSizeBytes)
+{
+    ROTA_ENTER(cuMemAllocPitch, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+    mem_op_t op;
+    CUresult rc = mem_begin(&op, current_device(), pitch_bytes(WidthInBytes, Height), rota_thread_may_wait());
+    if (rc == CUDA_SUCCESS) {
+        rc = ROTA_REAL(cuMemAllocPitch)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+        mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+    }
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemAllocPitch)
+
+CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                    unsigned int ElementSizeBytes)
+{
+    ROTA_ENTER(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+    mem_op_t op;
+    CUresult rc = mem_begin(&op, current_device(), pitch_bytes(WidthInBytes, Height), rota_thread_may_wait());
+    if (rc == CUDA_SUCCESS) {
+        rc = ROTA_REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+        mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+    }
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemAllocPitch_v2)
+
+CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    ROTA_ENTER(cuMemAllocManaged, (dptr, bytesize, flags));
+    mem_op_t op;
+    CUresult rc = mem_begin(&op, current_device(), bytesize, rota_thread_may_wait());
+    if (rc == CUDA_SUCCESS) {
+        rc = ROTA_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
+        mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+    }
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemAllocManaged)
+
+#define ROTA_WRAP_ALLOC_ASYNC(name, pt, params, args, stream)                                     \
+    CUresult CUDAAPI name params                                                                \
+    {                                                                                           \
+        ROTA_ENTER(name, args);                                                                 \
+        mem_op_t op;                                                                            \
+        bool may_wait = !rota_stream_capturing(rota_stream_norm(stream, pt));                   \
+        CUresult rc = mem_begin(&op, current_device(), bytesize, may_wait);                     \
+        if (rc == CUDA_SUCCESS) {                                                               \
+            rc = ROTA_REAL(name) args;                                                          \
+            mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);                                   \
+        }                                                                                       \
+        ROTA_LEAVE();                                                                           \
+        return rc;                                                                              \
+    }                                                                                           \
+    ROTA_SELF(name)
+
+ROTA_WRAP_ALLOC_ASYNC(cuMemAllocAsync, 0, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+                      (dptr, bytesize, hStream), hStream)
+ROTA_WRAP_ALLOC_ASYNC(cuMemAllocAsync_ptsz, 1, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
+                      (dptr, bytesize, hStream), hStream)
+ROTA_WRAP_ALLOC_ASYNC(cuMemAllocFromPoolAsync, 0,
+                      (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+                      (dptr, bytesize, pool, hStream), hStream)
+ROTA_WRAP_ALLOC_ASYNC(cuMemAllocFromPoolAsync_ptsz, 1,
+                      (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
+                      (dptr, bytesize, pool, hStream), hStream)
+
+CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                             unsigned long long flags)
+{
+    ROTA_ENTER(cuMemCreate, (handle, size, prop, flags));
+    mem_op_t op;
+    CUdevice dev = prop != NULL && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
+    CUresult rc = mem_begin(&op, dev, size, rota_thread_may_wait());
+    if (rc == CUDA_SUCCESS) {
+        rc = ROTA_REAL(cuMemCreate)(handle, size, prop, flags);
+        mem_end(&op, rc, rc == CUDA_SUCCESS ? *handle : 0);
+    }
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemCreate)
+
+/* ---- frees ---- */
+CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr)
+{
+    ROTA_ENTER(cuMemFree, (dptr));
+    CUresult rc = ROTA_REAL(cuMemFree)(dptr);
+    mem_release(rc, dptr);
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemFree)
+
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+{
+    ROTA_ENTER(cuMemFree_v2, (dptr));
+    CUresult rc = ROTA_REAL(cuMemFree_v2)(dptr);
+    mem_release(rc, dptr);
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemFree_v2)
+
+CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    ROTA_ENTER(cuMemFreeAsync, (dptr, hStream));
+    CUresult rc = ROTA_REAL(cuMemFreeAsync)(dptr, hStream);
+    mem_release(rc, dptr);
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemFreeAsync)
+
+CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    ROTA_ENTER(cuMemFreeAsync_ptsz, (dptr, hStream));
+    CUresult rc = ROTA_REAL(cuMemFreeAsync_ptsz)(dptr, hStream);
+    mem_release(rc, dptr);
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemFreeAsync_ptsz)
+
+CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    ROTA_ENTER(cuMemRelease, (handle));
+    CUresult rc = ROTA_REAL(cuMemRelease)(handle);
+    mem_release(rc, handle);
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemRelease)
+
+/* ---- what the process sees: the coordinator may lower free and total to the process's share ---- */
+static void mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes)
+{
+    if (dev < 0) return;
+    rota_count(ROTA_EV_MEM_VIEW);
+    coord_mem_view(dev, free_bytes, total_bytes);
+}
+
+static unsigned int clamp_uint(size_t v)
+{
+    return v > UINT_MAX ? UINT_MAX : (unsigned int)v;
+}
+
+CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    ROTA_ENTER(cuMemGetInfo_v2, (free, total));
+    CUresult rc = ROTA_REAL(cuMemGetInfo_v2)(free, total);
+    if (rc == CUDA_SUCCESS && free != NULL && total != NULL) mem_view(current_device(), free, total);
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemGetInfo_v2)
+
+CUresult CUDAAPI cuMemGetInfo(unsigned int *free, unsigned int *total)
+{
+    ROTA_ENTER(cuMemGetInfo, (free, total));
+    CUresult rc = ROTA_REAL(cuMemGetInfo)(free, total);
+    if (rc == CUDA_SUCCESS && free != NULL && total != NULL) {
+        size_t f = *free, t = *total;
+        mem_view(current_device(), &f, &t);
+        *free = clamp_uint(f);
+        *total = clamp_uint(t);
+    }
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemGetInfo)
+
+CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    ROTA_ENTER(cuDeviceTotalMem_v2, (bytes, dev));
+    CUresult rc = ROTA_REAL(cuDeviceTotalMem_v2)(bytes, dev);
+    if (rc == CUDA_SUCCESS && bytes != NULL) {
+        size_t f = *bytes; /* the view's free is not reported here */
+        mem_view(dev, &f, bytes);
+    }
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuDeviceTotalMem_v2)
+
+CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    ROTA_ENTER(cuDeviceTotalMem, (bytes, dev));
+    CUresult rc = ROTA_REAL(cuDeviceTotalMem)(bytes, dev);
+    if (rc == CUDA_SUCCESS && bytes != NULL) {
+        size_t f = *bytes, t = *bytes;
+        mem_view(dev, &f, &t);
+        *bytes = clamp_uint(t);
+    }
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuDeviceTotalMem)

@@ -1,0 +1,33 @@
+/* wrap-pass.c - the generated wrappers: cuInit, device enumeration, context creation, synchronisation. */
+#include "shim/shim-internal.h"
+
+/*
+ * These calls have no coordinator hook yet: the wrapper counts the call and passes it through with the
+ * thread guard set, so that rota initialises from whichever of them comes first and later work (device
+ * remapping for ROTA_GPU, sync-time accounting) has a place to go. Rows: INIT, DEVICE, CTX, SYNC.
+ */
+#define ROTA_WRAP_PASS(name, params, args)        \
+    CUresult CUDAAPI name params                  \
+    {                                             \
+        ROTA_ENTER(name, args);                   \
+        CUresult rc = ROTA_REAL(name) args;       \
+        ROTA_LEAVE();                             \
+        return rc;                                \
+    }                                             \
+    ROTA_SELF(name)
+
+#define ROTA_PASS_INIT(...) __VA_ARGS__
+#define ROTA_PASS_DEVICE(...) __VA_ARGS__
+#define ROTA_PASS_CTX(...) __VA_ARGS__
+#define ROTA_PASS_SYNC(...) __VA_ARGS__
+#define ROTA_PASS_PROC(...)
+#define ROTA_PASS_LAUNCH(...)
+#define ROTA_PASS_LAUNCHN(...)
+#define ROTA_PASS_MEM(...)
+#define ROTA_PASS_MEMINFO(...)
+#define ROTA_PASS_CAPTURE(...)
+#define ROTA_PASS_REAL(...)
+
+#define ROTA_FN(fam, name, base, ver, pt, params, args, stream) ROTA_PASS_##fam(ROTA_WRAP_PASS(name, params, args))
+#include "shim/wrappers.def"
+#undef ROTA_FN

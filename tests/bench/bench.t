@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+# bench.t - smoke test of the workload program (options, record, OOM, determinism) and of scripts/bench on a tiny mix.
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+n_tests = 0
+failed = 0
+
+
+def ok(cond, name):
+    global n_tests, failed
+    n_tests += 1
+    if not cond:
+        failed += 1
+    print("%sok %d - %s" % ("" if cond else "not ", n_tests, name), flush=True)
+    return cond
+
+
+def diag(msg):
+    for line in str(msg).splitlines():
+        print("# " + line, file=sys.stderr)
+
+
+def bail(msg):
+    print("Bail out! " + msg, flush=True)
+    sys.exit(255)
+
+
+build = os.environ.get("ROTA_BUILD")
+src = os.environ.get("ROTA_SRCDIR")
+if not build or not src:
+    bail("ROTA_BUILD and ROTA_SRCDIR must be set (the Makefile's test target exports them)")
+workload = os.path.join(build, "bin", "workload")
+for p in (workload, os.path.join(build, "bin", "simcuda-stat"), os.path.join(build, "lib", "libcuda.so.1")):
+    if not os.path.exists(p):
+        bail("%s is missing: build it first" % p)
+
+tmp = tempfile.mkdtemp(prefix="bench-t.")
+node = "bench-t-%d" % os.getpid()
+env = {k: v for k, v in os.environ.items() if not k.startswith(("SIMCUDA_", "ROTA_"))}
+env.pop("LD_PRELOAD", None)
+env.update(LD_LIBRARY_PATH=os.path.join(build, "lib"), SIMCUDA_NODE=node, SIMCUDA_MEM="1G",
+           ROTA_BUILD=build, ROTA_SRCDIR=src)
+
+
+def wl(*args, extra_env=None, timeout=60):
+    e = dict(env)
+    e.update(extra_env or {})
+    return subprocess.run([workload] + list(args), env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=timeout)
+
+
+def record(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        diag("record %s: %s" % (path, e))
+        return None
+
+
+try:
+    # ---- option parsing: USAGE and exit codes -------------------------------------------------------------
+    r = wl("--help")
+    ok(r.returncode == 0 and "usage: workload" in r.stdout, "--help prints USAGE and exits 0")
+    out = os.path.join(tmp, "x.json")
+    bad = [
+        ([], "no arguments"),
+        (["--kind", "bogus", "--out", out, "--iters", "1"], "unknown --kind"),
+        (["--kind", "infer", "--out", out], "infer without --duration or --requests"),
+        (["--kind", "train", "--out", out], "train without --iters or --duration"),
+        (["--kind", "train", "--iters", "1"], "missing --out"),
+        (["--kind", "train", "--out", out, "--iters", "1", "--kernels", "0"], "zero-length kernel"),
+        (["--kind", "train", "--out", out, "--iters", "1", "--kernels", "100,"], "trailing comma in --kernels"),
+        (["--kind", "train", "--out", out, "--iters", "1", "--kernels", "100x65"], "too many kernels"),
+        (["--kind", "infer", "--out", out, "--requests", "1", "--load", "1.5"], "--load above 1"),
+        (["--kind", "train", "--out", out, "--iters", "1x"], "junk after a number"),
+        (["--kind", "train", "--out", out, "--iters", "-1"], "negative count"),
+        (["--kind", "train", "--out", out, "--iters", "1", "--mem", "1.5G"], "fractional size"),
+        (["--kind", "finetune", "--out", out, "--iters", "1", "--batch-min", "9"], "batch-min > batch-max"),
+        (["--kind", "train", "--out", out, "--iters", "1", "--bogus", "1"], "unknown option"),
+        (["--kind", "train", "--out", out, "--iters"], "option without its value"),
+        (["--kind", "train", "--out", out, "--iters", "1", "stray"], "stray argument"),
+    ]
+    for args, why in bad:
+        r = wl(*args)
+        ok(r.returncode == 2 and "usage error" in r.stderr and not os.path.exists(out),
+           "usage error exits 2 with a message: %s" % why)
+
+    # ---- an inference server: the record and its internal consistency ---------------------------------------
+    inf = os.path.join(tmp, "infer.json")
+    r = wl("--kind", "infer", "--out", inf, "--name", "srv", "--kernels", "200x3", "--load", "0.4",
+           "--duration", "0.6", "--mem", "64M", "--seed", "7")
+    ok(r.returncode == 0, "infer job exits 0")
+    if r.returncode:
+        diag(r.stderr)
+    rec = record(inf)
+    ok(rec is not None and rec["status"] == "ok" and rec["name"] == "srv" and rec["kind"] == "infer",
+       "infer record parses, status ok, name and kind")
+    if rec:
+        n = rec["requests"]
+        ok(n >= 20 and len(rec["latency_ns"]) == n and len(rec["arrival_ns"]) == n,
+           "infer served >= 20 requests at load 0.4 over 0.6 s (got %d), one latency per request" % n)
+        ok(min(rec["latency_ns"] or [0]) >= 600000, "every latency >= the request's 600 us of kernels")
+        ok(rec["device_ns"] == n * 600000, "device_ns is the kernels' time (%d requests x 600 us)" % n)
+        ok(rec["start_ns"] <= rec["ready_ns"] <= min(rec["arrival_ns"] or [rec["end_ns"]]) and
+           max(rec["arrival_ns"] or [0]) <= rec["end_ns"], "start <= ready <= arrivals <= end")
+        ok(rec["arrival_ns"] == sorted(rec["arrival_ns"]) and
+           rec["arrival_ns"][-1] - rec["ready_ns"] < 600000000, "arrivals ordered, within --duration")
+        ok(rec["mem_reserved"] == 64 << 20 and rec["mem_allocs"] == 4 and rec["mem_wait_ns"] == 0,
+           "64M footprint in 4 blocks, no memory wait alone")
+        rec2 = None
+        r = wl("--kind", "infer", "--out", inf + "2", "--kernels", "200x3", "--load", "0.4", "--duration", "0.6",
+               "--mem", "64M", "--seed", "7")
+        rec2 = record(inf + "2")
+        rel = lambda x: [a - x["ready_ns"] for a in x["arrival_ns"]]  # noqa: E731
+        ok(rec2 is not None and rel(rec2) == rel(rec), "same seed: same arrival schedule")
+        r = wl("--kind", "infer", "--out", inf + "3", "--kernels", "200x3", "--load", "0.4", "--duration", "0.6",
+               "--mem", "64M", "--seed", "8", "--arrivals", "bursty", "--burst", "4")
+        rec3 = record(inf + "3")
+        ok(rec3 is not None and rec3["status"] == "ok" and rel(rec3) != rel(rec),
+           "another seed, bursty arrivals: another schedule")
+
+    # ---- fine-tune from a spec file: growth like the caching allocator -----------------------------------
+    spec = os.path.join(tmp, "ft.spec")
+    with open(spec, "w") as f:
+        f.write("# a fine-tune\nkind = finetune\nmem = 128M\nblocks = 2\nkernels = 100x2\n"
+                "batch-min = 1\nbatch-max = 8\niters = 40\nact-frac = 0.5\n")
+    ft = os.path.join(tmp, "ft.json")
+    r = wl("--spec", spec, "--out", ft)
+    rec = record(ft)
+    ok(r.returncode == 0 and rec is not None and rec["status"] == "ok" and rec["iterations"] == 40,
+       "finetune from --spec runs 40 iterations")
+    if rec:
+        ok(2 < rec["mem_allocs"] and rec["mem_reserved"] <= (128 << 20) + (2 << 20) * rec["mem_allocs"],
+           "activations grew in extra segments (%d allocations, %d MiB), never past the footprint + rounding" %
+           (rec["mem_allocs"], rec["mem_reserved"] >> 20))
+        ok(set(rec["iter_batch"]) <= set(range(1, 9)) and len(set(rec["iter_batch"])) > 1,
+           "batch sizes vary within [1, 8]")
+        ok(rec["iter_end_ns"] == sorted(rec["iter_end_ns"]) and len(rec["iter_end_ns"]) == 40,
+           "one ordered timestamp per iteration")
+    with open(spec + "2", "w") as f:
+        f.write("kind = finetune\nwhat = 1\n")
+    r = wl("--spec", spec + "2", "--out", ft)
+    ok(r.returncode == 2 and ":2:" in r.stderr, "unknown option in a spec file: exit 2 naming the line")
+
+    # ---- out of memory: recorded, exit 3 -----------------------------------------------------------------
+    oom = os.path.join(tmp, "oom.json")
+    r = wl("--kind", "batch", "--out", oom, "--iters", "2", "--mem", "96M", extra_env={
+        "SIMCUDA_NODE": node + "-oom", "SIMCUDA_MEM": "64M"})
+    rec = record(oom)
+    ok(r.returncode == 3 and rec is not None and rec["status"] == "crashed: OOM" and rec["iterations"] == 0,
+       "a footprint past the device: exit 3, status \"crashed: OOM\"")
+
+    # ---- the harness on the tiny mix ---------------------------------------------------------------------
+    res = os.path.join(tmp, "results")
+    r = subprocess.run([sys.executable, os.path.join(src, "scripts", "bench"), "--quick", "--build", build,
+                        "--out", res, "tiny"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=120)
+    ok(r.returncode == 0, "scripts/bench --quick tiny exits 0")
+    if r.returncode:
+        diag(r.stdout[-3000:] + r.stderr[-3000:])
+    for f in ("report.md", "results.json", "busy.svg", "latency-cdf.svg", "trace-tiny-exclusive.json",
+              "trace-tiny-shared.json"):
+        ok(os.path.getsize(os.path.join(res, f)) > 0 if os.path.exists(os.path.join(res, f)) else False,
+           "bench wrote %s" % f)
+    for f in ("busy.svg", "latency-cdf.svg"):
+        try:
+            root = ET.parse(os.path.join(res, f)).getroot()
+            ok(root.tag.endswith("svg") and any(e.tag.endswith("polyline") for e in root.iter()),
+               "%s is SVG with plotted lines" % f)
+        except (OSError, ET.ParseError) as e:
+            ok(False, "%s is SVG (%s)" % (f, e))
+    try:
+        with open(os.path.join(res, "trace-tiny-exclusive.json")) as f:
+            tr = json.load(f)
+        names = {e.get("name", "") for e in tr["traceEvents"]}
+        ok(any(n.startswith("job: ") for n in names) and "queued" in names and "request" in names,
+           "trace JSON has job spans, the exclusive queue and requests")
+    except (OSError, ValueError, KeyError) as e:
+        ok(False, "trace JSON parses (%s)" % e)
+    doc = None
+    try:
+        with open(os.path.join(res, "results.json")) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        diag(e)
+    ok(doc is not None and len(doc["mixes"]) == 1, "results.json parses, one mix")
+    if doc:
+        mx = doc["mixes"][0]
+        rows = {m["policy"]: m for m in mx["rows"]}
+        g = mx["mix"]["gpus"]
+        S = sum(s["device_s"] for s in mx["solo"].values())
+        L = max(s["wall_s"] for s in mx["solo"].values())
+        ex, sh = rows.get("exclusive"), rows.get("shared")
+        ok(ex is not None and ex["available"] and sh is not None and sh["available"], "exclusive and shared ran")
+        ok(ex["makespan_s"] >= S / g and ex["makespan_s"] >= L * 0.98,
+           "exclusive makespan %.2f s >= solo device time / GPUs %.2f s and ~>= longest solo %.2f s" % (
+               ex["makespan_s"], S / g, L))
+        ok(ex["makespan_s"] >= 0.9 * sum(s["wall_s"] for s in mx["solo"].values()),
+           "one GPU, exclusive: makespan ~>= sum of solo walls (10% tolerance for start-up)")
+        for p, m in rows.items():
+            if not m["available"]:
+                ok("not available" in m["why"], "%s reported as not available, with why" % p)
+                continue
+            ok(0 < m["B"] <= 1.02 and 0 < m["B_max"] <= 1.0 + 1e-9 and
+               abs(m["B_over_Bmax"] - m["B"] / m["B_max"]) < 1e-9,
+               "%s: 0 < B <= 1 (2%% sampling slack), B_max <= 1, B/B_max consistent" % p)
+            ok(abs(m["B"] * m["makespan_s"] * g - m["busy_s"]) < 1e-6, "%s: B x makespan x GPUs = busy time" % p)
+            if m["crashed_oom"] == 0 and m["failed"] == 0:
+                ok(m["makespan_s"] >= m["makespan_bound_s"] * 0.95,
+                   "%s: every job done, makespan >= the lower bound (5%% tolerance for start-up)" % p)
+            ok(m["crashed_oom"] == sum(1 for j in m["jobs"].values() if j["status"] == "crashed: OOM"),
+               "%s: crash count matches the jobs' records" % p)
+            if ex is not m:
+                ok(abs(m["gain_pts"] - 100 * (m["B"] - ex["B"])) < 1e-9, "%s: gain is B - B(exclusive)" % p)
+        ok(ex["crashed_oom"] == 0 and ex["failed"] == 0, "exclusive: no job crashes")
+        ok(ex["harvest"] is not None and ex["harvest"] < 0.1,
+           "exclusive: harvest ~0 (nothing else runs beside the high-priority job; < 0.1)")
+        ok(sh["crashed_oom"] >= 1, "shared: the batch job that does not fit crashes with OOM")
+        ok(sh["harvest"] is not None and sh["harvest"] > ex["harvest"], "shared harvests more than exclusive")
+        ok(ex["hp_p99_x"] is not None and 0.5 < ex["hp_p99_x"] < 2,
+           "exclusive: high-priority p99 near solo (0.5x-2x: it runs alone)")
+        with open(os.path.join(res, "report.md")) as f:
+            md = f.read()
+        groups, cur = [], []
+        for line in md.splitlines() + [""]:
+            if line.startswith("|"):
+                cur.append(line)
+            elif cur:
+                groups.append(cur)
+                cur = []
+        ok("## Goals" in md and "## Mix `tiny`" in md and len(groups) >= 4,
+           "report.md has the goals and the mix's tables (%d tables)" % len(groups))
+        ok(all(len(t) >= 3 and set(t[1].replace("|", "")) <= set("-") and
+               all(l.count("|") == t[0].count("|") for l in t) for t in groups),
+           "every markdown table has a separator and rows as wide as its header")
+finally:
+    for n in (node, node + "-oom"):
+        if os.path.exists("/dev/shm/" + n):
+            os.unlink("/dev/shm/" + n)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+print("1..%d" % n_tests)
+sys.exit(1 if failed else 0)

@@ -1,0 +1,144 @@
+/* abi-t.c - TAP tests re-checking runtime/abi.h's layout and runtime/lib/proto.c's message validation. */
+#include "runtime/abi.h"
+#include "runtime/lib/proto.h"
+#include "tests/tap/tap.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OFF(t, f, want) is_uint(offsetof(t, f), want, #t "." #f " at offset " #want)
+
+int main(void)
+{
+    /* The layout every rota build must agree on (a change here is an ABI change: bump ROTA_ABI_VERSION). */
+    OFF(rota_msg_hdr_t, magic, 0);
+    OFF(rota_msg_hdr_t, abi, 4);
+    OFF(rota_msg_hdr_t, type, 6);
+    OFF(rota_msg_hdr_t, size, 8);
+    OFF(rota_msg_hdr_t, seq, 12);
+    OFF(rota_msg_hello_t, role, 16);
+    OFF(rota_msg_hello_t, mem_limit, 32);
+    OFF(rota_msg_hello_t, comm, 48);
+    OFF(rota_msg_welcome_t, status, 16);
+    OFF(rota_msg_welcome_t, region_size, 32);
+    OFF(rota_msg_welcome_t, reason, 48);
+    OFF(rota_msg_mem_t, uuid, 16);
+    OFF(rota_msg_mem_t, total_mem, 32);
+    OFF(rota_msg_mem_t, bytes, 40);
+    OFF(rota_msg_mem_t, wait_ms, 48);
+    OFF(rota_msg_result_t, status, 16);
+    OFF(rota_msg_result_t, limit, 24);
+    OFF(rota_msg_result_t, credit, 32);
+    OFF(rota_channel_t, credit, 128);
+    OFF(rota_region_t, magic, 0);
+    OFF(rota_region_t, abi, 4);
+    OFF(rota_region_t, size, 8);
+    OFF(rota_region_t, ndevices, 40);
+    OFF(rota_region_t, devices, 128);
+    OFF(rota_region_t, groups, 128 + ROTA_MAX_DEVICES * 96);
+    OFF(rota_dev_t, capacity, 16);
+    OFF(rota_dev_t, reserved, 24);
+    OFF(rota_dev_t, waiters, 32);
+    OFF(rota_dev_t, hold_epoch, 40);
+    OFF(rota_slot_t, state, 0);
+    OFF(rota_slot_t, gen, 4);
+    OFF(rota_slot_t, pid, 8);
+    OFF(rota_slot_t, limit, 40);
+    OFF(rota_slot_t, waiting, 48);
+    OFF(rota_slot_t, used, 56);
+    OFF(rota_slot_t, hold, 56 + 8 * ROTA_MAX_DEVICES);
+    OFF(rota_channel_t, magic, 0);
+    OFF(rota_channel_t, slot, 16);
+    OFF(rota_channel_t, inflight, 24);
+    OFF(rota_channel_t, doorbell, 56);
+    is_uint(sizeof(rota_slot_t), 256, "slot is 256 bytes");
+    is_uint(sizeof(rota_region_t) % 64, 0, "region is a multiple of 64 bytes");
+    ok(ROTA_REGION_MAP_SIZE >= sizeof(rota_region_t) && ROTA_REGION_MAP_SIZE % ROTA_PAGE == 0, "region map size");
+
+    /* proto_check */
+    rota_msg_mem_t m = {0};
+    proto_hdr_init(&m.h, ROTA_MSG_RESERVE, sizeof m, 5);
+    m.bytes = 1;
+    m.total_mem = 1;
+    const char *why;
+    uint32_t abi = 0;
+    is_int(proto_check(&m, sizeof m, &abi, &why), ROTA_MSG_RESERVE, "a valid reserve");
+    is_int(proto_check(&m, sizeof m - 1, &abi, &why), -EBADMSG, "truncated: %s", why);
+    is_int(proto_check(&m, 3, &abi, &why), -EBADMSG, "shorter than a header: %s", why);
+    rota_msg_mem_t x = m;
+    x.h.magic ^= 1;
+    is_int(proto_check(&x, sizeof x, &abi, &why), -EBADMSG, "bad magic: %s", why);
+    x = m;
+    x.h.abi = 2;
+    is_int(proto_check(&x, sizeof x, &abi, &why), -EPROTO, "another ABI: %s", why);
+    is_uint(abi, 2, "the peer's ABI version is reported");
+    x = m;
+    x.h.type = 99;
+    is_int(proto_check(&x, sizeof x, NULL, &why), -EBADMSG, "unknown type: %s", why);
+    x = m;
+    x.h.size = 12;
+    is_int(proto_check(&x, sizeof x, NULL, &why), -EBADMSG, "header size disagrees: %s", why);
+    x = m;
+    x.bytes = 0;
+    is_int(proto_check(&x, sizeof x, NULL, &why), -EBADMSG, "0 bytes: %s", why);
+    x.bytes = UINT64_MAX;
+    is_int(proto_check(&x, sizeof x, NULL, &why), -EBADMSG, "2^64-1 bytes: %s", why);
+    x = m;
+    x.wait_ms = ROTA_MAX_WAIT_MS + 1;
+    is_int(proto_check(&x, sizeof x, NULL, &why), -EBADMSG, "wait over an hour: %s", why);
+    x = m;
+    x.flags = 1;
+    is_int(proto_check(&x, sizeof x, NULL, &why), -EBADMSG, "reserved flags: %s", why);
+    x = m;
+    x.h.type = ROTA_MSG_RELEASE;
+    x.wait_ms = 5;
+    is_int(proto_check(&x, sizeof x, NULL, &why), -EBADMSG, "a release with a wait: %s", why);
+
+    rota_msg_hello_t h = {0};
+    proto_hdr_init(&h.h, ROTA_MSG_HELLO, sizeof h, 0);
+    h.role = ROTA_ROLE_CLIENT;
+    h.weight = 1000;
+    is_int(proto_check(&h, sizeof h, NULL, &why), ROTA_MSG_HELLO, "a valid hello");
+    rota_msg_hello_t hb = h;
+    hb.role = 3;
+    is_int(proto_check(&hb, sizeof hb, NULL, &why), -EBADMSG, "bad role: %s", why);
+    hb = h;
+    hb.mem_limit = UINT64_MAX;
+    is_int(proto_check(&hb, sizeof hb, NULL, &why), -EBADMSG, "limit 2^64-1: %s", why);
+    hb = h;
+    hb.max_inflight = 70000;
+    is_int(proto_check(&hb, sizeof hb, NULL, &why), -EBADMSG, "max_inflight 70000: %s", why);
+
+    uint8_t u[16] = {0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 1, 2, 3, 4, 5, 6, 7, 8};
+    char s[PROTO_UUID_STR];
+    proto_uuid_str(u, s);
+    is_str(s, "GPU-12345678-9abc-def0-0102-030405060708", "uuid string in nvidia-smi form");
+    unsigned p = 9;
+    is_int(proto_prio_parse("low", &p), 0, "parse low");
+    is_uint(p, ROTA_PRIO_LOW, "low value");
+    is_int(proto_prio_parse("LOW", &p), -EINVAL, "priority names are exact");
+    is_str(proto_prio_name(7), "?", "unknown priority name");
+    char out[8];
+    proto_sanitize(out, "ab\x01\x7f" "cdefgh", sizeof out);
+    is_str(out, "ab??cde", "sanitize: printable only, truncated, terminated");
+
+    rota_region_t *r = calloc(1, ROTA_REGION_MAP_SIZE);
+    r->magic = ROTA_REGION_MAGIC;
+    r->abi = ROTA_ABI_VERSION;
+    r->size = sizeof *r;
+    r->max_devices = ROTA_MAX_DEVICES;
+    r->max_clients = ROTA_MAX_CLIENTS;
+    r->max_groups = ROTA_MAX_GROUPS;
+    is_int(proto_region_check(r, ROTA_REGION_MAP_SIZE, &why), 0, "a good region");
+    r->size--;
+    is_int(proto_region_check(r, ROTA_REGION_MAP_SIZE, &why), -EBADMSG, "corrupted size: %s", why);
+    r->size++;
+    r->abi = 7;
+    is_int(proto_region_check(r, ROTA_REGION_MAP_SIZE, &why), -EPROTO, "region of another ABI: %s", why);
+    r->magic = 0;
+    is_int(proto_region_check(r, ROTA_REGION_MAP_SIZE, &why), -EBADMSG, "zeroed region: %s", why);
+    is_int(proto_region_check(r, 100, &why), -EBADMSG, "short region: %s", why);
+    free(r);
+    return done_testing();
+}

@@ -1,0 +1,78 @@
+/* config-t.c - TAP tests for runtime/config.c: the group file format, its errors, cgroup matching. */
+#include "runtime/config.h"
+#include "tests/tap/tap.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/rota-config-t.XXXXXX";
+
+static int load(const char *text, config_t *cfg, char *err, size_t n)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/rotad.conf", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) bail("cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+    return config_load(path, cfg, err, n);
+}
+
+int main(void)
+{
+    if (!mkdtemp(dir)) bail("mkdtemp");
+    config_t cfg;
+    char err[256];
+    is_int(load("# comment\n\ngroup /kubepods/a limit 40G\ngroup /b/ limit 512M # trailing\n", &cfg, err, sizeof err),
+           0, "valid file loads");
+    is_uint(cfg.ngroups, 2, "two groups");
+    is_str(cfg.groups[0].path, "/kubepods/a", "path");
+    is_uint(cfg.groups[0].limit, UINT64_C(40) << 30, "40G");
+    is_str(cfg.groups[1].path, "/b", "trailing slash normalised");
+    is_int(config_match(&cfg, "/kubepods/a"), 0, "exact match");
+    is_int(config_match(&cfg, "/kubepods/a/c1"), 0, "below matches");
+    is_int(config_match(&cfg, "/kubepods/ab"), -1, "a prefix that is not a path component does not match");
+    is_int(config_match(&cfg, "/"), -1, "root matches nothing");
+
+    struct {
+        const char *text, *want;
+    } bad[] = {
+        {"gruop /a limit 1G\n", ":1: unknown directive 'gruop'"},
+        {"\ngroup /a limit\n", ":2: expected 'group CGROUP-PATH limit SIZE'"},
+        {"group a limit 1G\n", ":1: group path 'a' must be an absolute cgroup path"},
+        {"group /a limit 10XB\n", ":1: bad limit '10XB': not a size"},
+        {"group /a limit 0\n", ":1: bad limit '0': out of range"},
+        {"group /a limit -1\n", ":1: bad limit '-1': not a size"},
+        {"group /a limit abc\n", ":1: bad limit 'abc': not a size"},
+        {"group /a limit 18446744073709551616\n", ":1: bad limit '18446744073709551616': out of range"},
+        {"group /a limit 1G\ngroup /a limit 2G\n", ":2: group '/a' already defined on line 1"},
+        {"group /a limit 1G extra\n", ":1: expected"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = load(bad[i].text, &cfg, err, sizeof err);
+        ok(rc == -EINVAL && strstr(err, bad[i].want), "error '%s' (got: %s)", bad[i].want, err);
+    }
+    char many[8192] = "";
+    for (int i = 0; i <= ROTA_MAX_GROUPS; i++) {
+        char l[64];
+        snprintf(l, sizeof l, "group /g%d limit 1G\n", i);
+        strcat(many, l);
+    }
+    load(many, &cfg, err, sizeof err);
+    ok(strstr(err, ":33: too many groups") != NULL, "too many groups (%s)", err);
+    is_int(config_load("/nonexistent/rotad.conf", &cfg, err, sizeof err), -ENOENT, "missing file");
+    ok(strstr(err, "/nonexistent/rotad.conf: unable to open") != NULL, "missing file message: %s", err);
+
+    char cg[512];
+    is_int(config_cgroup_of(getpid(), cg, sizeof cg), 0, "own cgroup v2 path is readable");
+    ok(cg[0] == '/', "it is absolute (%s)", cg);
+    is_int(config_cgroup_of(999999999, cg, sizeof cg), -ENOENT, "no such process");
+    char path[128];
+    snprintf(path, sizeof path, "%s/rotad.conf", dir);
+    unlink(path);
+    rmdir(dir);
+    return done_testing();
+}

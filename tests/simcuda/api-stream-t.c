@@ -1,0 +1,265 @@
+/* api-stream-t.c - simcuda streams: order, query/sync, priorities, the legacy and per-thread default streams,
+ * event waits, host functions, destroy with pending work, lazy executor threads. Ordering is checked with
+ * host-function gates, not timing. */
+#include <cuda.h>
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/tap/tap.h"
+
+CUresult cuStreamSynchronize_ptsz(CUstream hStream);
+CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData);
+CUresult cuStreamQuery_ptsz(CUstream hStream);
+
+static char node[64];
+
+static void node_setup(const char *tag)
+{
+    snprintf(node, sizeof node, "api-%s-%ld", tag, (long)getpid());
+    setenv("SIMCUDA_NODE", node, 1);
+    setenv("SIMCUDA_MEM", "1G", 1);
+}
+
+static void node_remove(void)
+{
+    char p[80];
+    snprintf(p, sizeof p, "/%s", node);
+    shm_unlink(p);
+}
+
+/* A gate: a host function that blocks its stream until the test opens it. */
+typedef struct gate {
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    int open;
+} gate_t;
+
+static void gate_init(gate_t *g)
+{
+    pthread_mutex_init(&g->m, NULL);
+    pthread_cond_init(&g->c, NULL);
+    g->open = 0;
+}
+
+static void CUDA_CB gate_fn(void *p)
+{
+    gate_t *g = p;
+    pthread_mutex_lock(&g->m);
+    while (!g->open)
+        pthread_cond_wait(&g->c, &g->m);
+    pthread_mutex_unlock(&g->m);
+}
+
+static void gate_open(gate_t *g)
+{
+    pthread_mutex_lock(&g->m);
+    g->open = 1;
+    pthread_cond_broadcast(&g->c);
+    pthread_mutex_unlock(&g->m);
+}
+
+static atomic_int seq;
+static void CUDA_CB mark(void *p)
+{
+    atomic_store((atomic_int *)p, atomic_fetch_add(&seq, 1) + 1);
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+static int thread_count(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static CUcontext ctx;
+
+static void *noop(void *arg)
+{
+    return arg;
+}
+
+/* Per-thread default streams: this thread's per-thread stream is independent of the main thread's. */
+static void *other_thread(void *arg)
+{
+    atomic_int *ran = arg;
+    cuCtxSetCurrent(ctx);
+    cuLaunchHostFunc(CU_STREAM_PER_THREAD, mark, ran);
+    cuStreamSynchronize(CU_STREAM_PER_THREAD);
+    return NULL;
+}
+
+int main(void)
+{
+    node_setup("stream");
+    alarm(60); /* a missing wake-up is a failure, not a stuck prove */
+    CUstream s1, s2, s3;
+    is_int(cuStreamCreate(&s1, 0), CUDA_ERROR_NOT_INITIALIZED, "cuStreamCreate before cuInit");
+    need_cu(cuInit(0));
+    is_int(cuStreamCreate(&s1, 0), CUDA_ERROR_INVALID_CONTEXT, "cuStreamCreate without a context");
+    /* A first thread start lets a sanitizer start its own helper thread before the baseline is taken. */
+    pthread_t warm;
+    pthread_create(&warm, NULL, noop, NULL);
+    pthread_join(warm, NULL);
+    int t0 = thread_count();
+    need_cu(cuCtxCreate(&ctx, NULL, 0, 0));
+    is_int(cuStreamCreate(NULL, 0), CUDA_ERROR_INVALID_VALUE, "cuStreamCreate(NULL)");
+    is_int(cuStreamCreate(&s1, 4), CUDA_ERROR_INVALID_VALUE, "cuStreamCreate with unknown flags");
+    need_cu(cuStreamCreate(&s1, CU_STREAM_DEFAULT));
+    need_cu(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    is_int(thread_count(), t0, "no executor thread before any work");
+
+    /* priorities: clamped into [greatest, least] = [-5, 0] */
+    int lo, hi, p;
+    ok_cu(cuCtxGetStreamPriorityRange(&lo, &hi));
+    ok(lo == 0 && hi == -5, "priority range 0 .. -5");
+    need_cu(cuStreamCreateWithPriority(&s3, 0, -3));
+    ok(cuStreamGetPriority(s3, &p) == CUDA_SUCCESS && p == -3, "priority -3 kept");
+    ok_cu(cuStreamDestroy(s3));
+    need_cu(cuStreamCreateWithPriority(&s3, 0, -100));
+    ok(cuStreamGetPriority(s3, &p) == CUDA_SUCCESS && p == -5, "priority -100 clamped to -5");
+    ok_cu(cuStreamDestroy(s3));
+    need_cu(cuStreamCreateWithPriority(&s3, 0, 7));
+    ok(cuStreamGetPriority(s3, &p) == CUDA_SUCCESS && p == 0, "priority 7 clamped to 0");
+    ok(cuStreamGetPriority(NULL, &p) == CUDA_SUCCESS && p == 0, "legacy stream priority 0");
+    is_int(cuStreamGetPriority(s3, NULL), CUDA_ERROR_INVALID_VALUE, "cuStreamGetPriority(NULL)");
+    unsigned fl;
+    ok(cuStreamGetFlags(s2, &fl) == CUDA_SUCCESS && fl == CU_STREAM_NON_BLOCKING, "cuStreamGetFlags");
+    CUcontext sc;
+    ok(cuStreamGetCtx(s2, &sc) == CUDA_SUCCESS && sc == ctx, "cuStreamGetCtx");
+    unsigned long long id1, id2;
+    ok(cuStreamGetId(s1, &id1) == CUDA_SUCCESS && cuStreamGetId(s2, &id2) == CUDA_SUCCESS && id1 != id2,
+       "stream ids differ");
+
+    /* in-order execution, query, synchronize */
+    gate_t g;
+    gate_init(&g);
+    atomic_int a = 0, b = 0, c = 0;
+    ok_cu(cuLaunchHostFunc(s1, gate_fn, &g));
+    ok_cu(cuLaunchHostFunc(s1, mark, &a));
+    ok_cu(cuLaunchHostFunc(s1, mark, &b));
+    is_int(thread_count(), t0 + 1, "one executor thread once a stream has work");
+    is_int(cuStreamQuery(s1), CUDA_ERROR_NOT_READY, "cuStreamQuery of a blocked stream");
+    nap_ms(20);
+    is_int(atomic_load(&a), 0, "nothing runs past a closed gate");
+    gate_open(&g);
+    ok_cu(cuStreamSynchronize(s1));
+    ok(atomic_load(&a) > 0 && atomic_load(&b) == atomic_load(&a) + 1, "host functions run in order");
+    ok_cu(cuStreamQuery(s1));
+    is_int(cuLaunchHostFunc(s1, NULL, NULL), CUDA_ERROR_INVALID_VALUE, "cuLaunchHostFunc(NULL fn)");
+    is_int(cuStreamSynchronize((CUstream)&a), CUDA_ERROR_INVALID_HANDLE, "synchronize a bogus stream");
+
+    /* the legacy stream waits for blocking streams, not for non-blocking ones */
+    gate_t g1, g2;
+    gate_init(&g1);
+    gate_init(&g2);
+    a = b = c = 0;
+    ok_cu(cuLaunchHostFunc(s1, gate_fn, &g1));
+    ok_cu(cuLaunchHostFunc(s2, gate_fn, &g2));
+    ok_cu(cuLaunchHostFunc(NULL, mark, &a));
+    nap_ms(20);
+    is_int(atomic_load(&a), 0, "legacy-stream work waits for a blocked blocking stream");
+    gate_open(&g1);
+    ok_cu(cuStreamSynchronize(NULL));
+    ok(atomic_load(&a) > 0, "legacy-stream work ran once the blocking stream moved on");
+    is_int(cuStreamQuery(s2), CUDA_ERROR_NOT_READY, "the legacy stream did not wait for the non-blocking stream");
+    gate_open(&g2);
+    ok_cu(cuStreamSynchronize(s2));
+
+    /* a blocking stream waits for the legacy stream; a non-blocking one does not */
+    gate_init(&g);
+    a = b = 0;
+    ok_cu(cuLaunchHostFunc(CU_STREAM_LEGACY, gate_fn, &g));
+    ok_cu(cuLaunchHostFunc(s1, mark, &a));
+    ok_cu(cuLaunchHostFunc(s2, mark, &b));
+    ok_cu(cuStreamSynchronize(s2));
+    ok(atomic_load(&b) > 0, "non-blocking stream ran while the legacy stream was blocked");
+    nap_ms(20);
+    is_int(atomic_load(&a), 0, "blocking stream waits for the legacy stream");
+    gate_open(&g);
+    ok_cu(cuStreamSynchronize(s1));
+    ok(atomic_load(&a) > 0, "blocking stream ran after the legacy stream");
+
+    /* per-thread default streams: independent per thread, ordered after the legacy stream */
+    gate_init(&g);
+    a = b = 0;
+    ok_cu(cuLaunchHostFunc(CU_STREAM_PER_THREAD, gate_fn, &g));
+    pthread_t th;
+    pthread_create(&th, NULL, other_thread, &b);
+    pthread_join(th, NULL);
+    ok(atomic_load(&b) > 0, "another thread's per-thread stream is not blocked by this thread's");
+    is_int(cuStreamQuery(CU_STREAM_PER_THREAD), CUDA_ERROR_NOT_READY, "this thread's per-thread stream is blocked");
+    is_int(cuStreamQuery_ptsz(NULL), CUDA_ERROR_NOT_READY, "NULL in a _ptsz entry point is the per-thread stream");
+    ok_cu(cuStreamQuery(NULL));
+    gate_open(&g);
+    ok_cu(cuStreamSynchronize_ptsz(NULL));
+    gate_init(&g);
+    ok_cu(cuLaunchHostFunc(NULL, gate_fn, &g));
+    ok_cu(cuLaunchHostFunc_ptsz(NULL, mark, &a));
+    nap_ms(20);
+    is_int(atomic_load(&a), 0, "the per-thread stream waits for the legacy stream");
+    gate_open(&g);
+    ok_cu(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+    ok(atomic_load(&a) > 0, "per-thread work ran after the legacy stream");
+
+    /* cuStreamWaitEvent */
+    CUevent e;
+    need_cu(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    gate_init(&g);
+    a = 0;
+    ok_cu(cuLaunchHostFunc(s1, gate_fn, &g));
+    ok_cu(cuEventRecord(e, s1));
+    ok_cu(cuStreamWaitEvent(s2, e, 0));
+    ok_cu(cuLaunchHostFunc(s2, mark, &a));
+    nap_ms(20);
+    is_int(atomic_load(&a), 0, "a stream waiting on an event does not run ahead of it");
+    gate_open(&g);
+    ok_cu(cuStreamSynchronize(s2));
+    ok(atomic_load(&a) > 0, "the waiting stream ran once the event completed");
+    is_int(cuStreamWaitEvent(s2, NULL, 0), CUDA_ERROR_INVALID_HANDLE, "cuStreamWaitEvent(NULL event)");
+    is_int(cuStreamWaitEvent(s2, e, 2), CUDA_ERROR_INVALID_VALUE, "cuStreamWaitEvent with unknown flags");
+    CUevent never;
+    need_cu(cuEventCreate(&never, 0));
+    ok_cu(cuStreamWaitEvent(s2, never, 0));
+    ok_cu(cuStreamSynchronize(s2));
+    ok_cu(cuEventDestroy(never));
+    ok_cu(cuEventDestroy(e));
+
+    /* destroy with pending work returns at once; the work still runs */
+    gate_init(&g);
+    a = 0;
+    ok_cu(cuLaunchHostFunc(s1, gate_fn, &g));
+    ok_cu(cuLaunchHostFunc(s1, mark, &a));
+    ok_cu(cuStreamDestroy(s1));
+    is_int(cuStreamQuery(s1), CUDA_ERROR_INVALID_HANDLE, "a destroyed stream is an invalid handle");
+    is_int(cuStreamDestroy(s1), CUDA_ERROR_INVALID_HANDLE, "destroying twice");
+    is_int(cuStreamDestroy(NULL), CUDA_ERROR_INVALID_HANDLE, "destroying the NULL stream");
+    gate_open(&g);
+    ok_cu(cuCtxSynchronize());
+    ok(atomic_load(&a) > 0, "work queued before cuStreamDestroy completed");
+
+    ok_cu(cuStreamDestroy(s2));
+    ok_cu(cuStreamDestroy(s3));
+    ok_cu(cuCtxDestroy(ctx));
+    is_int(thread_count(), t0, "destroying the context joined every executor thread");
+    node_remove();
+    return done_testing();
+}

@@ -1,0 +1,174 @@
+/* status.c - `rota status [--json]`: a snapshot of rotad's region (devices, ledger, clients). */
+#include "tools/rota/rota.h"
+
+#include "runtime/abi.h"
+#include "runtime/lib/conn.h"
+#include "runtime/lib/proto.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LD(p) atomic_load_explicit((p), memory_order_relaxed)
+
+static const char status_usage[] =
+    "usage: rota status [--json] [--socket PATH]\n"
+    "\n"
+    "Prints every GPU rotad tracks (uuid, capacity, reserved, waiters) and every client (pid, uid, priority,\n"
+    "device, used, limit, waiting). --socket (default $ROTA_SOCKET, else rotad's default path) names rotad.\n"
+    "Sizes are in bytes in --json output. Exit codes: 0 ok; 1 rotad unreachable; 2 usage error.\n";
+
+static void status_size(char *out, size_t n, uint64_t v)
+{
+    static const char *const unit[] = {"B", "K", "M", "G", "T", "P"};
+    double d = (double)v;
+    unsigned u = 0;
+    while (d >= 1024 && u < 5) {
+        d /= 1024;
+        u++;
+    }
+    if (u == 0) snprintf(out, n, "%" PRIu64 "B", v);
+    else snprintf(out, n, "%.1f%s", d, unit[u]);
+}
+
+static void status_json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static uint64_t status_used(const rota_slot_t *s)
+{
+    uint64_t t = 0;
+    for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) t += LD(&s->used[d]);
+    return t;
+}
+
+static void status_print_json(FILE *f, const rota_region_t *r)
+{
+    unsigned nd = LD(&r->ndevices);
+    if (nd > ROTA_MAX_DEVICES) nd = ROTA_MAX_DEVICES;
+    fprintf(f, "{\"abi\":%u,\"rotad_pid\":%d,\"devices\":[", r->abi, r->rotad_pid);
+    for (unsigned i = 0; i < nd; i++) {
+        const rota_dev_t *d = &r->devices[i];
+        char u[PROTO_UUID_STR];
+        proto_uuid_str(d->uuid, u);
+        fprintf(f,
+                "%s{\"index\":%u,\"uuid\":\"%s\",\"capacity\":%" PRIu64 ",\"reserved\":%" PRIu64
+                ",\"waiters\":%u,\"clients\":%u}",
+                i ? "," : "", i, u, LD(&d->capacity), LD(&d->reserved), LD(&d->waiters), LD(&d->clients));
+    }
+    fprintf(f, "],\"groups\":[");
+    unsigned ng = LD(&r->ngroups);
+    if (ng > ROTA_MAX_GROUPS) ng = ROTA_MAX_GROUPS;
+    for (unsigned i = 0; i < ng; i++) {
+        const rota_group_t *g = &r->groups[i];
+        char name[ROTA_GROUP_NAME];
+        proto_sanitize(name, g->name, sizeof name);
+        uint64_t used = 0;
+        for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) used += LD(&g->used[d]);
+        fprintf(f, "%s{\"index\":%u,\"path\":", i ? "," : "", i);
+        status_json_str(f, name);
+        fprintf(f, ",\"limit\":%" PRIu64 ",\"used\":%" PRIu64 "}", g->limit, used);
+    }
+    fprintf(f, "],\"clients\":[");
+    bool first = true;
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        const rota_slot_t *s = &r->slots[i];
+        if (atomic_load_explicit(&s->state, memory_order_acquire) != ROTA_SLOT_LIVE) continue;
+        char comm[ROTA_COMM_LEN];
+        proto_sanitize(comm, s->comm, sizeof comm);
+        int dev = LD(&s->device), wdev = LD(&s->wait_dev);
+        fprintf(f,
+                "%s{\"slot\":%u,\"gen\":%u,\"pid\":%d,\"uid\":%u,\"comm\":", first ? "" : ",", i, LD(&s->gen),
+                LD(&s->pid), LD(&s->uid));
+        status_json_str(f, comm);
+        fprintf(f, ",\"priority\":\"%s\",\"weight\":%.3f,\"device\":", proto_prio_name(LD(&s->priority)),
+                LD(&s->weight) / 1000.0);
+        if (dev >= 0 && dev < ROTA_MAX_DEVICES) fprintf(f, "%d", dev);
+        else fprintf(f, "null");
+        fprintf(f, ",\"used\":%" PRIu64 ",\"limit\":", status_used(s));
+        if (LD(&s->limit)) fprintf(f, "%" PRIu64, LD(&s->limit));
+        else fprintf(f, "null");
+        fprintf(f, ",\"group\":%d,\"waiting\":%" PRIu64 ",\"wait_device\":", LD(&s->group), LD(&s->waiting));
+        if (wdev >= 0 && wdev < ROTA_MAX_DEVICES) fprintf(f, "%d", wdev);
+        else fprintf(f, "null");
+        fprintf(f, ",\"launches\":%" PRIu64 ",\"busy_ns\":%" PRIu64 ",\"inflight\":%u}", LD(&s->launches),
+                LD(&s->busy_ns), LD(&s->inflight));
+        first = false;
+    }
+    fprintf(f, "]}\n");
+}
+
+static void status_print_text(FILE *f, const rota_region_t *r)
+{
+    unsigned nd = LD(&r->ndevices);
+    if (nd > ROTA_MAX_DEVICES) nd = ROTA_MAX_DEVICES;
+    fprintf(f, "rotad pid %d, %u client(s)\n\n", r->rotad_pid, LD(&r->nclients));
+    fprintf(f, "%-3s %-40s %10s %10s %7s\n", "DEV", "UUID", "CAPACITY", "RESERVED", "WAITERS");
+    if (!nd) fprintf(f, "    (no GPU has been used yet)\n");
+    for (unsigned i = 0; i < nd; i++) {
+        const rota_dev_t *d = &r->devices[i];
+        char u[PROTO_UUID_STR], cap[16], res[16];
+        proto_uuid_str(d->uuid, u);
+        status_size(cap, sizeof cap, LD(&d->capacity));
+        status_size(res, sizeof res, LD(&d->reserved));
+        fprintf(f, "%-3u %-40s %10s %10s %7u\n", i, u, cap, res, LD(&d->waiters));
+    }
+    fprintf(f, "\n%-8s %-6s %-16s %-8s %3s %10s %10s %10s\n", "PID", "UID", "COMMAND", "PRIORITY", "DEV", "USED",
+            "LIMIT", "WAITING");
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        const rota_slot_t *s = &r->slots[i];
+        if (atomic_load_explicit(&s->state, memory_order_acquire) != ROTA_SLOT_LIVE) continue;
+        char comm[ROTA_COMM_LEN], used[16], lim[16], wait[16], dev[12];
+        proto_sanitize(comm, s->comm, sizeof comm);
+        status_size(used, sizeof used, status_used(s));
+        if (LD(&s->limit)) status_size(lim, sizeof lim, LD(&s->limit));
+        else snprintf(lim, sizeof lim, "-");
+        if (LD(&s->waiting)) status_size(wait, sizeof wait, LD(&s->waiting));
+        else snprintf(wait, sizeof wait, "-");
+        int d = LD(&s->device);
+        if (d >= 0) snprintf(dev, sizeof dev, "%d", d);
+        else snprintf(dev, sizeof dev, "-");
+        fprintf(f, "%-8d %-6u %-16s %-8s %3s %10s %10s %10s\n", LD(&s->pid), LD(&s->uid), comm,
+                proto_prio_name(LD(&s->priority)), dev, used, lim, wait);
+    }
+}
+
+int rota_status_main(int argc, char **argv)
+{
+    bool json = false;
+    const char *sock = getenv("ROTA_SOCKET");
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            json = true;
+        } else if (!strcmp(argv[i], "--socket") && i + 1 < argc) {
+            sock = argv[++i];
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(status_usage, stdout);
+            return ROTA_EXIT_OK;
+        } else {
+            fprintf(stderr, "rota status: fatal: unknown argument '%s'\n%s", argv[i], status_usage);
+            return ROTA_EXIT_USAGE;
+        }
+    }
+    conn_opts_t o = {.socket = sock, .role = ROTA_ROLE_OBSERVER, .priority = ROTA_PRIO_NORMAL, .weight = 1};
+    conn_t *c;
+    char err[256];
+    int rc = conn_open(&o, &c, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "rota status: fatal: %s\n", err);
+        return ROTA_EXIT_FAIL;
+    }
+    if (json) status_print_json(stdout, conn_region(c));
+    else status_print_text(stdout, conn_region(c));
+    conn_close(c);
+    return fflush(stdout) ? ROTA_EXIT_FAIL : ROTA_EXIT_OK;
+}

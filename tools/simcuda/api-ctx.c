@@ -1,0 +1,527 @@
+/* api-ctx.c - contexts: every cuCtxCreate version, destroy, the per-thread context stack, primary contexts. */
+#include "tools/simcuda/api-internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;   /* primary-context state, ctx ids */
+static CUcontext primaries[SIMNODE_MAX_DEVICES];
+static unsigned long long ctx_next_id = 1;
+static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER; /* serialises retain/release/reset */
+
+/* The calling thread's context stack; a generation mismatch (fork, re-init) empties it. */
+static __thread CUcontext tls_stack[API_CTX_STACK_MAX];
+static __thread int tls_depth;
+static __thread uint64_t tls_gen;
+
+static void tls_check(void)
+{
+    if (tls_gen != api_gen()) {
+        tls_depth = 0;
+        tls_gen = api_gen();
+    }
+}
+
+void api_ctx_reset_primaries(void)
+{
+    /* Called by cuInit with its lock held; a forked child's old slots stay allocated (abandoned). */
+    pthread_mutex_init(&ctx_lock, NULL);
+    pthread_mutex_init(&primary_lock, NULL);
+    for (int i = 0; i < SIMNODE_MAX_DEVICES; i++) {
+        CUcontext c = api_xcalloc(1, sizeof(*c));
+        c->dev = i;
+        c->primary = true;
+        pthread_mutex_init(&c->lock, NULL);
+        primaries[i] = c;
+    }
+}
+
+bool api_ctx_alive(CUcontext ctx)
+{
+    return ctx && api_handle_is(ctx, API_KIND_CTX);
+}
+
+CUresult api_ctx_current(CUcontext *out)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    tls_check();
+    if (tls_depth == 0 || !api_ctx_alive(tls_stack[tls_depth - 1]))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *out = tls_stack[tls_depth - 1];
+    return CUDA_SUCCESS;
+}
+
+void api_ctx_set_sticky(CUcontext ctx, CUresult err)
+{
+    pthread_mutex_lock(&ctx->lock);
+    if (ctx->sticky == CUDA_SUCCESS)
+        ctx->sticky = err;
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+CUresult api_ctx_sticky(CUcontext ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    CUresult rc = ctx->sticky;
+    pthread_mutex_unlock(&ctx->lock);
+    return rc;
+}
+
+static CUresult check_flags(unsigned int flags)
+{
+    if (flags & ~(unsigned)CU_CTX_FLAGS_MASK)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (flags & CU_CTX_SCHED_MASK) {
+    case CU_CTX_SCHED_AUTO:
+    case CU_CTX_SCHED_SPIN:
+    case CU_CTX_SCHED_YIELD:
+    case CU_CTX_SCHED_BLOCKING_SYNC:
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+/* Brings a context to life: node context, legacy stream, registry. */
+static CUresult ctx_start(CUcontext c, int dev, unsigned flags)
+{
+    uint32_t id;
+    if (simnode_ctx_open(dev, &id) < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->dev = dev;
+    c->node_id = id;
+    c->flags = flags;
+    c->sticky = CUDA_SUCCESS;
+    c->streams = NULL;
+    c->zombies = NULL;
+    c->modules = NULL;
+    pthread_mutex_lock(&ctx_lock);
+    c->id = ctx_next_id++;
+    pthread_mutex_unlock(&ctx_lock);
+    c->legacy = api_stream_new(c, 0, 0, API_STREAM_LEGACY);
+    c->active = true;
+    api_handle_add(c, API_KIND_CTX);
+    return CUDA_SUCCESS;
+}
+
+static void free_range(const api_range_t *r)
+{
+    simnode_mem_unreserve(r->dev, r->charged);
+    free((void *)r->base);
+}
+
+/* Waits for and frees everything the context owns; the struct itself survives (primaries reuse it). */
+static void ctx_stop(CUcontext c)
+{
+    api_handle_del(c);
+    c->active = false;
+    api_stream_destroy_all(c);
+    api_module_drop_ctx(c);
+    api_range_drop_ctx(c, free_range);
+    simnode_ctx_close(c->dev, c->node_id);
+}
+
+static void stack_remove(CUcontext c)
+{
+    tls_check();
+    int j = 0;
+    for (int i = 0; i < tls_depth; i++)
+        if (tls_stack[i] != c)
+            tls_stack[j++] = tls_stack[i];
+    tls_depth = j;
+}
+
+static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = check_flags(flags)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = api_check_device(dev)) != CUDA_SUCCESS)
+        return rc;
+    tls_check();
+    if (tls_depth == API_CTX_STACK_MAX)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUcontext c = api_xcalloc(1, sizeof(*c));
+    pthread_mutex_init(&c->lock, NULL);
+    if ((rc = ctx_start(c, dev, flags)) != CUDA_SUCCESS) {
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        return rc;
+    }
+    tls_stack[tls_depth++] = c;
+    *pctx = c;
+    return CUDA_SUCCESS;
+}
+
+static CUresult check_affinity(const CUexecAffinityParam *p, int n, CUdevice dev)
+{
+    if (n < 0 || (n > 0 && !p))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < n; i++) {
+        if (p[i].type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
+            return CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
+        const simnode_devinfo_t *d = simnode_device(dev);
+        if (p[i].param.smCount.val == 0 || (d && p[i].param.smCount.val > (unsigned)d->sm_count))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return ctx_create(pctx, flags, dev);
+}
+
+CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    return ctx_create(pctx, flags, dev);
+}
+
+CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams, unsigned int flags,
+                        CUdevice dev)
+{
+    CUresult rc = api_check_device(dev);
+    if (rc == CUDA_SUCCESS)
+        rc = check_affinity(paramsArray, numParams, dev);
+    return rc == CUDA_SUCCESS ? ctx_create(pctx, flags, dev) : rc;
+}
+
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags, CUdevice dev)
+{
+    CUresult rc = api_check_device(dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (ctxCreateParams) {
+        if (ctxCreateParams->execAffinityParams && ctxCreateParams->cigParams)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (ctxCreateParams->cigParams)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        rc = check_affinity(ctxCreateParams->execAffinityParams, ctxCreateParams->numExecAffinityParams, dev);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    return ctx_create(pctx, flags, dev);
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!api_ctx_alive(ctx) || ctx->primary)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    stack_remove(ctx);
+    ctx_stop(ctx);
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxDestroy(CUcontext ctx)
+{
+    return cuCtxDestroy_v2(ctx);
+}
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    tls_check();
+    *pctx = tls_depth ? tls_stack[tls_depth - 1] : NULL;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    tls_check();
+    if (!ctx) {
+        if (tls_depth)
+            tls_depth--;
+        return CUDA_SUCCESS;
+    }
+    if (!api_ctx_alive(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (tls_depth)
+        tls_stack[tls_depth - 1] = ctx;
+    else
+        tls_stack[tls_depth++] = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!api_ctx_alive(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    tls_check();
+    if (tls_depth == API_CTX_STACK_MAX)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    tls_stack[tls_depth++] = ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPushCurrent(CUcontext ctx)
+{
+    return cuCtxPushCurrent_v2(ctx);
+}
+
+CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    tls_check();
+    if (tls_depth == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUcontext c = tls_stack[--tls_depth];
+    if (pctx)
+        *pctx = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
+    return cuCtxPopCurrent_v2(pctx);
+}
+
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+    CUcontext c;
+    if (!device) {
+        CUresult rc = api_ready();
+        return rc != CUDA_SUCCESS ? rc : CUDA_ERROR_INVALID_VALUE;
+    }
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    *device = c->dev;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+    if (!ctx)
+        return cuCtxGetDevice(device);
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!api_ctx_alive(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *device = ctx->dev;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetFlags(unsigned int *flags)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = c->flags;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!ctx && (rc = api_ctx_current(&ctx)) != CUDA_SUCCESS)
+        return rc;
+    if (!ctxId)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!api_ctx_alive(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *ctxId = ctx->id;
+    return CUDA_SUCCESS;
+}
+
+/* Does the context have a capturing stream? Synchronising it would be illegal. */
+static bool ctx_capturing(CUcontext c)
+{
+    bool cap = false;
+    pthread_mutex_lock(&c->lock);
+    for (api_stream_t *s = c->streams; s; s = s->next) {
+        if (api_stream_capturing(s)) {
+            api_capture_invalidate_stream(s);
+            cap = true;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return cap;
+}
+
+static CUresult ctx_synchronize(CUcontext c)
+{
+    if (ctx_capturing(c))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    CUresult rc = api_ctx_sync(c);
+    api_pool_trim_all();
+    return rc;
+}
+
+CUresult cuCtxSynchronize(void)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    return rc != CUDA_SUCCESS ? rc : ctx_synchronize(c);
+}
+
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    if (!ctx)
+        return cuCtxSynchronize();
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!api_ctx_alive(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return ctx_synchronize(ctx);
+}
+
+/* Lower is more urgent: 0 (least) .. -5 (greatest), as on Hopper. */
+CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (leastPriority)
+        *leastPriority = 0;
+    if (greatestPriority)
+        *greatestPriority = -5;
+    return CUDA_SUCCESS;
+}
+
+/* ---- primary contexts --------------------------------------------------------------------------------- */
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    CUresult rc = api_check_device(dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&primary_lock);
+    CUcontext c = primaries[dev];
+    if (!c->active)
+        rc = ctx_start(c, dev, c->flags);
+    if (rc == CUDA_SUCCESS) {
+        c->primary_refs++;
+        *pctx = c;
+    }
+    pthread_mutex_unlock(&primary_lock);
+    return rc;
+}
+
+static CUresult primary_get(CUdevice dev, CUcontext *out)
+{
+    CUresult rc = api_check_device(dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&ctx_lock);
+    *out = primaries[dev];
+    pthread_mutex_unlock(&ctx_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    CUcontext c;
+    CUresult rc = primary_get(dev, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&primary_lock);
+    if (!c->active || c->primary_refs == 0) {
+        pthread_mutex_unlock(&primary_lock);
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    if (--c->primary_refs == 0)
+        ctx_stop(c);
+    pthread_mutex_unlock(&primary_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    CUcontext c;
+    CUresult rc = primary_get(dev, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&primary_lock);
+    if (c->active)
+        ctx_stop(c);
+    c->primary_refs = 0;
+    c->flags = 0;
+    pthread_mutex_unlock(&primary_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return cuDevicePrimaryCtxReset_v2(dev);
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    CUcontext c;
+    CUresult rc = primary_get(dev, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&primary_lock);
+    *flags = c->flags;
+    *active = c->active ? 1 : 0;
+    pthread_mutex_unlock(&primary_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
+{
+    CUcontext c;
+    CUresult rc = primary_get(dev, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((rc = check_flags(flags)) != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&primary_lock);
+    c->flags = flags;
+    pthread_mutex_unlock(&primary_lock);
+    return CUDA_SUCCESS;
+}
+
+/* Before CUDA 11 the flags of an active primary context could not change. */
+CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
+{
+    CUcontext c;
+    CUresult rc = primary_get(dev, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&primary_lock);
+    bool active = c->active;
+    pthread_mutex_unlock(&primary_lock);
+    return active ? CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE : cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+}

@@ -1,0 +1,214 @@
+/* api-event.c - events: record captures a stream position; query, synchronize (condition variable), timing. */
+#include "tools/simcuda/api-internal.h"
+
+#include <stdlib.h>
+
+#define EVENT_FLAGS (CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS)
+
+void api_event_ref(CUevent e)
+{
+    pthread_mutex_lock(&e->lock);
+    e->refs++;
+    pthread_mutex_unlock(&e->lock);
+}
+
+void api_event_unref(CUevent e)
+{
+    pthread_mutex_lock(&e->lock);
+    bool last = --e->refs == 0;
+    pthread_mutex_unlock(&e->lock);
+    if (last) {
+        pthread_mutex_destroy(&e->lock);
+        pthread_cond_destroy(&e->cond);
+        free(e);
+    }
+}
+
+void api_event_complete(CUevent e, uint64_t gen)
+{
+    uint64_t now = api_now_ns();
+    pthread_mutex_lock(&e->lock);
+    if (gen > e->done_gen) {
+        e->done_gen = gen;
+        if (gen == e->rec_gen)
+            e->time_ns = now;
+    }
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void api_event_wait_gen(CUevent e, uint64_t gen)
+{
+    pthread_mutex_lock(&e->lock);
+    while (e->done_gen < gen)
+        pthread_cond_wait(&e->cond, &e->lock);
+    pthread_mutex_unlock(&e->lock);
+}
+
+CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!phEvent || (Flags & ~(unsigned)EVENT_FLAGS))
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUevent e = api_xcalloc(1, sizeof(*e));
+    e->ctx = c;
+    e->flags = Flags;
+    e->refs = 1;
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->cond, NULL);
+    api_handle_add(e, API_KIND_EVENT);
+    *phEvent = e;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!hEvent || !api_handle_is(hEvent, API_KIND_EVENT))
+        return CUDA_ERROR_INVALID_HANDLE;
+    api_handle_del(hEvent);
+    pthread_mutex_lock(&api_capture_lock);
+    hEvent->cap = NULL;
+    hEvent->cap_stream = NULL;
+    pthread_mutex_unlock(&api_capture_lock);
+    /* Queued records and waits hold references: the event is freed when the last of them ran. */
+    api_event_unref(hEvent);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy(CUevent hEvent)
+{
+    return cuEventDestroy_v2(hEvent);
+}
+
+static CUresult event_record(CUevent e, CUstream h, unsigned flags, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!e || !api_handle_is(e, API_KIND_EVENT))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (api_stream_capturing(s)) {
+        api_capture_event_record(s, e);
+        return CUDA_SUCCESS;
+    }
+    if (s->kind == API_STREAM_LEGACY && (rc = api_capture_check_legacy(s->ctx)) != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&api_capture_lock);
+    e->cap = NULL;
+    e->cap_stream = NULL;
+    pthread_mutex_unlock(&api_capture_lock);
+    api_op_t *op = api_op_new(API_OP_EVENT_RECORD);
+    pthread_mutex_lock(&e->lock);
+    op->u.ev.gen = ++e->rec_gen;
+    e->refs++;
+    pthread_mutex_unlock(&e->lock);
+    op->u.ev.ev = e;
+    api_stream_submit(s, op);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    return event_record(hEvent, hStream, 0, false);
+}
+
+CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+    return event_record(hEvent, hStream, 0, true);
+}
+
+CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    return event_record(hEvent, hStream, flags, false);
+}
+
+CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    return event_record(hEvent, hStream, flags, true);
+}
+
+static bool event_in_capture(CUevent e)
+{
+    pthread_mutex_lock(&api_capture_lock);
+    bool cap = e->cap != NULL;
+    pthread_mutex_unlock(&api_capture_lock);
+    return cap;
+}
+
+CUresult cuEventQuery(CUevent hEvent)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!hEvent || !api_handle_is(hEvent, API_KIND_EVENT))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (event_in_capture(hEvent))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    pthread_mutex_lock(&hEvent->lock);
+    bool done = hEvent->done_gen >= hEvent->rec_gen;
+    pthread_mutex_unlock(&hEvent->lock);
+    return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult cuEventSynchronize(CUevent hEvent)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!hEvent || !api_handle_is(hEvent, API_KIND_EVENT))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (event_in_capture(hEvent))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    pthread_mutex_lock(&hEvent->lock);
+    uint64_t gen = hEvent->rec_gen;
+    pthread_mutex_unlock(&hEvent->lock);
+    /* Blocking-sync and default events both sleep on the condition variable: no spinning on a shared host. */
+    api_event_wait_gen(hEvent, gen);
+    api_pool_trim_all();
+    return api_ctx_alive(hEvent->ctx) ? api_ctx_sticky(hEvent->ctx) : CUDA_SUCCESS;
+}
+
+CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pMilliseconds)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!hStart || !hEnd || !api_handle_is(hStart, API_KIND_EVENT) || !api_handle_is(hEnd, API_KIND_EVENT))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((hStart->flags | hEnd->flags) & CU_EVENT_DISABLE_TIMING)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (event_in_capture(hStart) || event_in_capture(hEnd))
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    uint64_t t[2];
+    CUevent ev[2] = { hStart, hEnd };
+    for (int i = 0; i < 2; i++) {
+        pthread_mutex_lock(&ev[i]->lock);
+        bool recorded = ev[i]->rec_gen > 0, done = ev[i]->done_gen >= ev[i]->rec_gen;
+        t[i] = ev[i]->time_ns;
+        pthread_mutex_unlock(&ev[i]->lock);
+        if (!recorded)
+            return CUDA_ERROR_INVALID_HANDLE;
+        if (!done)
+            return CUDA_ERROR_NOT_READY;
+    }
+    *pMilliseconds = (float)(((double)t[1] - (double)t[0]) / 1e6);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    return cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd);
+}

@@ -1,0 +1,587 @@
+/* api-graph.c - stream capture into graphs, instantiation and replay: each cuGraphLaunch replays the captured
+ * work in capture order on the launch stream. */
+#include "tools/simcuda/api-internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+pthread_mutex_t api_capture_lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct node_array {
+    api_op_t *v;
+    size_t n, cap;
+} node_array_t;
+
+struct CUgraph_st {
+    CUcontext ctx;
+    node_array_t nodes;
+};
+
+struct CUgraphExec_st {
+    CUcontext ctx;
+    node_array_t nodes;
+};
+
+struct api_capture {
+    CUgraph graph;
+    api_stream_t *origin;
+    CUstreamCaptureMode mode;
+    bool invalid;
+    pthread_t thread;
+    unsigned long long id;
+    api_stream_t **members;      /* forked-in streams (not the origin) */
+    size_t nmembers;
+    CUevent *events;             /* recorded in this capture; each holds a reference */
+    size_t nevents;
+    api_capture_t *next;         /* in the list of active captures */
+};
+
+static api_capture_t *active;    /* api_capture_lock */
+static _Atomic unsigned nactive;
+static unsigned long long capture_next_id = 1;
+
+static void nodes_push(node_array_t *a, const api_op_t *op)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? 2 * a->cap : 16;
+        api_op_t *v = api_xcalloc(cap, sizeof(*v));
+        if (a->n)
+            memcpy(v, a->v, a->n * sizeof(*v));
+        free(a->v);
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n] = *op;
+    a->v[a->n].next = NULL;
+    a->n++;
+}
+
+static CUgraph graph_new(CUcontext ctx)
+{
+    CUgraph g = api_xcalloc(1, sizeof(*g));
+    g->ctx = ctx;
+    api_handle_add(g, API_KIND_GRAPH);
+    return g;
+}
+
+static void graph_free(CUgraph g)
+{
+    api_handle_del(g);
+    free(g->nodes.v);
+    free(g);
+}
+
+void api_capture_reset(void)
+{
+    /* After fork: the parent's captures are abandoned with its streams. */
+    active = NULL;
+    nactive = 0;
+}
+
+bool api_stream_capturing(api_stream_t *s)
+{
+    if (nactive == 0)
+        return false;
+    pthread_mutex_lock(&api_capture_lock);
+    bool cap = s->cap != NULL;
+    pthread_mutex_unlock(&api_capture_lock);
+    return cap;
+}
+
+void api_capture_invalidate_stream(api_stream_t *s)
+{
+    pthread_mutex_lock(&api_capture_lock);
+    if (s->cap)
+        s->cap->invalid = true;
+    pthread_mutex_unlock(&api_capture_lock);
+}
+
+CUresult api_capture_record(api_stream_t *s, api_op_t *op, bool *taken)
+{
+    *taken = false;
+    if (nactive == 0)
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&api_capture_lock);
+    api_capture_t *cap = s->cap;
+    CUresult rc = CUDA_SUCCESS;
+    if (cap && cap->invalid) {
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else if (cap) {
+        nodes_push(&cap->graph->nodes, op);
+        s->cap_nodes++;
+        s->cap_tail_unjoined = s != cap->origin;
+        free(op);                /* captured ops hold no references: the graph keeps the copy */
+        *taken = true;
+    }
+    pthread_mutex_unlock(&api_capture_lock);
+    return rc;
+}
+
+CUresult api_capture_check_legacy(CUcontext ctx)
+{
+    if (nactive == 0)
+        return CUDA_SUCCESS;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&ctx->lock);
+    pthread_mutex_lock(&api_capture_lock);
+    for (api_stream_t *s = ctx->streams; s; s = s->next) {
+        if (s->cap && !(s->flags & CU_STREAM_NON_BLOCKING)) {
+            s->cap->invalid = true;
+            rc = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+        }
+    }
+    pthread_mutex_unlock(&api_capture_lock);
+    pthread_mutex_unlock(&ctx->lock);
+    return rc;
+}
+
+CUresult api_capture_check_unsafe(void)
+{
+    if (nactive == 0)
+        return CUDA_SUCCESS;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&api_capture_lock);
+    for (api_capture_t *c = active; c; c = c->next) {
+        if (c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
+            (c->mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && pthread_equal(c->thread, self))) {
+            rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+            if (pthread_equal(c->thread, self))
+                c->invalid = true;
+        }
+    }
+    pthread_mutex_unlock(&api_capture_lock);
+    return rc;
+}
+
+void api_capture_event_record(api_stream_t *s, CUevent e)
+{
+    pthread_mutex_lock(&api_capture_lock);
+    api_capture_t *cap = s->cap;
+    if (cap) {
+        if (e->cap != cap) {
+            CUevent *v = realloc(cap->events, (cap->nevents + 1) * sizeof(*v));
+            if (v) {
+                cap->events = v;
+                cap->events[cap->nevents++] = e;
+                api_event_ref(e);
+            }
+        }
+        e->cap = cap;
+        e->cap_stream = s;
+        e->cap_mark = s->cap_nodes;
+    }
+    pthread_mutex_unlock(&api_capture_lock);
+}
+
+CUresult api_capture_wait_event(api_stream_t *s, CUevent e, bool *handled)
+{
+    *handled = false;
+    if (nactive == 0)
+        return CUDA_SUCCESS;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&api_capture_lock);
+    api_capture_t *cap = e->cap;
+    if (!cap && !s->cap)
+        goto out;
+    *handled = true;
+    if (!cap) {
+        /* A capturing stream may not depend on work outside its capture. */
+        s->cap->invalid = true;
+        rc = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+        goto out;
+    }
+    if (s->cap && s->cap != cap) {
+        s->cap->invalid = true;
+        cap->invalid = true;
+        rc = CUDA_ERROR_STREAM_CAPTURE_MERGE;
+        goto out;
+    }
+    if (cap->invalid) {
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        goto out;
+    }
+    if (!s->cap) {
+        /* Fork: the waiting stream joins the capture. */
+        api_stream_t **m = realloc(cap->members, (cap->nmembers + 1) * sizeof(*m));
+        if (!m) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            goto out;
+        }
+        cap->members = m;
+        cap->members[cap->nmembers++] = s;
+        s->cap = cap;
+        s->cap_nodes = 0;
+        s->cap_tail_unjoined = false;
+    }
+    /* Join: the recording stream's work up to the record is now a dependency of s. */
+    api_stream_t *x = e->cap_stream;
+    if (x && x != s && e->cap_mark == x->cap_nodes)
+        x->cap_tail_unjoined = false;
+out:
+    pthread_mutex_unlock(&api_capture_lock);
+    return rc;
+}
+
+/* With api_capture_lock held: detaches every stream and event, unlinks the capture and frees it (not the
+ * graph). */
+static void capture_end_locked(api_capture_t *cap)
+{
+    if (cap->origin)
+        cap->origin->cap = NULL;
+    for (size_t i = 0; i < cap->nmembers; i++)
+        cap->members[i]->cap = NULL;
+    for (api_capture_t **pp = &active; *pp; pp = &(*pp)->next) {
+        if (*pp == cap) {
+            *pp = cap->next;
+            break;
+        }
+    }
+    nactive--;
+    free(cap->members);
+}
+
+static void capture_release_events(CUevent *ev, size_t n, api_capture_t *cap)
+{
+    for (size_t i = 0; i < n; i++) {
+        pthread_mutex_lock(&api_capture_lock);
+        if (ev[i]->cap == cap) {
+            ev[i]->cap = NULL;
+            ev[i]->cap_stream = NULL;
+        }
+        pthread_mutex_unlock(&api_capture_lock);
+        api_event_unref(ev[i]);
+    }
+    free(ev);
+}
+
+void api_capture_stream_gone(api_stream_t *s)
+{
+    if (nactive == 0)
+        return;
+    pthread_mutex_lock(&api_capture_lock);
+    api_capture_t *cap = s->cap;
+    if (!cap) {
+        pthread_mutex_unlock(&api_capture_lock);
+        return;
+    }
+    cap->invalid = true;
+    if (s != cap->origin) {
+        for (size_t i = 0; i < cap->nmembers; i++) {
+            if (cap->members[i] == s) {
+                cap->members[i] = cap->members[--cap->nmembers];
+                break;
+            }
+        }
+        s->cap = NULL;
+        pthread_mutex_unlock(&api_capture_lock);
+        return;
+    }
+    /* The origin is gone: nobody can end this capture any more. */
+    capture_end_locked(cap);
+    CUevent *ev = cap->events;
+    size_t nev = cap->nevents;
+    pthread_mutex_unlock(&api_capture_lock);
+    capture_release_events(ev, nev, cap);
+    graph_free(cap->graph);
+    free(cap);
+}
+
+/* ---- capture API -------------------------------------------------------------------------------------- */
+static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+        mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (s->kind == API_STREAM_LEGACY)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    api_capture_t *cap = api_xcalloc(1, sizeof(*cap));
+    pthread_mutex_lock(&api_capture_lock);
+    if (s->cap) {
+        pthread_mutex_unlock(&api_capture_lock);
+        free(cap);
+        return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    cap->graph = graph_new(s->ctx);
+    cap->origin = s;
+    cap->mode = mode;
+    cap->thread = pthread_self();
+    cap->id = capture_next_id++;
+    cap->next = active;
+    active = cap;
+    nactive++;
+    s->cap = cap;
+    s->cap_nodes = 0;
+    s->cap_tail_unjoined = false;
+    pthread_mutex_unlock(&api_capture_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+    return begin_capture(hStream, mode, false);
+}
+
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
+    return begin_capture(hStream, mode, true);
+}
+
+CUresult cuStreamBeginCapture(CUstream hStream)
+{
+    return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, false);
+}
+
+CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
+{
+    return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, true);
+}
+
+static CUresult end_capture(CUstream h, CUgraph *phGraph, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!phGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&api_capture_lock);
+    api_capture_t *cap = s->cap;
+    if (!cap) {
+        pthread_mutex_unlock(&api_capture_lock);
+        return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    if (cap->origin != s) {
+        cap->invalid = true;
+        pthread_mutex_unlock(&api_capture_lock);
+        return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    }
+    if (cap->mode != CU_STREAM_CAPTURE_MODE_RELAXED && !pthread_equal(cap->thread, pthread_self())) {
+        pthread_mutex_unlock(&api_capture_lock);
+        return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    }
+    if (!cap->invalid) {
+        for (size_t i = 0; i < cap->nmembers; i++)
+            if (cap->members[i]->cap_tail_unjoined)
+                rc = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+    } else {
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    capture_end_locked(cap);
+    CUevent *ev = cap->events;
+    size_t nev = cap->nevents;
+    pthread_mutex_unlock(&api_capture_lock);
+    capture_release_events(ev, nev, cap);
+    if (rc != CUDA_SUCCESS) {
+        graph_free(cap->graph);
+        *phGraph = NULL;
+    } else {
+        *phGraph = cap->graph;
+    }
+    free(cap);
+    return rc;
+}
+
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    return end_capture(hStream, phGraph, false);
+}
+
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
+    return end_capture(hStream, phGraph, true);
+}
+
+static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *status, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!status)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&api_capture_lock);
+    if (s->kind == API_STREAM_LEGACY) {
+        *status = CU_STREAM_CAPTURE_STATUS_NONE;
+        for (api_capture_t *c = active; c; c = c->next)
+            if (c->origin && c->origin->ctx == s->ctx && !(c->origin->flags & CU_STREAM_NON_BLOCKING))
+                rc = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    } else if (!s->cap) {
+        *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    } else {
+        *status = s->cap->invalid ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    }
+    pthread_mutex_unlock(&api_capture_lock);
+    return rc;
+}
+
+CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    return is_capturing(hStream, captureStatus, false);
+}
+
+CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    return is_capturing(hStream, captureStatus, true);
+}
+
+/* ---- graphs ------------------------------------------------------------------------------------------- */
+CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!phGraph || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *phGraph = graph_new(c);
+    return CUDA_SUCCESS;
+}
+
+static CUresult check_graph(CUgraph g)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    return api_handle_is(g, API_KIND_GRAPH) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuGraphDestroy(CUgraph hGraph)
+{
+    CUresult rc = check_graph(hGraph);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    graph_free(hGraph);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    CUresult rc = check_graph(hGraph);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!numNodes)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t n = hGraph->nodes.n;
+    if (nodes) {
+        for (size_t i = 0; i < *numNodes; i++)
+            nodes[i] = i < n ? (CUgraphNode)(void *)&hGraph->nodes.v[i] : NULL;
+    }
+    *numNodes = n;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!hNode || !type)
+        return CUDA_ERROR_INVALID_VALUE;
+    const api_op_t *op = (const api_op_t *)(void *)hNode;
+    switch (op->kind) {
+    case API_OP_KERNEL: *type = CU_GRAPH_NODE_TYPE_KERNEL; break;
+    case API_OP_COPY: *type = CU_GRAPH_NODE_TYPE_MEMCPY; break;
+    case API_OP_MEMSET: *type = CU_GRAPH_NODE_TYPE_MEMSET; break;
+    case API_OP_HOSTFN: *type = CU_GRAPH_NODE_TYPE_HOST; break;
+    default: *type = CU_GRAPH_NODE_TYPE_EMPTY; break;
+    }
+    return CUDA_SUCCESS;
+}
+
+#define INSTANTIATE_FLAGS (CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD | \
+                           CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
+{
+    CUresult rc = check_graph(hGraph);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!phGraphExec || (flags & ~(unsigned long long)INSTANTIATE_FLAGS))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUgraphExec x = api_xcalloc(1, sizeof(*x));
+    x->ctx = hGraph->ctx;
+    for (size_t i = 0; i < hGraph->nodes.n; i++)
+        nodes_push(&x->nodes, &hGraph->nodes.v[i]);
+    api_handle_add(x, API_KIND_GRAPHEXEC);
+    *phGraphExec = x;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                               char *logBuffer, size_t bufferSize)
+{
+    CUresult rc = cuGraphInstantiateWithFlags(phGraphExec, hGraph, 0);
+    if (phErrorNode)
+        *phErrorNode = NULL;
+    if (logBuffer && bufferSize)
+        logBuffer[0] = '\0';
+    return rc;
+}
+
+CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
+                            size_t bufferSize)
+{
+    return cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
+
+static CUresult check_exec(CUgraphExec x)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!x)
+        return CUDA_ERROR_INVALID_VALUE;
+    return api_handle_is(x, API_KIND_GRAPHEXEC) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    CUresult rc = check_exec(hGraphExec);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    api_handle_del(hGraphExec);
+    free(hGraphExec->nodes.v);
+    free(hGraphExec);
+    return CUDA_SUCCESS;
+}
+
+static CUresult graph_launch(CUgraphExec x, CUstream h, bool ptds)
+{
+    CUresult rc = check_exec(x);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    api_stream_t *s;
+    if ((rc = api_stream_resolve(h, ptds, &s)) != CUDA_SUCCESS)
+        return rc;
+    if (s->ctx != x->ctx)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if ((rc = api_ctx_sticky(s->ctx)) != CUDA_SUCCESS)
+        return rc;
+    for (size_t i = 0; i < x->nodes.n && rc == CUDA_SUCCESS; i++) {
+        api_op_t *op = api_op_new(API_OP_NOP);
+        *op = x->nodes.v[i];
+        op->next = NULL;
+        api_op_ref(op);
+        rc = api_launch_op(s, op, false);
+    }
+    return rc;
+}
+
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return graph_launch(hGraphExec, hStream, false);
+}
+
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return graph_launch(hGraphExec, hStream, true);
+}

@@ -1,0 +1,410 @@
+/* api-init.c - cuInit, driver version, devices and their attributes, PCI bus ids, UUIDs, the handle registry. */
+#include "tools/simcuda/api-internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- handle registry ---------------------------------------------------------------------------------- */
+#define REG_BUCKETS 4096
+typedef struct reg_entry {
+    const void *h;
+    int kind;
+    struct reg_entry *next;
+} reg_entry_t;
+typedef struct registry {
+    reg_entry_t *bucket[REG_BUCKETS];
+    struct registry *stale;      /* a parent's registry, kept reachable after fork */
+} registry_t;
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static registry_t *reg;
+
+static size_t reg_hash(const void *h)
+{
+    uintptr_t x = (uintptr_t)h;
+    x ^= x >> 17;
+    x *= 0xed5ad4bbU;
+    x ^= x >> 11;
+    return x % REG_BUCKETS;
+}
+
+void *api_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        fputs("simcuda: out of host memory\n", stderr);
+        abort();
+    }
+    return p;
+}
+
+void api_handle_add(const void *h, int kind)
+{
+    reg_entry_t *e = api_xcalloc(1, sizeof(*e));
+    e->h = h;
+    e->kind = kind;
+    pthread_mutex_lock(&reg_lock);
+    if (!reg)
+        reg = api_xcalloc(1, sizeof(*reg));
+    size_t b = reg_hash(h);
+    e->next = reg->bucket[b];
+    reg->bucket[b] = e;
+    pthread_mutex_unlock(&reg_lock);
+}
+
+void api_handle_del(const void *h)
+{
+    pthread_mutex_lock(&reg_lock);
+    if (reg) {
+        for (reg_entry_t **pp = &reg->bucket[reg_hash(h)]; *pp; pp = &(*pp)->next) {
+            if ((*pp)->h == h) {
+                reg_entry_t *e = *pp;
+                *pp = e->next;
+                free(e);
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
+bool api_handle_is(const void *h, int kind)
+{
+    bool found = false;
+    if (!h)
+        return false;
+    pthread_mutex_lock(&reg_lock);
+    if (reg) {
+        for (reg_entry_t *e = reg->bucket[reg_hash(h)]; e; e = e->next) {
+            if (e->h == h) {
+                found = e->kind == kind;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return found;
+}
+
+/* ---- process state ------------------------------------------------------------------------------------ */
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t init_pid;           /* the process that initialised; 0 before cuInit */
+static _Atomic uint64_t init_gen;
+static bool error_printed;
+
+static void api_atfork_child(void)
+{
+    /* Locks a parent thread may have held at fork are re-created; the parent's objects are abandoned (the
+     * child must call cuInit again, as with the real driver). */
+    pthread_mutex_init(&reg_lock, NULL);
+    pthread_mutex_init(&init_lock, NULL);
+    pthread_mutex_init(&api_capture_lock, NULL);
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+static void api_atfork_install(void)
+{
+    pthread_atfork(NULL, NULL, api_atfork_child);
+}
+
+uint64_t api_gen(void)
+{
+    return init_gen;
+}
+
+CUresult api_ready(void)
+{
+    pid_t pid = __atomic_load_n(&init_pid, __ATOMIC_ACQUIRE);
+    return pid != 0 && pid == getpid() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+uint64_t api_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+
+CUresult cuInit(unsigned int Flags)
+{
+    CUresult rc = CUDA_SUCCESS;
+    if (Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_once(&atfork_once, api_atfork_install);
+    pthread_mutex_lock(&init_lock);
+    pid_t me = getpid();
+    if (init_pid == me)
+        goto out;
+    int err = simnode_attach();
+    if (err < 0) {
+        if (!error_printed) {
+            fprintf(stderr, "simcuda: cuInit: %s\n", simnode_error());
+            error_printed = true;
+        }
+        rc = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    if (init_pid != 0) {
+        /* A forked child: forget the parent's objects (kept reachable, never used). */
+        pthread_mutex_lock(&reg_lock);
+        registry_t *fresh = api_xcalloc(1, sizeof(*fresh));
+        fresh->stale = reg;
+        reg = fresh;
+        pthread_mutex_unlock(&reg_lock);
+        api_range_reset();
+        api_pool_reset();
+        api_capture_reset();
+    }
+    api_ctx_reset_primaries();
+    init_gen++;
+    __atomic_store_n(&init_pid, me, __ATOMIC_RELEASE);
+out:
+    pthread_mutex_unlock(&init_lock);
+    return rc;
+}
+
+CUresult cuDriverGetVersion(int *driverVersion)
+{
+    if (!driverVersion)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = API_DRIVER_VERSION;
+    return CUDA_SUCCESS;
+}
+
+/* ---- devices ------------------------------------------------------------------------------------------ */
+CUresult api_check_device(CUdevice dev)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (dev < 0 || dev >= simnode_device_count() || !simnode_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal < 0 || ordinal >= simnode_device_count())
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = simnode_device_count();
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    CUresult rc = api_check_device(dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(name, (size_t)len, "%s", simnode_device(dev)->name);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    CUresult rc = api_check_device(dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    _Static_assert(sizeof(uuid->bytes) == sizeof(((simnode_devinfo_t *)0)->uuid), "uuid size");
+    memcpy(uuid->bytes, simnode_device(dev)->uuid, sizeof(uuid->bytes));
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+    return cuDeviceGetUuid_v2(uuid, dev);
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    CUresult rc = api_check_device(dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    *bytes = (size_t)simnode_device(dev)->total_mem;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    size_t b = 0;
+    CUresult rc = cuDeviceTotalMem_v2(bytes ? &b : NULL, dev);
+    if (rc == CUDA_SUCCESS)
+        *bytes = b > 0xffffffffu ? 0xffffffffu : (unsigned int)b;
+    return rc;
+}
+
+/* The attributes of an H100/H200-class device (compute capability 9.0) with the node's SM count. */
+static int device_attribute(CUdevice_attribute a, const simnode_devinfo_t *d, bool *known)
+{
+    *known = true;
+    switch (a) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: return 1024;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: return 64;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return 65535;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return 49152;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: return 65536;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH: return 2147483647;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: return 65536;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: return 1980000;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: return 512;
+    case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP: return 1;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return d->sm_count;
+    case CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT: return 0;
+    case CU_DEVICE_ATTRIBUTE_INTEGRATED: return 0;
+    case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: return 1;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: return CU_COMPUTEMODE_DEFAULT;
+    case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT: return 512;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: return 1;
+    case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: return 1;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return d->pci_bus;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: return d->pci_device;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: return d->pci_domain;
+    case CU_DEVICE_ATTRIBUTE_TCC_DRIVER: return 0;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 5120;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 52428800;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return 2048;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: return 1;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: return 32;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return d->cc_major;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return d->cc_minor;
+    case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: return 233472;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: return 65536;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: return 1;
+    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD: return 0;
+    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID: return 0;
+    case CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED: return 0;
+    case CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO: return 2;
+    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS: return 0;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: return 1;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: return 1;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: return 1;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return 232448;
+    case CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES: return 0;
+    case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES: return 0;
+    case CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST: return 0;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: return 0;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED: return 0;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED: return 0;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: return 32;
+    case CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED: return 0;
+    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: return 0;
+    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: return 0;
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED: return 0;
+    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: return 1024;
+    case CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED: return 0;
+    case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED: return 0;
+    case CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED: return 0;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 1;
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED: return 0;
+    case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: return CU_MEM_HANDLE_TYPE_NONE;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: return 0;
+    case CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED: return 0;
+    case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: return 0;
+    case CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED: return 0;
+    case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT: return 1;
+    case CU_DEVICE_ATTRIBUTE_NUMA_CONFIG: return CU_DEVICE_NUMA_CONFIG_NONE;
+    case CU_DEVICE_ATTRIBUTE_NUMA_ID: return -1;
+    case CU_DEVICE_ATTRIBUTE_MPS_ENABLED: return 0;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: return -1;
+    default:
+        *known = false;
+        return 0;
+    }
+}
+
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    CUresult rc = api_check_device(dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    bool known;
+    int v = device_attribute(attrib, simnode_device(dev), &known);
+    if (!known)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pi = v;
+    return CUDA_SUCCESS;
+}
+
+/* PCI bus ids are "dddd:bb:dd.f" (13 characters with the terminator). */
+CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+    CUresult rc = api_check_device(dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pciBusId || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    const simnode_devinfo_t *d = simnode_device(dev);
+    snprintf(pciBusId, (size_t)len, "%04X:%02X:%02X.0", (unsigned)d->pci_domain, (unsigned)d->pci_bus,
+             (unsigned)d->pci_device);
+    return CUDA_SUCCESS;
+}
+
+/* Accepts "domain:bus:device.function", "domain:bus:device" and "bus:device.function" (hex). */
+CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!dev || !pciBusId)
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned dom = 0, bus, devn, fn = 0;
+    char tail;
+    if (sscanf(pciBusId, "%x:%x:%x.%x%c", &dom, &bus, &devn, &fn, &tail) == 4 ||
+        sscanf(pciBusId, "%x:%x:%x%c", &dom, &bus, &devn, &tail) == 3) {
+        /* domain:bus:device[.function] */
+    } else if (dom = 0, sscanf(pciBusId, "%x:%x.%x%c", &bus, &devn, &fn, &tail) == 3) {
+        /* bus:device.function */
+    } else {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (int i = 0; i < simnode_device_count(); i++) {
+        const simnode_devinfo_t *d = simnode_device(i);
+        if (d && (unsigned)d->pci_domain == dom && (unsigned)d->pci_bus == bus &&
+            (unsigned)d->pci_device == devn && fn == 0) {
+            *dev = i;
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_INVALID_DEVICE;
+}

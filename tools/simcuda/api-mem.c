@@ -1,0 +1,560 @@
+/* api-mem.c - device, pitch, managed and host allocations, cuMemGetInfo, memcpy and memset (sync and Async). */
+#include "tools/simcuda/api-internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the range table: sorted by base, binary-searched ------------------------------------------------- */
+static pthread_rwlock_t range_lock = PTHREAD_RWLOCK_INITIALIZER;
+static api_range_t *ranges;
+static size_t nranges, cap_ranges;
+
+static size_t range_lower(uintptr_t p)    /* first index with base > p */
+{
+    size_t lo = 0, hi = nranges;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ranges[mid].base <= p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void api_range_add(const api_range_t *r)
+{
+    pthread_rwlock_wrlock(&range_lock);
+    if (nranges == cap_ranges) {
+        size_t cap = cap_ranges ? 2 * cap_ranges : 64;
+        api_range_t *n = api_xcalloc(cap, sizeof(*n));
+        if (nranges)
+            memcpy(n, ranges, nranges * sizeof(*n));
+        free(ranges);
+        ranges = n;
+        cap_ranges = cap;
+    }
+    size_t i = range_lower(r->base);
+    memmove(&ranges[i + 1], &ranges[i], (nranges - i) * sizeof(*ranges));
+    ranges[i] = *r;
+    nranges++;
+    pthread_rwlock_unlock(&range_lock);
+}
+
+bool api_range_remove(uintptr_t base, api_range_t *out)
+{
+    bool found = false;
+    pthread_rwlock_wrlock(&range_lock);
+    size_t i = range_lower(base);
+    if (i > 0 && ranges[i - 1].base == base) {
+        if (out)
+            *out = ranges[i - 1];
+        memmove(&ranges[i - 1], &ranges[i], (nranges - i) * sizeof(*ranges));
+        nranges--;
+        found = true;
+    }
+    pthread_rwlock_unlock(&range_lock);
+    return found;
+}
+
+bool api_range_find(uintptr_t p, size_t len, api_range_t *out)
+{
+    bool found = false;
+    pthread_rwlock_rdlock(&range_lock);
+    size_t i = range_lower(p);
+    if (i > 0) {
+        const api_range_t *r = &ranges[i - 1];
+        if (p >= r->base && p - r->base <= r->size && len <= r->size - (p - r->base) && (len || p < r->base + r->size)) {
+            if (out)
+                *out = *r;
+            found = true;
+        }
+    }
+    pthread_rwlock_unlock(&range_lock);
+    return found;
+}
+
+void api_range_drop_ctx(CUcontext ctx, void (*fn)(const api_range_t *))
+{
+    api_range_t *gone = NULL;
+    size_t ngone = 0;
+    pthread_rwlock_wrlock(&range_lock);
+    size_t j = 0;
+    for (size_t i = 0; i < nranges; i++) {
+        if (ranges[i].ctx == ctx) {
+            api_range_t *g = realloc(gone, (ngone + 1) * sizeof(*g));
+            if (g) {
+                gone = g;
+                gone[ngone++] = ranges[i];
+                continue;
+            }
+        }
+        ranges[j++] = ranges[i];
+    }
+    nranges = j;
+    pthread_rwlock_unlock(&range_lock);
+    for (size_t i = 0; i < ngone; i++)
+        fn(&gone[i]);
+    free(gone);
+}
+
+static api_range_t *stale_ranges[64];   /* tables abandoned at fork, kept reachable */
+static int nstale;
+
+void api_range_reset(void)
+{
+    /* After fork the child starts with an empty table; the parent's stays referenced by stale_ranges. */
+    pthread_rwlock_init(&range_lock, NULL);
+    if (ranges && nstale < 64)
+        stale_ranges[nstale++] = ranges;
+    ranges = NULL;
+    nranges = cap_ranges = 0;
+}
+
+/* ---- allocations -------------------------------------------------------------------------------------- */
+static void *host_block(size_t bytes)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 512, bytes ? bytes : 1) != 0)
+        return NULL;
+    return p;
+}
+
+/* Charges and backs a device allocation owned by ctx. */
+static CUresult dev_alloc(CUcontext c, size_t bytes, int kind, CUdeviceptr *out)
+{
+    int err = simnode_mem_reserve(c->dev, bytes);
+    if (err == -ENOMEM)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (err < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = host_block(bytes);
+    if (!p) {
+        simnode_mem_unreserve(c->dev, bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    api_range_t r = { .base = (uintptr_t)p, .size = bytes, .kind = kind, .dev = c->dev, .ctx = c,
+                      .charged = bytes };
+    api_range_add(&r);
+    *out = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+static CUresult alloc_prologue(CUcontext *c)
+{
+    CUresult rc = api_ctx_current(c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return api_capture_check_unsafe();
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    CUcontext c;
+    CUresult rc = alloc_prologue(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return dev_alloc(c, bytesize, API_RANGE_DEVICE, dptr);
+}
+
+CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    /* The 32-bit ABI cannot hold a 64-bit host address. */
+    (void)dptr;
+    (void)bytesize;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                            unsigned int ElementSizeBytes)
+{
+    CUcontext c;
+    CUresult rc = alloc_prologue(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t pitch = (WidthInBytes + 511) & ~(size_t)511;
+    if (Height > SIZE_MAX / pitch)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = dev_alloc(c, pitch * Height, API_RANGE_DEVICE, dptr);
+    if (rc == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return rc;
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    CUcontext c;
+    CUresult rc = alloc_prologue(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+        return CUDA_ERROR_INVALID_VALUE;
+    return dev_alloc(c, bytesize, API_RANGE_MANAGED, dptr);
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (dptr == 0)
+        return CUDA_SUCCESS;          /* free(NULL) semantics, as the real driver */
+    if ((rc = api_capture_check_unsafe()) != CUDA_SUCCESS)
+        return rc;
+    api_range_t r;
+    if (!api_range_find((uintptr_t)dptr, 0, &r) || r.base != (uintptr_t)dptr ||
+        (r.kind != API_RANGE_DEVICE && r.kind != API_RANGE_MANAGED && r.kind != API_RANGE_POOL))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Like the real driver, freeing waits for the work that might still use the memory. */
+    if (r.ctx && api_ctx_alive(r.ctx))
+        api_ctx_sync(r.ctx);
+    if (!api_range_remove(r.base, &r))
+        return CUDA_ERROR_INVALID_VALUE;   /* lost a race with another free */
+    if (r.kind == API_RANGE_POOL) {
+        api_pool_free_now(&r);
+        return CUDA_SUCCESS;
+    }
+    simnode_mem_unreserve(r.dev, r.charged);
+    free((void *)r.base);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    return dptr == 0 ? cuMemFree_v2(0) : CUDA_ERROR_INVALID_VALUE;
+}
+
+#define HOST_ALLOC_FLAGS (CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED)
+
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    CUcontext c;
+    CUresult rc = alloc_prologue(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pp || bytesize == 0 || (Flags & ~(unsigned)HOST_ALLOC_FLAGS))
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = host_block(bytesize);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Host allocations are pinned host memory: not charged to the device. */
+    api_range_t r = { .base = (uintptr_t)p, .size = bytesize, .kind = API_RANGE_HOST, .dev = c->dev, .ctx = c,
+                      .flags = Flags };
+    api_range_add(&r);
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
+{
+    return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!p)
+        return CUDA_SUCCESS;
+    api_range_t r;
+    if (!api_range_find((uintptr_t)p, 0, &r) || r.base != (uintptr_t)p || r.kind != API_RANGE_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (r.ctx && api_ctx_alive(r.ctx))
+        api_ctx_sync(r.ctx);
+    if (!api_range_remove(r.base, NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    api_range_t r;
+    if (!pdptr || !p || Flags != 0 || !api_range_find((uintptr_t)p, 0, &r) || r.kind != API_RANGE_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pdptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    api_range_t r;
+    if (!pFlags || !p || !api_range_find((uintptr_t)p, 0, &r) || r.kind != API_RANGE_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pFlags = r.flags;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    api_range_t r;
+    if (!api_range_find((uintptr_t)dptr, 0, &r) || r.kind == API_RANGE_HOST)
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase)
+        *pbase = (CUdeviceptr)r.base;
+    if (psize)
+        *psize = r.size;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t used = 0, tot = 0;
+    simnode_mem_info(c->dev, &used, &tot);
+    *free_bytes = (size_t)(used < tot ? tot - used : 0);
+    *total = (size_t)tot;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
+{
+    size_t f = 0, t = 0;
+    CUresult rc = cuMemGetInfo_v2(free_bytes ? &f : NULL, total ? &t : NULL);
+    if (rc == CUDA_SUCCESS) {
+        *free_bytes = f > 0xffffffffu ? 0xffffffffu : (unsigned)f;
+        *total = t > 0xffffffffu ? 0xffffffffu : (unsigned)t;
+    }
+    return rc;
+}
+
+/* ---- copies and memsets ------------------------------------------------------------------------------- */
+static bool dev_ok(CUdeviceptr p, size_t n)
+{
+    return p != 0 && api_range_find((uintptr_t)p, n, NULL);
+}
+
+static bool host_pinned(const void *p, size_t n)
+{
+    api_range_t r;
+    return api_range_find((uintptr_t)p, n, &r) && (r.kind == API_RANGE_HOST || r.kind == API_RANGE_MANAGED);
+}
+
+enum { DIR_HTOD, DIR_DTOH, DIR_DTOD, DIR_ANY };
+
+static CUresult copy(void *dst, const void *src, size_t n, int dir, CUstream h, bool async, bool ptds)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    api_stream_t *s;
+    if (async) {
+        rc = api_stream_resolve(h, ptds, &s);
+    } else {
+        CUcontext c;
+        rc = api_ctx_current(&c);
+        if (rc == CUDA_SUCCESS)
+            rc = api_stream_resolve(NULL, ptds, &s);
+        if (rc == CUDA_SUCCESS)
+            rc = api_capture_check_unsafe();
+    }
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (n == 0)
+        return CUDA_SUCCESS;
+    bool dst_dev = dir == DIR_HTOD || dir == DIR_DTOD, src_dev = dir == DIR_DTOH || dir == DIR_DTOD;
+    if (!dst || !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dir == DIR_ANY) {
+        /* cuMemcpy: unified addressing, either side may be host or device memory. */
+        dst_dev = api_range_find((uintptr_t)dst, n, NULL);
+        src_dev = api_range_find((uintptr_t)src, n, NULL);
+    } else if ((dst_dev && !dev_ok((CUdeviceptr)(uintptr_t)dst, n)) ||
+               (src_dev && !dev_ok((CUdeviceptr)(uintptr_t)src, n))) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    api_op_t *op = api_op_new(API_OP_COPY);
+    op->u.copy.dst = dst;
+    op->u.copy.src = src;
+    op->u.copy.bytes = n;
+    bool capturing = api_stream_capturing(s);
+    bool wait = !async;
+    if (async && !capturing) {
+        /* Pageable host memory: the source is staged before returning, and a copy into pageable memory
+         * returns once it completed (the documented synchronous behaviour of async copies). */
+        if (!src_dev && !host_pinned(src, n)) {
+            op->u.copy.staged = malloc(n);
+            if (!op->u.copy.staged) {
+                api_op_free(op);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            memcpy(op->u.copy.staged, src, n);
+        }
+        if (!dst_dev && !host_pinned(dst, n))
+            wait = true;
+    }
+    return api_launch_op(s, op, wait);
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    return copy((void *)(uintptr_t)dstDevice, srcHost, ByteCount, DIR_HTOD, NULL, false, false);
+}
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    return copy((void *)(uintptr_t)dstDevice, srcHost, ByteCount, DIR_HTOD, NULL, false, true);
+}
+CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return copy(dstHost, (const void *)(uintptr_t)srcDevice, ByteCount, DIR_DTOH, NULL, false, false);
+}
+CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return copy(dstHost, (const void *)(uintptr_t)srcDevice, ByteCount, DIR_DTOH, NULL, false, true);
+}
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return copy((void *)(uintptr_t)dstDevice, (const void *)(uintptr_t)srcDevice, ByteCount, DIR_DTOD, NULL,
+                false, false);
+}
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return copy((void *)(uintptr_t)dstDevice, (const void *)(uintptr_t)srcDevice, ByteCount, DIR_DTOD, NULL,
+                false, true);
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream)
+{
+    return copy((void *)(uintptr_t)dstDevice, srcHost, ByteCount, DIR_HTOD, hStream, true, false);
+}
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                   CUstream hStream)
+{
+    return copy((void *)(uintptr_t)dstDevice, srcHost, ByteCount, DIR_HTOD, hStream, true, true);
+}
+CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+{
+    return copy(dstHost, (const void *)(uintptr_t)srcDevice, ByteCount, DIR_DTOH, hStream, true, false);
+}
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+{
+    return copy(dstHost, (const void *)(uintptr_t)srcDevice, ByteCount, DIR_DTOH, hStream, true, true);
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+{
+    return copy((void *)(uintptr_t)dstDevice, (const void *)(uintptr_t)srcDevice, ByteCount, DIR_DTOD, hStream,
+                true, false);
+}
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream)
+{
+    return copy((void *)(uintptr_t)dstDevice, (const void *)(uintptr_t)srcDevice, ByteCount, DIR_DTOD, hStream,
+                true, true);
+}
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    return copy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, ByteCount, DIR_ANY, NULL, false, false);
+}
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+    return copy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, ByteCount, DIR_ANY, NULL, false, true);
+}
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+    return copy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, ByteCount, DIR_ANY, hStream, true, false);
+}
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+    return copy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, ByteCount, DIR_ANY, hStream, true, true);
+}
+
+static CUresult memset_any(CUdeviceptr dst, uint32_t val, unsigned elem, size_t n, CUstream h, bool async,
+                           bool ptds)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    api_stream_t *s;
+    rc = api_stream_resolve(async ? h : NULL, ptds, &s);
+    if (rc == CUDA_SUCCESS && !async)
+        rc = api_capture_check_unsafe();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (n > SIZE_MAX / elem || (dst % elem) != 0 || !dev_ok(dst, n * elem))
+        return CUDA_ERROR_INVALID_VALUE;
+    api_op_t *op = api_op_new(API_OP_MEMSET);
+    op->u.set.dst = (void *)(uintptr_t)dst;
+    op->u.set.val = val;
+    op->u.set.elem = elem;
+    op->u.set.n = n;
+    return api_launch_op(s, op, !async);
+}
+
+CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    return memset_any(dstDevice, uc, 1, N, NULL, false, false);
+}
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
+{
+    return memset_any(dstDevice, uc, 1, N, NULL, false, true);
+}
+CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+    return memset_any(dstDevice, us, 2, N, NULL, false, false);
+}
+CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+    return memset_any(dstDevice, us, 2, N, NULL, false, true);
+}
+CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    return memset_any(dstDevice, ui, 4, N, NULL, false, false);
+}
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
+{
+    return memset_any(dstDevice, ui, 4, N, NULL, false, true);
+}
+CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+    return memset_any(dstDevice, uc, 1, N, hStream, true, false);
+}
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+    return memset_any(dstDevice, uc, 1, N, hStream, true, true);
+}
+CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+    return memset_any(dstDevice, us, 2, N, hStream, true, false);
+}
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+    return memset_any(dstDevice, us, 2, N, hStream, true, true);
+}
+CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
+{
+    return memset_any(dstDevice, ui, 4, N, hStream, true, false);
+}
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
+{
+    return memset_any(dstDevice, ui, 4, N, hStream, true, true);
+}

@@ -1,0 +1,400 @@
+/* api-module.c - modules and libraries: images are accepted uninterpreted; spin_ns, fill_u32 and add_f32
+ * resolve in every one of them, any other name is CUDA_ERROR_NOT_FOUND. */
+#include "tools/simcuda/api-internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    size_t nargs;
+} kernels[API_KERNEL_COUNT] = {
+    [API_KERNEL_SPIN] = { "spin_ns", 1 },
+    [API_KERNEL_FILL] = { "fill_u32", 3 },
+    [API_KERNEL_ADD] = { "add_f32", 4 },
+};
+
+int api_kernel_lookup(const char *name)
+{
+    for (int i = 0; i < API_KERNEL_COUNT; i++)
+        if (strcmp(name, kernels[i].name) == 0)
+            return i;
+    return -1;
+}
+
+const char *api_kernel_name(int id)
+{
+    return id >= 0 && id < API_KERNEL_COUNT ? kernels[id].name : "?";
+}
+
+size_t api_kernel_arg_count(int id)
+{
+    return id >= 0 && id < API_KERNEL_COUNT ? kernels[id].nargs : 0;
+}
+
+#define DEFAULT_DYN_SMEM 49152
+
+struct CUmod_st {
+    CUcontext ctx;
+    struct CUfunc_st funcs[API_KERNEL_COUNT];
+    struct CUmod_st *next;       /* in ctx->modules */
+};
+
+struct CUlib_st {
+    struct CUfunc_st funcs[API_KERNEL_COUNT];
+};
+
+static void funcs_init(struct CUfunc_st *f, CUcontext ctx, bool is_kernel)
+{
+    for (int i = 0; i < API_KERNEL_COUNT; i++) {
+        f[i].id = i;
+        f[i].ctx = ctx;
+        f[i].is_kernel = is_kernel;
+        f[i].max_dyn_smem = DEFAULT_DYN_SMEM;
+        api_handle_add(&f[i], API_KIND_FUNC);
+    }
+}
+
+static void funcs_fini(struct CUfunc_st *f)
+{
+    for (int i = 0; i < API_KERNEL_COUNT; i++)
+        api_handle_del(&f[i]);
+}
+
+static CUresult options_ok(unsigned int n, const void *opts, void *const *vals)
+{
+    return n > 0 && (!opts || !vals) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+static CUresult module_new(CUmodule *module)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct CUmod_st *m = api_xcalloc(1, sizeof(*m));
+    m->ctx = c;
+    funcs_init(m->funcs, c, false);
+    pthread_mutex_lock(&c->lock);
+    m->next = c->modules;
+    c->modules = m;
+    pthread_mutex_unlock(&c->lock);
+    api_handle_add(m, API_KIND_MODULE);
+    *module = m;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!module || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    return module_new(module);
+}
+
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options,
+                            void **optionValues)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!module || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = options_ok(numOptions, options, optionValues)) != CUDA_SUCCESS)
+        return rc;
+    return module_new(module);
+}
+
+CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+    return cuModuleLoadData(module, fatCubin);
+}
+
+static CUresult file_readable(const char *fname)
+{
+    FILE *f = fopen(fname, "rb");
+    if (!f)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    fclose(f);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!module || !fname)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = file_readable(fname)) != CUDA_SUCCESS)
+        return rc;
+    return module_new(module);
+}
+
+static void module_free(struct CUmod_st *m)
+{
+    api_handle_del(m);
+    funcs_fini(m->funcs);
+    free(m);
+}
+
+CUresult cuModuleUnload(CUmodule hmod)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!hmod || !api_handle_is(hmod, API_KIND_MODULE))
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUcontext c = hmod->ctx;
+    pthread_mutex_lock(&c->lock);
+    for (struct CUmod_st **pp = (struct CUmod_st **)&c->modules; *pp; pp = &(*pp)->next) {
+        if (*pp == hmod) {
+            *pp = hmod->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    module_free(hmod);
+    return CUDA_SUCCESS;
+}
+
+void api_module_drop_ctx(CUcontext ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    struct CUmod_st *m = ctx->modules;
+    ctx->modules = NULL;
+    pthread_mutex_unlock(&ctx->lock);
+    while (m) {
+        struct CUmod_st *next = m->next;
+        module_free(m);
+        m = next;
+    }
+}
+
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!hfunc || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!hmod || !api_handle_is(hmod, API_KIND_MODULE))
+        return CUDA_ERROR_INVALID_HANDLE;
+    int id = api_kernel_lookup(name);
+    if (id < 0)
+        return CUDA_ERROR_NOT_FOUND;
+    *hfunc = &hmod->funcs[id];
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!mod || !api_handle_is(mod, API_KIND_MODULE))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *count = API_KERNEL_COUNT;
+    return CUDA_SUCCESS;
+}
+
+/* ---- libraries (context-independent) ------------------------------------------------------------------ */
+static CUresult library_new(CUlibrary *library, unsigned int numJitOptions, CUjit_option *jitOptions,
+                            void **jitOptionsValues, unsigned int numLibraryOptions,
+                            CUlibraryOption *libraryOptions, void **libraryOptionValues)
+{
+    CUresult rc = options_ok(numJitOptions, jitOptions, jitOptionsValues);
+    if (rc == CUDA_SUCCESS)
+        rc = options_ok(numLibraryOptions, libraryOptions, libraryOptionValues);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct CUlib_st *l = api_xcalloc(1, sizeof(*l));
+    funcs_init(l->funcs, NULL, true);
+    api_handle_add(l, API_KIND_LIBRARY);
+    *library = l;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                           void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions,
+                           void **libraryOptionValues, unsigned int numLibraryOptions)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!library || !code)
+        return CUDA_ERROR_INVALID_VALUE;
+    return library_new(library, numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions, libraryOptions,
+                       libraryOptionValues);
+}
+
+CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
+                               void **jitOptionsValues, unsigned int numJitOptions,
+                               CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                               unsigned int numLibraryOptions)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!library || !fileName)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = file_readable(fileName)) != CUDA_SUCCESS)
+        return rc;
+    return library_new(library, numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions, libraryOptions,
+                       libraryOptionValues);
+}
+
+CUresult cuLibraryUnload(CUlibrary library)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!library || !api_handle_is(library, API_KIND_LIBRARY))
+        return CUDA_ERROR_INVALID_HANDLE;
+    api_handle_del(library);
+    funcs_fini(library->funcs);
+    free(library);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pKernel || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!library || !api_handle_is(library, API_KIND_LIBRARY))
+        return CUDA_ERROR_INVALID_HANDLE;
+    int id = api_kernel_lookup(name);
+    if (id < 0)
+        return CUDA_ERROR_NOT_FOUND;
+    *pKernel = (CUkernel)(void *)&library->funcs[id];
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!lib || !api_handle_is(lib, API_KIND_LIBRARY))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *count = API_KERNEL_COUNT;
+    return CUDA_SUCCESS;
+}
+
+static api_func_t *as_func(const void *h)
+{
+    return h && api_handle_is(h, API_KIND_FUNC) ? (api_func_t *)h : NULL;
+}
+
+CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pFunc)
+        return CUDA_ERROR_INVALID_VALUE;
+    api_func_t *f = as_func(kernel);
+    if (!f || !f->is_kernel)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *pFunc = f;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    api_func_t *f = as_func(hfunc);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *name = api_kernel_name(f->id);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuKernelGetName(const char **name, CUkernel hfunc)
+{
+    return cuFuncGetName(name, (CUfunction)(void *)hfunc);
+}
+
+static CUresult func_attribute(int *pi, CUfunction_attribute attrib, const api_func_t *f)
+{
+    switch (attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 16; break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION: *pi = 75; break;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 90; break;
+    case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = f->max_dyn_smem; break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *pi = -1; break;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: *pi = 0; break;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: *pi = 0; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pi)
+        return CUDA_ERROR_INVALID_VALUE;
+    api_func_t *f = as_func(hfunc);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return func_attribute(pi, attrib, f);
+}
+
+CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)
+{
+    CUresult rc = api_check_device(dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return cuFuncGetAttribute(pi, attrib, (CUfunction)(void *)kernel);
+}
+
+CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    api_func_t *f = as_func(hfunc);
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    switch (attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+        if (value < 0 || value > 232448)
+            return CUDA_ERROR_INVALID_VALUE;
+        f->max_dyn_smem = value;
+        return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+        return value < -1 || value > 100 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}

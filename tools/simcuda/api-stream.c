@@ -1,0 +1,745 @@
+/* api-stream.c - streams: in-order queues with one lazily started executor thread each, the legacy and
+ * per-thread default streams, priorities, synchronisation, event waits and host functions. */
+#include "tools/simcuda/api-internal.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Atomic unsigned long long stream_next_id = 100;
+
+/* ---- ops ---------------------------------------------------------------------------------------------- */
+api_op_t *api_op_new(int kind)
+{
+    api_op_t *op = api_xcalloc(1, sizeof(*op));
+    op->kind = kind;
+    return op;
+}
+
+static void stream_unref(api_stream_t *s)
+{
+    pthread_mutex_lock(&s->ctx->lock);
+    s->refs--;
+    pthread_mutex_unlock(&s->ctx->lock);
+}
+
+void api_op_ref(api_op_t *op)
+{
+    switch (op->kind) {
+    case API_OP_EVENT_RECORD:
+    case API_OP_WAIT_EVENT:
+        api_event_ref(op->u.ev.ev);
+        break;
+    case API_OP_WAIT_STREAM:
+        pthread_mutex_lock(&op->u.ws.s->ctx->lock);
+        op->u.ws.s->refs++;
+        pthread_mutex_unlock(&op->u.ws.s->ctx->lock);
+        break;
+    default:
+        break;
+    }
+}
+
+void api_op_free(api_op_t *op)
+{
+    if (!op)
+        return;
+    switch (op->kind) {
+    case API_OP_EVENT_RECORD:
+    case API_OP_WAIT_EVENT:
+        api_event_unref(op->u.ev.ev);
+        break;
+    case API_OP_WAIT_STREAM:
+        stream_unref(op->u.ws.s);
+        break;
+    case API_OP_COPY:
+        free(op->u.copy.staged);
+        break;
+    default:
+        break;
+    }
+    free(op);
+}
+
+static void memset_exec(api_stream_t *s, api_op_t *op)
+{
+    size_t n = op->u.set.n, elem = op->u.set.elem;
+    const simnode_config_t *cfg = simnode_config();
+    simnode_kernel_exec(s->ctx->dev, s->ctx->node_id, s->prio,
+                        (cfg ? cfg->launch_ns : 0) + simnode_mem_kernel_ns((uint64_t)n * elem));
+    if (elem == 1) {
+        memset(op->u.set.dst, (int)(op->u.set.val & 0xff), n);
+    } else if (elem == 2) {
+        uint16_t v = (uint16_t)op->u.set.val, *d = op->u.set.dst;
+        for (size_t i = 0; i < n; i++)
+            d[i] = v;
+    } else {
+        uint32_t v = op->u.set.val, *d = op->u.set.dst;
+        for (size_t i = 0; i < n; i++)
+            d[i] = v;
+    }
+}
+
+void api_op_exec(api_stream_t *s, api_op_t *op)
+{
+    switch (op->kind) {
+    case API_OP_KERNEL:
+        api_kernel_exec(s, op);
+        break;
+    case API_OP_COPY:
+        simnode_copy_exec(s->ctx->dev, s->ctx->node_id, op->u.copy.bytes);
+        memmove(op->u.copy.dst, op->u.copy.staged ? op->u.copy.staged : op->u.copy.src, op->u.copy.bytes);
+        break;
+    case API_OP_MEMSET:
+        memset_exec(s, op);
+        break;
+    case API_OP_HOSTFN:
+        op->u.host.fn(op->u.host.data);
+        break;
+    case API_OP_EVENT_RECORD:
+        api_event_complete(op->u.ev.ev, op->u.ev.gen);
+        break;
+    case API_OP_WAIT_EVENT:
+        api_event_wait_gen(op->u.ev.ev, op->u.ev.gen);
+        break;
+    case API_OP_WAIT_STREAM:
+        api_stream_wait_seq(op->u.ws.s, op->u.ws.seq);
+        break;
+    case API_OP_POOL_FREE:
+        api_pool_free_block(op->u.free.ptr);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- the executor ------------------------------------------------------------------------------------- */
+/* Runs the queue in order; with until_empty (no thread could be started) it returns once the queue is empty. */
+static void stream_run(api_stream_t *s, bool until_empty)
+{
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->head && !s->stopping && !until_empty)
+            pthread_cond_wait(&s->cond, &s->lock);
+        if (!s->head)
+            break;
+        api_op_t *op = s->head;
+        pthread_mutex_unlock(&s->lock);
+        api_op_exec(s, op);
+        pthread_mutex_lock(&s->lock);
+        s->head = op->next;
+        if (!s->head)
+            s->tail = NULL;
+        s->completed = op->seq;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        api_op_free(op);
+        pthread_mutex_lock(&s->lock);
+    }
+    if (!until_empty)
+        s->exited = true;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void *stream_main(void *arg)
+{
+    stream_run(arg, false);
+    return NULL;
+}
+
+/* With s->lock held: appends op and makes sure somebody runs the queue. Returns whether the caller must
+ * drain it itself (no thread could be started). */
+static bool enqueue_locked(api_stream_t *s, api_op_t *op)
+{
+    op->seq = ++s->submitted;
+    op->next = NULL;
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    pthread_cond_broadcast(&s->cond);
+    if (s->has_thread)
+        return false;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int err = pthread_create(&s->thread, NULL, stream_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err != 0)
+        return true;
+    s->has_thread = true;
+    return false;
+}
+
+static api_op_t *wait_op(api_stream_t *t)
+{
+    api_op_t *d = api_op_new(API_OP_WAIT_STREAM);
+    d->u.ws.s = t;
+    d->u.ws.seq = t->submitted;
+    t->refs++;                    /* ctx->lock held by the caller */
+    return d;
+}
+
+static bool is_blocking(const api_stream_t *t)
+{
+    return t->kind != API_STREAM_LEGACY && !(t->flags & CU_STREAM_NON_BLOCKING);
+}
+
+/* The implicit dependencies of new work on s: the legacy stream waits for every blocking stream of its
+ * context, a blocking stream waits for the legacy stream. Returns a list linked by next. */
+static api_op_t *legacy_deps(api_stream_t *s)
+{
+    CUcontext c = s->ctx;
+    api_op_t *deps = NULL, **tail = &deps;
+    pthread_mutex_lock(&c->lock);
+    if (s->kind == API_STREAM_LEGACY) {
+        for (int list = 0; list < 2; list++) {
+            for (api_stream_t *t = list ? c->zombies : c->streams; t; t = t->next) {
+                if (!is_blocking(t))
+                    continue;
+                pthread_mutex_lock(&t->lock);
+                if (t->completed < t->submitted) {
+                    *tail = wait_op(t);
+                    tail = &(*tail)->next;
+                }
+                pthread_mutex_unlock(&t->lock);
+            }
+        }
+    } else if (is_blocking(s) && c->legacy) {
+        api_stream_t *l = c->legacy;
+        pthread_mutex_lock(&l->lock);
+        if (l->completed < l->submitted)
+            *tail = wait_op(l);
+        pthread_mutex_unlock(&l->lock);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return deps;
+}
+
+uint64_t api_stream_submit(api_stream_t *s, api_op_t *op)
+{
+    api_op_t *deps = legacy_deps(s);
+    bool drain = false;
+    pthread_mutex_lock(&s->lock);
+    while (deps) {
+        api_op_t *d = deps;
+        deps = d->next;
+        drain |= enqueue_locked(s, d);
+    }
+    drain |= enqueue_locked(s, op);
+    uint64_t seq = op->seq;
+    pthread_mutex_unlock(&s->lock);
+    if (drain)
+        stream_run(s, true);
+    return seq;
+}
+
+void api_stream_wait_seq(api_stream_t *s, uint64_t seq)
+{
+    pthread_mutex_lock(&s->lock);
+    while (s->completed < seq)
+        pthread_cond_wait(&s->cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+bool api_stream_idle(api_stream_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    bool idle = s->completed >= s->submitted;
+    pthread_mutex_unlock(&s->lock);
+    return idle;
+}
+
+typedef struct waitlist {
+    api_stream_t **s;
+    uint64_t *seq;
+    size_t n, cap;
+} waitlist_t;
+
+static void waitlist_add(waitlist_t *w, api_stream_t *t)
+{
+    if (w->n == w->cap) {
+        w->cap = w->cap ? 2 * w->cap : 8;
+        w->s = realloc(w->s, w->cap * sizeof(*w->s));
+        w->seq = realloc(w->seq, w->cap * sizeof(*w->seq));
+        if (!w->s || !w->seq) {
+            fputs("simcuda: out of host memory\n", stderr);
+            abort();
+        }
+    }
+    pthread_mutex_lock(&t->lock);
+    w->seq[w->n] = t->submitted;
+    pthread_mutex_unlock(&t->lock);
+    t->refs++;
+    w->s[w->n++] = t;
+}
+
+static void waitlist_wait(waitlist_t *w)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        api_stream_wait_seq(w->s[i], w->seq[i]);
+        stream_unref(w->s[i]);
+    }
+    free(w->s);
+    free(w->seq);
+}
+
+void api_stream_sync(api_stream_t *s)
+{
+    waitlist_t w = { 0 };
+    CUcontext c = s->ctx;
+    pthread_mutex_lock(&c->lock);
+    if (s->kind == API_STREAM_LEGACY) {
+        for (int list = 0; list < 2; list++)
+            for (api_stream_t *t = list ? c->zombies : c->streams; t; t = t->next)
+                if (is_blocking(t))
+                    waitlist_add(&w, t);
+    }
+    waitlist_add(&w, s);
+    pthread_mutex_unlock(&c->lock);
+    waitlist_wait(&w);
+}
+
+CUresult api_ctx_sync(CUcontext c)
+{
+    waitlist_t w = { 0 };
+    pthread_mutex_lock(&c->lock);
+    if (c->legacy)
+        waitlist_add(&w, c->legacy);
+    for (int list = 0; list < 2; list++)
+        for (api_stream_t *t = list ? c->zombies : c->streams; t; t = t->next)
+            waitlist_add(&w, t);
+    pthread_mutex_unlock(&c->lock);
+    waitlist_wait(&w);
+    return api_ctx_sticky(c);
+}
+
+/* ---- lifetime ----------------------------------------------------------------------------------------- */
+api_stream_t *api_stream_new(CUcontext ctx, unsigned flags, int prio, int kind)
+{
+    api_stream_t *s = api_xcalloc(1, sizeof(*s));
+    s->ctx = ctx;
+    s->flags = flags;
+    s->prio = prio;
+    s->kind = kind;
+    s->refs = 1;
+    s->id = stream_next_id++;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    if (kind != API_STREAM_LEGACY)
+        api_handle_add(s, API_KIND_STREAM);
+    return s;
+}
+
+static void stream_stop(api_stream_t *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->stopping = true;
+    pthread_cond_broadcast(&s->cond);
+    bool join = s->has_thread;
+    pthread_mutex_unlock(&s->lock);
+    if (join)
+        pthread_join(s->thread, NULL);
+}
+
+static void stream_free(api_stream_t *s)
+{
+    api_capture_stream_gone(s);
+    api_handle_del(s);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    free(s);
+}
+
+/* With ctx->lock held: frees destroyed streams whose executor finished and nobody waits on. */
+static void reap_zombies_locked(CUcontext c)
+{
+    for (api_stream_t **pp = &c->zombies; *pp;) {
+        api_stream_t *z = *pp;
+        pthread_mutex_lock(&z->lock);
+        bool done = (z->exited || !z->has_thread) && !z->head;
+        pthread_mutex_unlock(&z->lock);
+        if (done && z->refs == 0) {
+            *pp = z->next;
+            if (z->has_thread)
+                pthread_join(z->thread, NULL);
+            stream_free(z);
+        } else {
+            pp = &z->next;
+        }
+    }
+}
+
+void api_stream_destroy_all(CUcontext c)
+{
+    pthread_mutex_lock(&c->lock);
+    api_stream_t *all = c->streams, *z = c->zombies, *l = c->legacy;
+    c->streams = c->zombies = NULL;
+    pthread_mutex_unlock(&c->lock);
+    /* Stop (drain) everything first: a queue may wait on another queue of the context. */
+    for (api_stream_t *s = all; s; s = s->next)
+        stream_stop(s);
+    for (api_stream_t *s = z; s; s = s->next)
+        stream_stop(s);
+    if (l)
+        stream_stop(l);
+    pthread_mutex_lock(&c->lock);
+    c->legacy = NULL;
+    pthread_mutex_unlock(&c->lock);
+    for (int list = 0; list < 2; list++) {
+        for (api_stream_t *s = list ? z : all; s;) {
+            api_stream_t *next = s->next;
+            stream_free(s);
+            s = next;
+        }
+    }
+    if (l)
+        stream_free(l);
+}
+
+/* ---- resolving stream arguments ----------------------------------------------------------------------- */
+#define PT_CACHE 8
+static __thread struct { unsigned long long ctx_id; uint64_t gen; api_stream_t *s; } pt_cache[PT_CACHE];
+
+static api_stream_t *per_thread_stream(CUcontext c)
+{
+    for (int i = 0; i < PT_CACHE; i++)
+        if (pt_cache[i].s && pt_cache[i].ctx_id == c->id && pt_cache[i].gen == api_gen())
+            return pt_cache[i].s;
+    pthread_t self = pthread_self();
+    api_stream_t *s = NULL;
+    pthread_mutex_lock(&c->lock);
+    for (api_stream_t *t = c->streams; t; t = t->next) {
+        if (t->kind == API_STREAM_PERTHREAD && pthread_equal(t->owner, self)) {
+            s = t;
+            break;
+        }
+    }
+    if (!s) {
+        s = api_stream_new(c, 0, 0, API_STREAM_PERTHREAD);
+        s->owner = self;
+        s->next = c->streams;
+        c->streams = s;
+    }
+    pthread_mutex_unlock(&c->lock);
+    int slot = (int)(c->id % PT_CACHE);
+    pt_cache[slot].ctx_id = c->id;
+    pt_cache[slot].gen = api_gen();
+    pt_cache[slot].s = s;
+    return s;
+}
+
+CUresult api_stream_resolve(CUstream h, bool ptds, api_stream_t **out)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+        CUcontext c;
+        if ((rc = api_ctx_current(&c)) != CUDA_SUCCESS)
+            return rc;
+        bool pt = h == CU_STREAM_PER_THREAD || (h == NULL && ptds);
+        *out = pt ? per_thread_stream(c) : c->legacy;
+        return CUDA_SUCCESS;
+    }
+    if (!api_handle_is(h, API_KIND_STREAM))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!api_ctx_alive(h->ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *out = h;
+    return CUDA_SUCCESS;
+}
+
+CUresult api_launch_op(api_stream_t *s, api_op_t *op, bool wait)
+{
+    bool taken = false;
+    CUresult rc = api_capture_record(s, op, &taken);
+    if (taken || rc != CUDA_SUCCESS) {
+        if (!taken)
+            api_op_free(op);
+        return rc;
+    }
+    if (s->kind == API_STREAM_LEGACY && (rc = api_capture_check_legacy(s->ctx)) != CUDA_SUCCESS) {
+        api_op_free(op);
+        return rc;
+    }
+    uint64_t seq = api_stream_submit(s, op);
+    if (wait) {
+        api_stream_wait_seq(s, seq);
+        return api_ctx_sticky(s->ctx);
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---- the API ------------------------------------------------------------------------------------------ */
+static CUresult stream_create(CUstream *phStream, unsigned int Flags, int priority)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Out-of-range priorities are clamped, as documented. */
+    if (priority > 0)
+        priority = 0;
+    if (priority < -5)
+        priority = -5;
+    api_stream_t *s = api_stream_new(c, Flags, priority, API_STREAM_USER);
+    pthread_mutex_lock(&c->lock);
+    reap_zombies_locked(c);
+    s->next = c->streams;
+    c->streams = s;
+    pthread_mutex_unlock(&c->lock);
+    *phStream = s;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    return stream_create(phStream, Flags, 0);
+}
+
+CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+    return stream_create(phStream, flags, priority);
+}
+
+CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!hStream || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD ||
+        !api_handle_is(hStream, API_KIND_STREAM) || hStream->kind != API_STREAM_USER)
+        return CUDA_ERROR_INVALID_HANDLE;
+    api_stream_t *s = hStream;
+    CUcontext c = s->ctx;
+    api_capture_stream_gone(s);
+    api_handle_del(s);
+    pthread_mutex_lock(&c->lock);
+    for (api_stream_t **pp = &c->streams; *pp; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            break;
+        }
+    }
+    s->next = c->zombies;
+    c->zombies = s;
+    s->refs--;
+    pthread_mutex_lock(&s->lock);
+    s->destroyed = true;
+    s->stopping = true;             /* the executor drains what is queued, then exits */
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    reap_zombies_locked(c);
+    pthread_mutex_unlock(&c->lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy(CUstream hStream)
+{
+    return cuStreamDestroy_v2(hStream);
+}
+
+static CUresult stream_synchronize(CUstream h, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (api_stream_capturing(s)) {
+        api_capture_invalidate_stream(s);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (s->kind == API_STREAM_LEGACY && (rc = api_capture_check_legacy(s->ctx)) != CUDA_SUCCESS)
+        return rc;
+    api_stream_sync(s);
+    api_pool_trim_all();
+    return api_ctx_sticky(s->ctx);
+}
+
+CUresult cuStreamSynchronize(CUstream hStream)
+{
+    return stream_synchronize(hStream, false);
+}
+
+CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    return stream_synchronize(hStream, true);
+}
+
+static CUresult stream_query(CUstream h, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (api_stream_capturing(s)) {
+        api_capture_invalidate_stream(s);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (!api_stream_idle(s))
+        return CUDA_ERROR_NOT_READY;
+    return api_ctx_sticky(s->ctx);
+}
+
+CUresult cuStreamQuery(CUstream hStream)
+{
+    return stream_query(hStream, false);
+}
+
+CUresult cuStreamQuery_ptsz(CUstream hStream)
+{
+    return stream_query(hStream, true);
+}
+
+static CUresult stream_get_priority(CUstream h, int *priority, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!priority)
+        return CUDA_ERROR_INVALID_VALUE;
+    *priority = s->prio;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetPriority(CUstream hStream, int *priority)
+{
+    return stream_get_priority(hStream, priority, false);
+}
+
+CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
+{
+    return stream_get_priority(hStream, priority, true);
+}
+
+static CUresult stream_get_flags(CUstream h, unsigned int *flags, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = s->flags;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
+{
+    return stream_get_flags(hStream, flags, false);
+}
+
+CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
+{
+    return stream_get_flags(hStream, flags, true);
+}
+
+static CUresult stream_get_ctx(CUstream h, CUcontext *pctx, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = s->ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
+{
+    return stream_get_ctx(hStream, pctx, false);
+}
+
+CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
+{
+    return stream_get_ctx(hStream, pctx, true);
+}
+
+static CUresult stream_get_id(CUstream h, unsigned long long *id, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!id)
+        return CUDA_ERROR_INVALID_VALUE;
+    *id = s->id;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)
+{
+    return stream_get_id(hStream, streamId, false);
+}
+
+CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long *streamId)
+{
+    return stream_get_id(hStream, streamId, true);
+}
+
+static CUresult stream_wait_event(CUstream h, CUevent e, unsigned int flags, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!e || !api_handle_is(e, API_KIND_EVENT))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL)
+        return CUDA_ERROR_INVALID_VALUE;
+    bool handled = false;
+    if ((rc = api_capture_wait_event(s, e, &handled)) != CUDA_SUCCESS || handled)
+        return rc;
+    pthread_mutex_lock(&e->lock);
+    uint64_t gen = e->rec_gen;
+    bool done = e->done_gen >= gen;
+    pthread_mutex_unlock(&e->lock);
+    if (done)
+        return CUDA_SUCCESS;        /* never recorded, or already complete: nothing to wait for */
+    api_op_t *op = api_op_new(API_OP_WAIT_EVENT);
+    op->u.ev.ev = e;
+    op->u.ev.gen = gen;
+    api_event_ref(e);
+    return api_launch_op(s, op, false);
+}
+
+CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    return stream_wait_event(hStream, hEvent, Flags, false);
+}
+
+CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    return stream_wait_event(hStream, hEvent, Flags, true);
+}
+
+static CUresult launch_host_func(CUstream h, CUhostFn fn, void *userData, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    api_op_t *op = api_op_new(API_OP_HOSTFN);
+    op->u.host.fn = fn;
+    op->u.host.data = userData;
+    return api_launch_op(s, op, false);
+}
+
+CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+    return launch_host_func(hStream, fn, userData, false);
+}
+
+CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
+{
+    return launch_host_func(hStream, fn, userData, true);
+}

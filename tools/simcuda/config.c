@@ -1,0 +1,189 @@
+/* config.c - the SIMCUDA_* knobs: one table (name, type, default, bounds), strictly parsed, one clear error. */
+#include "tools/simcuda/node-internal.h"
+
+#include "runtime/lib/parse.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef enum { KNOB_NAME, KNOB_UINT, KNOB_SIZE, KNOB_DOUBLE } knob_type_t;
+
+typedef struct knob {
+    const char *name;
+    knob_type_t type;
+    const char *def;         /* default, parsed by the same rules (NULL: computed, for SIMCUDA_NODE) */
+    double min, max;         /* bounds, in the knob's own unit */
+    uint64_t scale;          /* multiply the parsed integer into the config field (us -> ns) */
+    size_t off;              /* field in simnode_config_t */
+    const char *hint;        /* "(use e.g. 80G)" part of the message */
+    const char *help;
+} knob_t;
+
+#define CFG(f) offsetof(simnode_config_t, f)
+
+static const knob_t knobs[SIMNODE_K_COUNT] = {
+    [SIMNODE_K_NODE] = {"SIMCUDA_NODE", KNOB_NAME, NULL, 1, 63, 1, CFG(node), "letters, digits, '.', '_', '-'",
+                        "which simulated node (shm object /dev/shm/NAME); default simcuda-UID"},
+    [SIMNODE_K_DEVICES] = {"SIMCUDA_DEVICES", KNOB_UINT, "1", 1, SIMNODE_MAX_DEVICES, 1, CFG(devices),
+                           "an integer from 1 to 16", "devices on the node"},
+    [SIMNODE_K_MEM] = {"SIMCUDA_MEM", KNOB_SIZE, "80G", 1, (double)(1ull << 50), 1, CFG(mem_bytes),
+                       "use e.g. 80G", "memory per device, bytes with optional K/M/G/T suffix (binary)"},
+    [SIMNODE_K_TIMESLICE] = {"SIMCUDA_TIMESLICE_US", KNOB_UINT, "2000", 1, 10000000, 1000, CFG(timeslice_ns),
+                             "microseconds, 1 to 10000000", "timeslice of a context on the compute engine"},
+    [SIMNODE_K_SWITCH] = {"SIMCUDA_SWITCH_US", KNOB_UINT, "25", 0, 1000000, 1000, CFG(switch_ns),
+                          "microseconds, 0 to 1000000", "engine time of a context switch (not counted busy)"},
+    [SIMNODE_K_LAUNCH] = {"SIMCUDA_LAUNCH_NS", KNOB_UINT, "3000", 0, 1000000000, 1, CFG(launch_ns),
+                          "nanoseconds, 0 to 1000000000", "fixed device time of every built-in kernel"},
+    [SIMNODE_K_MEM_GBPS] = {"SIMCUDA_MEM_GBPS", KNOB_DOUBLE, "2000", 0.001, 1e6, 1, CFG(mem_gbps),
+                            "GB/s, 0.001 to 1000000", "device memory bandwidth of fill_u32/add_f32"},
+    [SIMNODE_K_COPY_GBPS] = {"SIMCUDA_COPY_GBPS", KNOB_DOUBLE, "25", 0.001, 1e6, 1, CFG(copy_gbps),
+                             "GB/s, 0.001 to 1000000", "copy engine bandwidth (cuMemcpy*)"},
+    [SIMNODE_K_COPY_LATENCY] = {"SIMCUDA_COPY_LATENCY_NS", KNOB_UINT, "2000", 0, 1000000000, 1,
+                                CFG(copy_latency_ns), "nanoseconds, 0 to 1000000000", "fixed cost of every copy"},
+};
+
+static char simnode_errbuf[512];
+
+void simnode_set_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(simnode_errbuf, sizeof simnode_errbuf, fmt, ap);
+    va_end(ap);
+}
+
+const char *simnode_error(void)
+{
+    return simnode_errbuf[0] ? simnode_errbuf : "simcuda: no error";
+}
+
+const char *simnode_knob_name(int k)
+{
+    return (k >= 0 && k < SIMNODE_K_COUNT) ? knobs[k].name : "?";
+}
+
+static bool knob_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > 63 || s[0] == '.') return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+              c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+static int knob_parse(const knob_t *k, const char *v, simnode_config_t *cfg)
+{
+    char *field = (char *)cfg + k->off;
+    uint64_t u = 0;
+    double d = 0;
+    int rc;
+    switch (k->type) {
+    case KNOB_NAME:
+        if (!knob_name_ok(v)) {
+            simnode_set_error("simcuda: %s='%s': not a node name (1 to 63 of: %s)", k->name, v, k->hint);
+            return -EINVAL;
+        }
+        snprintf(field, sizeof cfg->node, "%s", v);
+        return 0;
+    case KNOB_UINT:
+    case KNOB_SIZE:
+        rc = k->type == KNOB_SIZE ? parse_size(v, (uint64_t)k->min, (uint64_t)k->max, &u)
+                                  : parse_u64(v, (uint64_t)k->min, (uint64_t)k->max, &u);
+        if (rc == -EINVAL) {
+            simnode_set_error("simcuda: %s='%s': not %s (%s)", k->name, v,
+                              k->type == KNOB_SIZE ? "a size" : "an integer", k->hint);
+            return -EINVAL;
+        }
+        if (rc) {
+            if (k->type == KNOB_SIZE)
+                simnode_set_error("simcuda: %s='%s': out of range (1 byte to 1024T)", k->name, v);
+            else
+                simnode_set_error("simcuda: %s='%s': out of range (%s)", k->name, v, k->hint);
+            return -EINVAL;
+        }
+        if (k->off == CFG(devices)) {
+            cfg->devices = (int)u;
+        } else {
+            u *= k->scale;
+            memcpy(field, &u, sizeof u);
+        }
+        return 0;
+    case KNOB_DOUBLE:
+        rc = parse_double(v, k->min, k->max, &d);
+        if (rc) {
+            simnode_set_error("simcuda: %s='%s': %s (%s)", k->name, v, rc == -EINVAL ? "not a number" : "out of range",
+                              k->hint);
+            return -EINVAL;
+        }
+        memcpy(field, &d, sizeof d);
+        return 0;
+    }
+    return -EINVAL;
+}
+
+int simnode_config_parse(simnode_config_t *cfg, bool is_set[SIMNODE_K_COUNT])
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (int i = 0; i < SIMNODE_K_COUNT; i++) {
+        const knob_t *k = &knobs[i];
+        const char *v = getenv(k->name);
+        is_set[i] = v != NULL;
+        char defbuf[64];
+        if (!v) {
+            if (k->def) {
+                v = k->def;
+            } else {
+                snprintf(defbuf, sizeof defbuf, "simcuda-%u", (unsigned)getuid());
+                v = defbuf;
+            }
+        }
+        int rc = knob_parse(k, v, cfg);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+void simnode_config_describe(FILE *f)
+{
+    for (int i = 0; i < SIMNODE_K_COUNT; i++) {
+        const knob_t *k = &knobs[i];
+        fprintf(f, "  %-24s default %-12s %s (%s)\n", k->name, k->def ? k->def : "simcuda-UID", k->help, k->hint);
+    }
+}
+
+int simnode_config_node(const char *name, char out[64])
+{
+    simnode_config_t cfg;
+    const knob_t *k = &knobs[SIMNODE_K_NODE];
+    char defbuf[64];
+    if (!name) name = getenv(k->name);
+    if (!name) {
+        snprintf(defbuf, sizeof defbuf, "simcuda-%u", (unsigned)getuid());
+        name = defbuf;
+    }
+    int rc = knob_parse(k, name, &cfg);
+    if (rc) return rc;
+    memcpy(out, cfg.node, sizeof cfg.node);
+    return 0;
+}
+
+void simnode_config_log(const simnode_config_t *c)
+{
+    const char *log = getenv("ROTA_LOG");
+    if (!log || strcmp(log, "debug")) return;
+    fprintf(stderr,
+            "simcuda: pid %d: SIMCUDA_NODE=%s SIMCUDA_DEVICES=%d SIMCUDA_MEM=%llu SIMCUDA_TIMESLICE_US=%llu "
+            "SIMCUDA_SWITCH_US=%llu SIMCUDA_LAUNCH_NS=%llu SIMCUDA_MEM_GBPS=%g SIMCUDA_COPY_GBPS=%g "
+            "SIMCUDA_COPY_LATENCY_NS=%llu\n",
+            (int)getpid(), c->node, c->devices, (unsigned long long)c->mem_bytes,
+            (unsigned long long)(c->timeslice_ns / 1000), (unsigned long long)(c->switch_ns / 1000),
+            (unsigned long long)c->launch_ns, c->mem_gbps, c->copy_gbps, (unsigned long long)c->copy_latency_ns);
+}
