@@ -58,6 +58,9 @@ ifneq ($(SANITIZER),)
     ROTA_CFLAGS += -fno-sanitize-recover=all
   endif
 endif
+# Shared libraries refuse undefined symbols, except under sanitizers: clang leaves the sanitizer runtime's
+# symbols to the executable that loads the library.
+ZDEFS := $(if $(SANITIZER),,-Wl,-z,defs)
 # User CFLAGS/LDFLAGS are appended, never replaced.
 ALL_CFLAGS  = $(ROTA_CFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(ROTA_LDFLAGS) $(LDFLAGS)
@@ -87,7 +90,8 @@ KERNELS_C := $(B)/gen/kernels-ptx.c
 KERNELS_O := $(O)/gen/kernels-ptx.o
 PROGS     := $(patsubst tools/simcuda/%-main.c,$(B)/bin/%,$(SIM_MAIN_SRC)) \
              $(if $(ROTAD_SRC),$(B)/bin/rotad) $(if $(ROTA_SRC),$(B)/bin/rota) \
-             $(patsubst tools/%.c,$(B)/bin/%,$(TOOL_SRC))
+             $(patsubst tools/%.c,$(B)/bin/%,$(TOOL_SRC)) \
+             $(patsubst tools/bench/%.c,$(B)/bin/%,$(wildcard tools/bench/*.c))
 TESTS     := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 
 .PHONY: all test install clean demo bench
@@ -104,8 +108,8 @@ $(O)/%.o: %.c
 SIM_OBJ := $(call obj,$(SIM_SRC)) $(O)/runtime/lib/parse.o
 $(SIMCUDA): $(SIM_OBJ) tools/simcuda/simcuda.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=tools/simcuda/simcuda.map -Wl,-z,defs \
-	    -o $@ $(SIM_OBJ) $(ALL_LDFLAGS) -ldl -lrt -lm
+	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=tools/simcuda/simcuda.map $(ZDEFS) \
+	    -Wl,-Bsymbolic-functions -o $@ $(SIM_OBJ) $(ALL_LDFLAGS) -ldl -lrt -lm
 $(B)/lib/libcuda.so: $(SIMCUDA)
 	ln -sf libcuda.so.1 $@
 $(B)/bin/%: $(O)/tools/simcuda/%-main.o $(SIM_OBJ)
@@ -118,7 +122,7 @@ $(COMMON_A): $(call obj,$(COMMON_SRC))
 	rm -f $@ && ar rcs $@ $^
 $(LIBROTA): $(call obj,$(SHIM_SRC)) $(COMMON_A) shim/librota.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,--version-script=shim/librota.map -Wl,-z,defs \
+	$(CC) -shared -Wl,--version-script=shim/librota.map $(ZDEFS) \
 	    -o $@ $(call obj,$(SHIM_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -ldl -lrt
 
 # ---- rotad and the rota tool ------------------------------------------------------------------------------
@@ -130,6 +134,12 @@ $(B)/bin/rota: $(call obj,$(ROTA_SRC)) $(COMMON_A)
 	$(CC) -o $@ $(call obj,$(ROTA_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -lrt -lm
 # Stand-alone tools in tools/*.c (workloads, benchmarks) are Driver-API programs linked with -lcuda.
 $(B)/bin/%: $(O)/tools/%.o $(KERNELS_O) $(COMMON_A) $(SIMCUDA)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(KERNELS_O) $(COMMON_A) $(ALL_LDFLAGS) -L$(B)/lib -lcuda -ldl -lrt -lm
+
+# Benchmarks in tools/bench/*.c are Driver-API programs too.
+BENCH_SRC := $(wildcard tools/bench/*.c)
+$(B)/bin/%: $(O)/tools/bench/%.o $(KERNELS_O) $(COMMON_A) $(SIMCUDA)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $< $(KERNELS_O) $(COMMON_A) $(ALL_LDFLAGS) -L$(B)/lib -lcuda -ldl -lrt -lm
 

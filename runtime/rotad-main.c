@@ -72,7 +72,8 @@ static int rotad_detach(int *ready_fd)
     int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (dn >= 0) {
         dup2(dn, STDIN_FILENO);
-        if (dn != STDIN_FILENO) close(dn);
+        dup2(dn, STDOUT_FILENO); /* stderr stays: it carries the log */
+        if (dn > STDOUT_FILENO) close(dn);
     }
     *ready_fd = p[1];
     return 0;
@@ -156,6 +157,7 @@ int main(int argc, char **argv)
             server_close(s);
             return rotad_fatal(ROTAD_EXIT_FAIL, "unable to detach: %s", strerror(-e));
         }
+        server_set_pid(s);
     }
     int notify[2], nnotify = 0;
     if (notify_fd >= 0) notify[nnotify++] = notify_fd;

@@ -115,6 +115,20 @@ static int server_check_dir(const char *path, char *err, size_t errlen)
     return 0;
 }
 
+static int server_write_pid(server_t *s)
+{
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+    if (ftruncate(s->lock_fd, 0) < 0 || pwrite(s->lock_fd, buf, (size_t)n, 0) != n) return -errno;
+    return 0;
+}
+
+void server_set_pid(server_t *s)
+{
+    server_write_pid(s);
+    s->rg.r->rotad_pid = (int32_t)getpid();
+}
+
 static int server_lock(server_t *s, char *err, size_t errlen)
 {
     char lp[sizeof s->path + 8];
@@ -133,9 +147,7 @@ static int server_lock(server_t *s, char *err, size_t errlen)
         return server_fail(err, errlen, ROTAD_EXIT_BUSY, "another rotad (pid %ld) is already serving %s", pid,
                            s->path);
     }
-    char buf[32];
-    int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
-    if (ftruncate(s->lock_fd, 0) < 0 || pwrite(s->lock_fd, buf, (size_t)n, 0) != n)
+    if (server_write_pid(s))
         return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to write lock file %s: %s", lp, strerror(errno));
     return 0;
 }

@@ -26,6 +26,8 @@ typedef struct server_opts {
 /* Takes the lock file (PATH.lock), removes a stale socket, binds and listens, creates the region. Returns an
  * exit code (ROTAD_EXIT_OK on success, *out set) and one message in err. */
 int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen);
+/* After a fork (detaching): records the new pid in the lock file and the region. */
+void server_set_pid(server_t *s);
 /* Serves until SIGTERM or SIGINT (which the caller has blocked: they are read from a signalfd). Each of the
  * nnotify descriptors gets "\n" and is closed once the loop runs. Drains (waiters are answered, clients released) and returns
  * an exit code. */

@@ -18,27 +18,26 @@
  *   - RTLD_NEXT: rota's wrapper whenever the driver has the name, whoever asks (a caller before librota would
  *     get it anyway; another shim after it gets rota instead of the driver, so rota is never bypassed and the
  *     wrapper calls the driver directly, without recursion);
- *   - inside rota (rota_in_shim), under ROTA_DISABLE, or while the driver is being loaded: libc's answer.
+ *   - inside rota (rota_in_shim) or while the driver is being loaded: libc's answer; under ROTA_DISABLE, libc's
+ *     answer except that rota's own export of a name the driver lacks is NULL.
+ *
+ * Not covered (no LD_PRELOAD shim can): a library opened with RTLD_DEEPBIND that links libcuda itself binds
+ * its cu* calls, and its own dlsym calls, inside its own dependency tree first. Pointers it gets from rota
+ * (through cuGetProcAddress or a handle the application passes it) stay rota's.
  */
 static void *dlsym_wrapped(void *handle, const char *name, const char *version, int i)
 {
-    void *addr;
-
-    if (rota_in_shim) goto out_real;
+    if (rota_in_shim) return version ? rota_real_dlvsym()(handle, name, version) : rota_real_dlsym()(handle, name);
     rota_driver_init();
-    if (rota_steady_mode() == ROTA_MODE_DISABLED) goto out_real;
-    if (handle == RTLD_NEXT) {
-        if (rota_real_present[i]) return rota_self[i];
-        goto out_real;
-    }
-    addr = version ? rota_real_dlvsym()(handle, name, version) : rota_real_dlsym()(handle, name);
+    bool on = rota_steady_mode() != ROTA_MODE_DISABLED;
+    if (on && handle == RTLD_NEXT && rota_real_present[i]) return rota_self[i];
+    void *addr = version ? rota_real_dlvsym()(handle, name, version) : rota_real_dlsym()(handle, name);
     if (addr == NULL) return NULL;
+    /* rota's own export, found first in the global scope: only if the driver has the name. */
     if (addr == rota_self[i]) return rota_real_present[i] ? addr : NULL;
+    if (!on) return addr;
     int j = rota_real_find_addr(addr, name, -1);
     return j >= 0 ? rota_self[j] : addr;
-
-out_real:
-    return version ? rota_real_dlvsym()(handle, name, version) : rota_real_dlsym()(handle, name);
 }
 
 ROTA_NO_SANITIZE void *dlsym(void *handle, const char *name)

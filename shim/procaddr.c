@@ -9,6 +9,8 @@
  * is the real function of a wrapped row, the wrapper of that very row is returned (cuLaunchKernel_ptsz's for
  * cuLaunchKernel_ptsz's address, never the legacy one). An address rota does not wrap is returned unchanged.
  *
+ * A driver may hand out rota's wrapper itself (it took the address of its exported name, which the global
+ * scope binds to librota's): that is its choice of variant, kept as is.
  * A driver whose resolver hands out addresses other than its exported symbols' would slip past that map;
  * then the row is chosen by name instead: same base name, same stream flavour as the flags ask, the newest
  * variant not newer than cudaVersion (the "since" column of wrappers.def, from cudaTypedefs.h).
@@ -27,9 +29,18 @@ static int find_by_name(const char *symbol, int version, cuuint64_t flags)
     return best;
 }
 
+static bool is_wrapper(const void *pfn)
+{
+    for (int i = 0; i < ROTA_FN_COUNT; i++)
+        if (rota_self[i] != NULL && rota_self[i] == pfn) return true;
+    return false;
+}
+
 static void *map_pfn(const char *symbol, void *pfn, int version, cuuint64_t flags)
 {
-    if (pfn == NULL) return pfn;
+    /* Already rota's: a driver that takes its own exported names' addresses through the global scope
+     * (simcuda built without -Bsymbolic) hands out the preloaded wrappers themselves. */
+    if (pfn == NULL || is_wrapper(pfn)) return pfn;
     int i = rota_real_find_addr(pfn, symbol, (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0);
     if (i < 0) {
         i = find_by_name(symbol, version, flags);

@@ -198,11 +198,6 @@ static bool is_self_map(void *h)
     return dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm != NULL && lm->l_ld == _DYNAMIC;
 }
 
-bool rota_real_is_driver_handle(void *h)
-{
-    return h != NULL && rota_real_resolved() && h == real_handle;
-}
-
 int rota_real_resolve(void)
 {
     const char *path = rota_options()->real_libcuda;

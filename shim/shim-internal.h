@@ -67,8 +67,6 @@ bool rota_real_resolved(void);
 int rota_real_find_addr(const void *addr, const char *name, int pt);
 /* The exported row named name, or -1. */
 int rota_fn_find(const char *name);
-/* Whether the real driver's link map is h (a handle from dlopen) or librota's own. */
-bool rota_real_is_driver_handle(void *h);
 
 /* ---- lifecycle (shim.c) -------------------------------------------------------------------------------- */
 enum rota_mode {

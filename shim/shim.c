@@ -47,7 +47,8 @@ static void driver_init_once(void)
     int rc = rota_real_resolve();
     if (rc != 0) {
         steady_mode = ROTA_MODE_NODRIVER;
-        rota_log(ROTA_LOG_ERROR, "no real driver: every CUDA call fails (cuInit: CUDA_ERROR_SHARED_OBJECT_INIT_FAILED)");
+        rota_log(ROTA_LOG_ERROR,
+                 "no real driver: every CUDA call fails (cuInit: CUDA_ERROR_SHARED_OBJECT_INIT_FAILED)");
     } else if (o->disable) {
         steady_mode = ROTA_MODE_DISABLED;
         if (bad) rota_log(ROTA_LOG_WARN, "ROTA_DISABLE=1: ignoring the bad values above, rota is off");

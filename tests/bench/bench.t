@@ -160,7 +160,7 @@ try:
     # ---- the harness on the tiny mix ---------------------------------------------------------------------
     res = os.path.join(tmp, "results")
     r = subprocess.run([sys.executable, os.path.join(src, "scripts", "bench"), "--quick", "--build", build,
-                        "--out", res, "tiny"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        "--timeout", "15", "--out", res, "tiny"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=120)
     ok(r.returncode == 0, "scripts/bench --quick tiny exits 0")
     if r.returncode:
@@ -240,6 +240,45 @@ try:
         ok(all(len(t) >= 3 and set(t[1].replace("|", "")) <= set("-") and
                all(l.count("|") == t[0].count("|") for l in t) for t in groups),
            "every markdown table has a separator and rows as wide as its header")
+
+    # ---- the ROTA_TRACE contract: JSON lines from the shim/rotad become spans in the Chrome trace ---------
+    import importlib.machinery
+    import importlib.util
+    loader = importlib.machinery.SourceFileLoader("bench_mod", os.path.join(src, "scripts", "bench"))
+    spec_ = importlib.util.spec_from_loader("bench_mod", loader)
+    bm = importlib.util.module_from_spec(spec_)
+    loader.exec_module(bm)
+
+    class FakeProc:
+        pid = 4242
+    run = bm.Run.__new__(bm.Run)
+    run.t0, run.policy, run.devmap, run._events = 1000000000, "rota", {}, None
+    run.samples = [(1000000000, [0, 0]), (2000000000, [500000000, 250000000])]
+    run.rota_trace = os.path.join(tmp, "rota-trace.jsonl")
+    with open(run.rota_trace, "w") as f:
+        for ev in ({"ts_us": 1100000, "pid": 4242, "ev": "place", "gpu": 1},
+                   {"ts_us": 1200000, "pid": 4242, "ev": "mem_wait", "gpu": 1, "bytes": 1 << 30},
+                   {"ts_us": 1500000, "pid": 4242, "ev": "mem_grant", "gpu": 1, "bytes": 1 << 30},
+                   {"ts_us": 1600000, "pid": 4242, "ev": "hold", "by": 99},
+                   {"ts_us": 1650000, "pid": 4242, "ev": "release"}):
+            f.write(json.dumps(ev) + "\n")
+        f.write("not json\n")
+    run.state = {"a": {"proc": FakeProc(), "spawn_ns": 1050000000, "end_ns": 1900000000, "rc": 0, "device": 0}}
+    run.records = {"a": None}
+    mixdef = {"name": "m", "jobs": [{"name": "a", "arrive_s": 0.0, "priority": "low",
+                                     "workload": {"kind": "batch"}}]}
+    tpath = os.path.join(tmp, "trace.json")
+    bm.write_trace(tpath, run, mixdef)
+    with open(tpath) as f:
+        tev = json.load(f)["traceEvents"]
+    held = [e for e in tev if e.get("name") == "held"]
+    mw = [e for e in tev if e.get("name", "").startswith("rota mem wait")]
+    busy = [e for e in tev if e.get("ph") == "C"]
+    ok(len(held) == 1 and abs(held[0]["ts"] - 600000) < 1 and abs(held[0]["dur"] - 50000) < 1 and
+       held[0]["pid"] == 1 and held[0]["args"].get("by") == 99, "ROTA_TRACE hold..release: one 'held' span")
+    ok(len(mw) == 1 and abs(mw[0]["dur"] - 300000) < 1, "ROTA_TRACE mem_wait..mem_grant: one 300 ms span")
+    ok(run.job_gpu("a") == 1, "a ROTA_TRACE placement tells the job's GPU")
+    ok(len(busy) == 1 and busy[0]["args"] == {"gpu0": 0.5, "gpu1": 0.25}, "busy counters per GPU")
 finally:
     for n in (node, node + "-oom"):
         if os.path.exists("/dev/shm/" + n):

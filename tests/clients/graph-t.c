@@ -93,7 +93,8 @@ static void test_capture_replay(void)
         ok(ms >= SPIN_MS - 0.1, "launch %d took %.2f ms >= the captured %d ms spin", it + 1, (double)ms, SPIN_MS);
     }
 
-    /* back-to-back launches queue in stream order */
+    /* back-to-back launches queue in stream order; each runs the 3 captured kernels */
+    if (c.simcuda) client_stat_reset();
     ok_cu(cuEventRecord(e0, s));
     bool l = true;
     for (int it = 0; it < 5; it++) l &= cuGraphLaunch(ge, s) == CUDA_SUCCESS;
@@ -104,6 +105,13 @@ static void test_capture_replay(void)
     ok_cu(cuEventElapsedTime(&ms, e0, e1));
     ok(ms >= 5 * SPIN_MS - 0.5, "5 launches took %.2f ms >= 5 x %d ms spins (each ran its kernels)", (double)ms,
        SPIN_MS);
+    if (c.simcuda) {
+        client_stat_t st;
+        client_stat(0, &st);
+        is_uint(st.kernels, 15, "simcuda-stat: the 5 launches ran 5 x 3 captured kernels");
+    } else {
+        skip("kernel count from simcuda-stat: not on simcuda");
+    }
 
     ok_cu(cuGraphExecDestroy(ge));
     ok_cu(cuGraphDestroy(g));

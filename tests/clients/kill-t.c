@@ -113,10 +113,12 @@ int main(int argc, char **argv)
     bool good = true;
     for (size_t i = 0; i < N && good; i++) good = h[i] == 42.0f;
     ok(good, "survivor's data is right (42 everywhere)");
+    /* simcuda's accounting is exact; a real GPU's free memory also moves with the driver's own allocations */
+    size_t slack = c.simcuda ? 0 : 64 * CLIENT_MIB;
     double rms = 0;
-    size_t free2 = wait_free(free0, 0, &rms);
-    ok(free2 >= free0, "the victim's memory came back within %d ms (free %zu of %zu, %.0f ms)", RECLAIM_MS, free2,
-       free0, rms);
+    size_t free2 = wait_free(free0, slack, &rms);
+    ok(free2 + slack >= free0, "the victim's memory came back within %d ms (free %zu of %zu, slack %zu, %.0f ms)",
+       RECLAIM_MS, free2, free0, slack, rms);
 
     /* 2: the victim dies holding the device while the survivor is idle; afterwards the device is all ours */
     v = start_victim();
@@ -138,8 +140,8 @@ int main(int argc, char **argv)
              (double)ems);
     cuEventDestroy(e0);
     cuEventDestroy(e1);
-    size_t free3 = wait_free(free0, 0, &rms);
-    ok(free3 >= free0, "the second victim's memory came back within %d ms (%.0f ms)", RECLAIM_MS, rms);
+    size_t free3 = wait_free(free0, slack, &rms);
+    ok(free3 + slack >= free0, "the second victim's memory came back within %d ms (%.0f ms)", RECLAIM_MS, rms);
     CUdeviceptr big;
     size_t ask = free0 > VICTIM_BYTES * 2 ? VICTIM_BYTES * 2 : free0 / 2;
     CUresult rc = cuMemAlloc(&big, ask);

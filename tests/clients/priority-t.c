@@ -88,8 +88,9 @@ int main(void)
     for (int i = 0; i < NLOW; i++)
         ok(t[NLOW] < t[i], "high-priority kernel queued last completed before low kernel %d (%.1f < %.1f ms)", i,
            (double)t[NLOW], (double)t[i]);
-    in_range(t[NLOW], BLOCKER_MS - 1, BLOCKER_MS + KERNEL_MS + 60,
-             "high-priority kernel done %.1f ms in: after at most the blocker and itself (+60 ms loaded host)",
+    /* a GPU may even preempt the blocker for it; simcuda lets the running kernel finish first */
+    in_range(t[NLOW], KERNEL_MS - 1, BLOCKER_MS + KERNEL_MS + 60,
+             "high-priority kernel done %.1f ms in: waited at most for the blocker (+60 ms loaded host)",
              (double)t[NLOW]);
 
     /* control: the same round with the last stream at the low priority; on simcuda's single engine the kernels

@@ -133,6 +133,23 @@ int main(void)
     ok_cu(cuEventSynchronize(e2));
     in_range(thread_cpu_ms() - cpu0, 0.0, 100.0, "BLOCKING_SYNC wait of 200 ms uses < 100 ms CPU");
 
+    /* an event and the stream position it marks complete together, seen from either side */
+    int stream_late = 0, event_late = 0;
+    uint64_t zero = 0;
+    void *zargs[] = { &zero };
+    for (int i = 0; i < 200; i++) {
+        cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, zargs, NULL);
+        cuEventRecord(e1, s);
+        cuEventSynchronize(e1);
+        stream_late += cuStreamQuery(s) != CUDA_SUCCESS;
+        cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s, zargs, NULL);
+        cuEventRecord(e1, s);
+        cuStreamSynchronize(s);
+        event_late += cuEventQuery(e1) != CUDA_SUCCESS;
+    }
+    is_int(stream_late, 0, "after cuEventSynchronize of its last event the stream is idle (200 tries)");
+    is_int(event_late, 0, "after cuStreamSynchronize its last event is complete (200 tries)");
+
     /* re-recording: the event tracks its latest record */
     gate_init(&g);
     CUstream s2;

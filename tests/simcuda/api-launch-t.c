@@ -1,6 +1,7 @@
 /* api-launch-t.c - modules, libraries and kernel launches of simcuda: names, arguments, dims, data, errors. */
 #include <cuda.h>
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,12 @@ static void node_remove(void)
 }
 
 #define N 4096
+
+static atomic_int order;
+static void CUDA_CB mark(void *p)
+{
+    atomic_store((atomic_int *)p, atomic_fetch_add(&order, 1) + 1);
+}
 
 int main(void)
 {
@@ -149,6 +156,28 @@ int main(void)
     ok_cu(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, sp, NULL));
     ok_cu(cuCtxSynchronize());
     in_range((double)(tap_now_ns() - t0) / 1e6, 20.0, 2000.0, "spin_ns(20 ms) takes 20 ms (tolerance +1980 ms)");
+
+    /* Kernel order across streams of one context follows launch order: a long kernel launched on idle s0,
+     * then at once a short one on idle s1 (same priority), runs first, whichever executor thread wakes first.
+     * The device serialises them, so each try is decided by the engine, not by timing. */
+    CUstream s0, s1;
+    need_cu(cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING));
+    need_cu(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    int tries = 20, in_order = 0;
+    uint64_t long_ns = 8000000, short_ns = 1000000;
+    void *lp[] = { &long_ns }, *shp[] = { &short_ns };
+    for (int i = 0; i < tries; i++) {
+        atomic_int ma = 0, mb = 0;
+        ok_cu(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s0, lp, NULL));
+        ok_cu(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, s1, shp, NULL));
+        ok_cu(cuLaunchHostFunc(s0, mark, &ma));
+        ok_cu(cuLaunchHostFunc(s1, mark, &mb));
+        ok_cu(cuCtxSynchronize());
+        in_order += atomic_load(&ma) < atomic_load(&mb);
+    }
+    is_int(in_order, tries, "the kernel launched first on idle s0 ran before the one launched next on idle s1");
+    ok_cu(cuStreamDestroy(s0));
+    ok_cu(cuStreamDestroy(s1));
 
     /* libraries */
     CUlibrary lib;

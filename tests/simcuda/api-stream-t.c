@@ -72,6 +72,15 @@ static void CUDA_CB mark(void *p)
     atomic_store((atomic_int *)p, atomic_fetch_add(&seq, 1) + 1);
 }
 
+static CUstream cb_stream;
+static CUresult cb_status = CUDA_ERROR_UNKNOWN;
+static void CUDA_CB callback(CUstream h, CUresult status, void *p)
+{
+    cb_stream = h;
+    cb_status = status;
+    mark(p);
+}
+
 static void nap_ms(long ms)
 {
     struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
@@ -165,6 +174,11 @@ int main(void)
     ok(atomic_load(&a) > 0 && atomic_load(&b) == atomic_load(&a) + 1, "host functions run in order");
     ok_cu(cuStreamQuery(s1));
     is_int(cuLaunchHostFunc(s1, NULL, NULL), CUDA_ERROR_INVALID_VALUE, "cuLaunchHostFunc(NULL fn)");
+    c = 0;
+    ok_cu(cuStreamAddCallback(s1, callback, &c, 0));
+    ok_cu(cuStreamSynchronize(s1));
+    ok(atomic_load(&c) > 0 && cb_stream == s1 && cb_status == CUDA_SUCCESS, "cuStreamAddCallback ran with its stream");
+    is_int(cuStreamAddCallback(s1, callback, &c, 1), CUDA_ERROR_INVALID_VALUE, "cuStreamAddCallback flags != 0");
     is_int(cuStreamSynchronize((CUstream)&a), CUDA_ERROR_INVALID_HANDLE, "synchronize a bogus stream");
 
     /* the legacy stream waits for blocking streams, not for non-blocking ones */
@@ -234,6 +248,24 @@ int main(void)
     gate_open(&g);
     ok_cu(cuStreamSynchronize(s2));
     ok(atomic_load(&a) > 0, "the waiting stream ran once the event completed");
+    /* the wait is on the record made before it, not on a later re-record that completes first */
+    gate_init(&g);
+    a = 0;
+    ok_cu(cuLaunchHostFunc(s1, gate_fn, &g));
+    ok_cu(cuEventRecord(e, s1));
+    ok_cu(cuStreamWaitEvent(s2, e, 0));
+    ok_cu(cuLaunchHostFunc(s2, mark, &a));
+    CUstream s4;
+    need_cu(cuStreamCreate(&s4, CU_STREAM_NON_BLOCKING));
+    ok_cu(cuEventRecord(e, s4));
+    ok_cu(cuStreamSynchronize(s4));
+    ok_cu(cuEventQuery(e));
+    nap_ms(20);
+    is_int(atomic_load(&a), 0, "a re-record completing does not release a wait on the earlier record");
+    gate_open(&g);
+    ok_cu(cuStreamSynchronize(s2));
+    ok(atomic_load(&a) > 0, "released when the earlier record completed");
+    ok_cu(cuStreamDestroy(s4));
     is_int(cuStreamWaitEvent(s2, NULL, 0), CUDA_ERROR_INVALID_HANDLE, "cuStreamWaitEvent(NULL event)");
     is_int(cuStreamWaitEvent(s2, e, 2), CUDA_ERROR_INVALID_VALUE, "cuStreamWaitEvent with unknown flags");
     CUevent never;

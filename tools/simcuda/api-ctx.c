@@ -1,6 +1,7 @@
 /* api-ctx.c - contexts: every cuCtxCreate version, destroy, the per-thread context stack, primary contexts. */
 #include "tools/simcuda/api-internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,18 +23,29 @@ static void tls_check(void)
     }
 }
 
-void api_ctx_reset_primaries(void)
+int api_ctx_reset_primaries(void)
 {
     /* Called by cuInit with its lock held; a forked child's old slots stay allocated (abandoned). */
+    CUcontext fresh[SIMNODE_MAX_DEVICES];
+    int n;
+    for (n = 0; n < SIMNODE_MAX_DEVICES; n++) {
+        if (!(fresh[n] = api_calloc(1, sizeof(*fresh[n]))))
+            goto out_free;
+    }
     pthread_mutex_init(&ctx_lock, NULL);
     pthread_mutex_init(&primary_lock, NULL);
     for (int i = 0; i < SIMNODE_MAX_DEVICES; i++) {
-        CUcontext c = api_xcalloc(1, sizeof(*c));
+        CUcontext c = fresh[i];
         c->dev = i;
         c->primary = true;
         pthread_mutex_init(&c->lock, NULL);
         primaries[i] = c;
     }
+    return 0;
+out_free:
+    while (n-- > 0)
+        free(fresh[n]);
+    return -ENOMEM;
 }
 
 bool api_ctx_alive(CUcontext ctx)
@@ -90,6 +102,7 @@ static CUresult ctx_start(CUcontext c, int dev, unsigned flags)
     uint32_t id;
     if (simnode_ctx_open(dev, &id) < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    c->legacy = NULL;
     c->dev = dev;
     c->node_id = id;
     c->flags = flags;
@@ -100,14 +113,23 @@ static CUresult ctx_start(CUcontext c, int dev, unsigned flags)
     pthread_mutex_lock(&ctx_lock);
     c->id = ctx_next_id++;
     pthread_mutex_unlock(&ctx_lock);
-    c->legacy = api_stream_new(c, 0, 0, API_STREAM_LEGACY);
+    if (!(c->legacy = api_stream_new(c, 0, 0, API_STREAM_LEGACY)))
+        goto out_close;
+    if (api_handle_add(c, API_KIND_CTX) < 0)
+        goto out_legacy;
     c->active = true;
-    api_handle_add(c, API_KIND_CTX);
     return CUDA_SUCCESS;
+out_legacy:
+    api_stream_destroy_all(c);  /* frees the legacy stream, which never ran anything */
+out_close:
+    simnode_ctx_close(dev, id);
+    return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 static void free_range(const api_range_t *r)
 {
+    if (r->kind == API_RANGE_HOST && r->owner)
+        return;                  /* registered user memory: only forgotten, never freed */
     simnode_mem_unreserve(r->dev, r->charged);
     free((void *)r->base);
 }
@@ -147,9 +169,11 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
     tls_check();
     if (tls_depth == API_CTX_STACK_MAX)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUcontext c = api_xcalloc(1, sizeof(*c));
+    CUcontext c = api_calloc(1, sizeof(*c));
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_init(&c->lock, NULL);
-    if ((rc = ctx_start(c, dev, flags)) != CUDA_SUCCESS) {
+    if ((rc = ctx_start(c, api_dev_phys(dev), flags)) != CUDA_SUCCESS) {
         pthread_mutex_destroy(&c->lock);
         free(c);
         return rc;
@@ -166,7 +190,7 @@ static CUresult check_affinity(const CUexecAffinityParam *p, int n, CUdevice dev
     for (int i = 0; i < n; i++) {
         if (p[i].type != CU_EXEC_AFFINITY_TYPE_SM_COUNT)
             return CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
-        const simnode_devinfo_t *d = simnode_device(dev);
+        const simnode_devinfo_t *d = simnode_device(api_dev_phys(dev));
         if (p[i].param.smCount.val == 0 || (d && p[i].param.smCount.val > (unsigned)d->sm_count))
             return CUDA_ERROR_INVALID_VALUE;
     }
@@ -225,7 +249,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
 
 CUresult cuCtxDestroy(CUcontext ctx)
 {
-    return cuCtxDestroy_v2(ctx);
+    return api_cuCtxDestroy_v2(ctx);
 }
 
 CUresult cuCtxGetCurrent(CUcontext *pctx)
@@ -276,7 +300,7 @@ CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 
 CUresult cuCtxPushCurrent(CUcontext ctx)
 {
-    return cuCtxPushCurrent_v2(ctx);
+    return api_cuCtxPushCurrent_v2(ctx);
 }
 
 CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
@@ -295,7 +319,7 @@ CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 
 CUresult cuCtxPopCurrent(CUcontext *pctx)
 {
-    return cuCtxPopCurrent_v2(pctx);
+    return api_cuCtxPopCurrent_v2(pctx);
 }
 
 CUresult cuCtxGetDevice(CUdevice *device)
@@ -308,14 +332,14 @@ CUresult cuCtxGetDevice(CUdevice *device)
     CUresult rc = api_ctx_current(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    *device = c->dev;
+    *device = api_dev_visible(c->dev);
     return CUDA_SUCCESS;
 }
 
 CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
     if (!ctx)
-        return cuCtxGetDevice(device);
+        return api_cuCtxGetDevice(device);
     CUresult rc = api_ready();
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -323,7 +347,7 @@ CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
         return CUDA_ERROR_INVALID_VALUE;
     if (!api_ctx_alive(ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
-    *device = ctx->dev;
+    *device = api_dev_visible(ctx->dev);
     return CUDA_SUCCESS;
 }
 
@@ -388,7 +412,7 @@ CUresult cuCtxSynchronize(void)
 CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     if (!ctx)
-        return cuCtxSynchronize();
+        return api_cuCtxSynchronize();
     CUresult rc = api_ready();
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -420,9 +444,9 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&primary_lock);
-    CUcontext c = primaries[dev];
+    CUcontext c = primaries[api_dev_phys(dev)];
     if (!c->active)
-        rc = ctx_start(c, dev, c->flags);
+        rc = ctx_start(c, c->dev, c->flags);
     if (rc == CUDA_SUCCESS) {
         c->primary_refs++;
         *pctx = c;
@@ -437,7 +461,7 @@ static CUresult primary_get(CUdevice dev, CUcontext *out)
     if (rc != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&ctx_lock);
-    *out = primaries[dev];
+    *out = primaries[api_dev_phys(dev)];
     pthread_mutex_unlock(&ctx_lock);
     return CUDA_SUCCESS;
 }
@@ -461,7 +485,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 
 CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
-    return cuDevicePrimaryCtxRelease_v2(dev);
+    return api_cuDevicePrimaryCtxRelease_v2(dev);
 }
 
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
@@ -481,7 +505,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 
 CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 {
-    return cuDevicePrimaryCtxReset_v2(dev);
+    return api_cuDevicePrimaryCtxReset_v2(dev);
 }
 
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
@@ -523,5 +547,16 @@ CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
     pthread_mutex_lock(&primary_lock);
     bool active = c->active;
     pthread_mutex_unlock(&primary_lock);
-    return active ? CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE : cuDevicePrimaryCtxSetFlags_v2(dev, flags);
+    return active ? CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE : api_cuDevicePrimaryCtxSetFlags_v2(dev, flags);
 }
+
+/* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
+API_ALIAS(cuCtxCreate); API_ALIAS(cuCtxCreate_v2); API_ALIAS(cuCtxCreate_v3); API_ALIAS(cuCtxCreate_v4);
+API_ALIAS(cuCtxDestroy); API_ALIAS(cuCtxDestroy_v2); API_ALIAS(cuCtxGetCurrent); API_ALIAS(cuCtxGetDevice);
+API_ALIAS(cuCtxGetDevice_v2); API_ALIAS(cuCtxGetFlags); API_ALIAS(cuCtxGetId);
+API_ALIAS(cuCtxGetStreamPriorityRange); API_ALIAS(cuCtxPopCurrent); API_ALIAS(cuCtxPopCurrent_v2);
+API_ALIAS(cuCtxPushCurrent); API_ALIAS(cuCtxPushCurrent_v2); API_ALIAS(cuCtxSetCurrent);
+API_ALIAS(cuCtxSynchronize); API_ALIAS(cuCtxSynchronize_v2); API_ALIAS(cuDevicePrimaryCtxGetState);
+API_ALIAS(cuDevicePrimaryCtxRelease); API_ALIAS(cuDevicePrimaryCtxRelease_v2); API_ALIAS(cuDevicePrimaryCtxReset);
+API_ALIAS(cuDevicePrimaryCtxReset_v2); API_ALIAS(cuDevicePrimaryCtxRetain); API_ALIAS(cuDevicePrimaryCtxSetFlags);
+API_ALIAS(cuDevicePrimaryCtxSetFlags_v2);

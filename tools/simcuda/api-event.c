@@ -1,6 +1,7 @@
 /* api-event.c - events: record captures a stream position; query, synchronize (condition variable), timing. */
 #include "tools/simcuda/api-internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 #define EVENT_FLAGS (CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS)
@@ -20,19 +21,57 @@ void api_event_unref(CUevent e)
     if (last) {
         pthread_mutex_destroy(&e->lock);
         pthread_cond_destroy(&e->cond);
+        free(e->pending);
         free(e);
     }
+}
+
+/* Each record is a generation; a wait or query looks at one generation, so a later record completing first
+ * (on another stream) does not release a wait on an earlier one. */
+int api_event_record_gen(CUevent e, uint64_t *genp)
+{
+    pthread_mutex_lock(&e->lock);
+    if (e->npending == e->cap_pending) {
+        size_t cap = e->cap_pending ? 2 * e->cap_pending : 4;
+        uint64_t *v = api_calloc(cap, sizeof(*v));
+        if (!v) {
+            pthread_mutex_unlock(&e->lock);
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < e->npending; i++)
+            v[i] = e->pending[i];
+        free(e->pending);
+        e->pending = v;
+        e->cap_pending = cap;
+    }
+    uint64_t gen = ++e->rec_gen;
+    e->pending[e->npending++] = gen;
+    e->refs++;                   /* held by the queued record */
+    pthread_mutex_unlock(&e->lock);
+    *genp = gen;
+    return 0;
+}
+
+bool api_event_done_locked(CUevent e, uint64_t gen)
+{
+    for (size_t i = 0; i < e->npending; i++)
+        if (e->pending[i] == gen)
+            return false;
+    return true;
 }
 
 void api_event_complete(CUevent e, uint64_t gen)
 {
     uint64_t now = api_now_ns();
     pthread_mutex_lock(&e->lock);
-    if (gen > e->done_gen) {
-        e->done_gen = gen;
-        if (gen == e->rec_gen)
-            e->time_ns = now;
+    for (size_t i = 0; i < e->npending; i++) {
+        if (e->pending[i] == gen) {
+            e->pending[i] = e->pending[--e->npending];
+            break;
+        }
     }
+    if (gen == e->rec_gen)
+        e->time_ns = now;
     pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
 }
@@ -40,7 +79,7 @@ void api_event_complete(CUevent e, uint64_t gen)
 void api_event_wait_gen(CUevent e, uint64_t gen)
 {
     pthread_mutex_lock(&e->lock);
-    while (e->done_gen < gen)
+    while (!api_event_done_locked(e, gen))
         pthread_cond_wait(&e->cond, &e->lock);
     pthread_mutex_unlock(&e->lock);
 }
@@ -55,13 +94,20 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
         return CUDA_ERROR_INVALID_VALUE;
     if ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING))
         return CUDA_ERROR_INVALID_VALUE;
-    CUevent e = api_xcalloc(1, sizeof(*e));
+    CUevent e = api_calloc(1, sizeof(*e));
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     e->ctx = c;
     e->flags = Flags;
     e->refs = 1;
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->cond, NULL);
-    api_handle_add(e, API_KIND_EVENT);
+    if (api_handle_add(e, API_KIND_EVENT) < 0) {
+        pthread_mutex_destroy(&e->lock);
+        pthread_cond_destroy(&e->cond);
+        free(e);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     *phEvent = e;
     return CUDA_SUCCESS;
 }
@@ -85,7 +131,7 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
 
 CUresult cuEventDestroy(CUevent hEvent)
 {
-    return cuEventDestroy_v2(hEvent);
+    return api_cuEventDestroy_v2(hEvent);
 }
 
 static CUresult event_record(CUevent e, CUstream h, unsigned flags, bool ptds)
@@ -109,13 +155,22 @@ static CUresult event_record(CUevent e, CUstream h, unsigned flags, bool ptds)
     e->cap_stream = NULL;
     pthread_mutex_unlock(&api_capture_lock);
     api_op_t *op = api_op_new(API_OP_EVENT_RECORD);
-    pthread_mutex_lock(&e->lock);
-    op->u.ev.gen = ++e->rec_gen;
-    e->refs++;
-    pthread_mutex_unlock(&e->lock);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (api_event_record_gen(e, &op->u.ev.gen) < 0)
+        goto out_free;           /* the op holds no event reference yet */
     op->u.ev.ev = e;
-    api_stream_submit(s, op);
+    if (api_stream_submit(s, op, NULL) < 0)
+        goto out_complete;
     return CUDA_SUCCESS;
+out_complete:
+    /* Never queued: the new generation must not stay pending forever; api_op_free drops its reference. */
+    api_event_complete(e, op->u.ev.gen);
+    api_op_free(op);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+out_free:
+    free(op);
+    return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
@@ -154,9 +209,9 @@ CUresult cuEventQuery(CUevent hEvent)
     if (!hEvent || !api_handle_is(hEvent, API_KIND_EVENT))
         return CUDA_ERROR_INVALID_HANDLE;
     if (event_in_capture(hEvent))
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        return CUDA_ERROR_CAPTURED_EVENT;   /* last recorded in a capturing stream */
     pthread_mutex_lock(&hEvent->lock);
-    bool done = hEvent->done_gen >= hEvent->rec_gen;
+    bool done = api_event_done_locked(hEvent, hEvent->rec_gen);
     pthread_mutex_unlock(&hEvent->lock);
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -169,7 +224,7 @@ CUresult cuEventSynchronize(CUevent hEvent)
     if (!hEvent || !api_handle_is(hEvent, API_KIND_EVENT))
         return CUDA_ERROR_INVALID_HANDLE;
     if (event_in_capture(hEvent))
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        return CUDA_ERROR_CAPTURED_EVENT;   /* last recorded in a capturing stream */
     pthread_mutex_lock(&hEvent->lock);
     uint64_t gen = hEvent->rec_gen;
     pthread_mutex_unlock(&hEvent->lock);
@@ -191,12 +246,12 @@ CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEn
     if ((hStart->flags | hEnd->flags) & CU_EVENT_DISABLE_TIMING)
         return CUDA_ERROR_INVALID_HANDLE;
     if (event_in_capture(hStart) || event_in_capture(hEnd))
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        return CUDA_ERROR_CAPTURED_EVENT;   /* last recorded in a capturing stream */
     uint64_t t[2];
     CUevent ev[2] = { hStart, hEnd };
     for (int i = 0; i < 2; i++) {
         pthread_mutex_lock(&ev[i]->lock);
-        bool recorded = ev[i]->rec_gen > 0, done = ev[i]->done_gen >= ev[i]->rec_gen;
+        bool recorded = ev[i]->rec_gen > 0, done = api_event_done_locked(ev[i], ev[i]->rec_gen);
         t[i] = ev[i]->time_ns;
         pthread_mutex_unlock(&ev[i]->lock);
         if (!recorded)
@@ -210,5 +265,11 @@ CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEn
 
 CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
-    return cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd);
+    return api_cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd);
 }
+
+/* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
+API_ALIAS(cuEventCreate); API_ALIAS(cuEventDestroy); API_ALIAS(cuEventDestroy_v2); API_ALIAS(cuEventElapsedTime);
+API_ALIAS(cuEventElapsedTime_v2); API_ALIAS(cuEventQuery); API_ALIAS(cuEventRecord);
+API_ALIAS(cuEventRecordWithFlags); API_ALIAS(cuEventRecordWithFlags_ptsz); API_ALIAS(cuEventRecord_ptsz);
+API_ALIAS(cuEventSynchronize);

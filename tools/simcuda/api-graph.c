@@ -2,6 +2,7 @@
  * work in capture order on the launch stream. */
 #include "tools/simcuda/api-internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,7 @@ struct CUgraph_st {
 struct CUgraphExec_st {
     CUcontext ctx;
     node_array_t nodes;
+    bool node_priority;          /* CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY */
 };
 
 struct api_capture {
@@ -40,11 +42,13 @@ static api_capture_t *active;    /* api_capture_lock */
 static _Atomic unsigned nactive;
 static unsigned long long capture_next_id = 1;
 
-static void nodes_push(node_array_t *a, const api_op_t *op)
+static int nodes_push(node_array_t *a, const api_op_t *op)
 {
     if (a->n == a->cap) {
         size_t cap = a->cap ? 2 * a->cap : 16;
-        api_op_t *v = api_xcalloc(cap, sizeof(*v));
+        api_op_t *v = api_calloc(cap, sizeof(*v));
+        if (!v)
+            return -ENOMEM;
         if (a->n)
             memcpy(v, a->v, a->n * sizeof(*v));
         free(a->v);
@@ -54,13 +58,20 @@ static void nodes_push(node_array_t *a, const api_op_t *op)
     a->v[a->n] = *op;
     a->v[a->n].next = NULL;
     a->n++;
+    return 0;
 }
 
+/* NULL when out of host memory. */
 static CUgraph graph_new(CUcontext ctx)
 {
-    CUgraph g = api_xcalloc(1, sizeof(*g));
+    CUgraph g = api_calloc(1, sizeof(*g));
+    if (!g)
+        return NULL;
     g->ctx = ctx;
-    api_handle_add(g, API_KIND_GRAPH);
+    if (api_handle_add(g, API_KIND_GRAPH) < 0) {
+        free(g);
+        return NULL;
+    }
     return g;
 }
 
@@ -107,11 +118,21 @@ CUresult api_capture_record(api_stream_t *s, api_op_t *op, bool *taken)
     if (cap && cap->invalid) {
         rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     } else if (cap) {
-        nodes_push(&cap->graph->nodes, op);
-        s->cap_nodes++;
-        s->cap_tail_unjoined = s != cap->origin;
-        free(op);                /* captured ops hold no references: the graph keeps the copy */
-        *taken = true;
+        if (op->kind == API_OP_COPY && op->u.copy.staged) {
+            /* staged before the capture began (a racing cuStreamBeginCapture): a graph node reads its source
+             * at replay time, like any captured copy */
+            free(op->u.copy.staged);
+            op->u.copy.staged = NULL;
+        }
+        if (nodes_push(&cap->graph->nodes, op) < 0) {
+            cap->invalid = true;  /* the graph would miss this work */
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            s->cap_nodes++;
+            s->cap_tail_unjoined = s != cap->origin;
+            free(op);            /* captured ops hold no references: the graph keeps the copy */
+            *taken = true;
+        }
     }
     pthread_mutex_unlock(&api_capture_lock);
     return rc;
@@ -135,19 +156,36 @@ CUresult api_capture_check_legacy(CUcontext ctx)
     return rc;
 }
 
+/* The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode), GLOBAL by default. */
+static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    if (!mode || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+                  *mode != CU_STREAM_CAPTURE_MODE_RELAXED))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = thread_mode;
+    thread_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
+/* As documented for cuThreadExchangeStreamCaptureMode: a thread in GLOBAL mode may not make potentially
+ * unsafe calls while it has a non-relaxed capture of its own or another thread has a GLOBAL capture; in
+ * THREAD_LOCAL mode only its own non-relaxed captures count; RELAXED never prohibits. */
 CUresult api_capture_check_unsafe(void)
 {
-    if (nactive == 0)
+    if (nactive == 0 || thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
         return CUDA_SUCCESS;
     CUresult rc = CUDA_SUCCESS;
     pthread_t self = pthread_self();
     pthread_mutex_lock(&api_capture_lock);
     for (api_capture_t *c = active; c; c = c->next) {
-        if (c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
-            (c->mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && pthread_equal(c->thread, self))) {
+        bool mine = pthread_equal(c->thread, self);
+        if ((mine && c->mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+            (!mine && thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
             rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-            if (pthread_equal(c->thread, self))
-                c->invalid = true;
+            c->invalid = true;   /* the conflicting capture is invalidated */
         }
     }
     pthread_mutex_unlock(&api_capture_lock);
@@ -299,14 +337,20 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptds)
         return CUDA_ERROR_INVALID_VALUE;
     if (s->kind == API_STREAM_LEGACY)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    api_capture_t *cap = api_xcalloc(1, sizeof(*cap));
+    api_capture_t *cap = api_calloc(1, sizeof(*cap));
+    if (!cap)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!(cap->graph = graph_new(s->ctx))) {
+        free(cap);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     pthread_mutex_lock(&api_capture_lock);
     if (s->cap) {
         pthread_mutex_unlock(&api_capture_lock);
+        graph_free(cap->graph);
         free(cap);
         return CUDA_ERROR_ILLEGAL_STATE;
     }
-    cap->graph = graph_new(s->ctx);
     cap->origin = s;
     cap->mode = mode;
     cap->thread = pthread_self();
@@ -419,6 +463,78 @@ static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *status, bool ptd
     return rc;
 }
 
+static CUresult capture_info(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+                             const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *ndeps, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!status)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (s->kind == API_STREAM_LEGACY)
+        return is_capturing(h, status, ptds);
+    pthread_mutex_lock(&api_capture_lock);
+    api_capture_t *cap = s->cap;
+    *status = !cap ? CU_STREAM_CAPTURE_STATUS_NONE
+                   : cap->invalid ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (cap && id)
+        *id = cap->id;
+    if (graph)
+        *graph = cap && !cap->invalid ? cap->graph : NULL;
+    pthread_mutex_unlock(&api_capture_lock);
+    /* Captured work replays in capture order; the dependency set is not exposed as nodes. */
+    if (deps)
+        *deps = NULL;
+    if (edges)
+        *edges = NULL;
+    if (ndeps)
+        *ndeps = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
+                                   CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                   const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                        numDependencies_out, false);
+}
+
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                        const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                        numDependencies_out, true);
+}
+
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
+                                   CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                   size_t *numDependencies_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL, numDependencies_out,
+                        false);
+}
+
+CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                        size_t *numDependencies_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL, numDependencies_out,
+                        true);
+}
+
+CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, NULL, NULL, NULL, NULL, false);
+}
+
+CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, NULL, NULL, NULL, NULL, true);
+}
+
 CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
     return is_capturing(hStream, captureStatus, false);
@@ -439,7 +555,7 @@ CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     if (!phGraph || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     *phGraph = graph_new(c);
-    return CUDA_SUCCESS;
+    return *phGraph ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 static CUresult check_graph(CUgraph g)
@@ -507,19 +623,28 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, u
         return CUDA_ERROR_INVALID_VALUE;
     if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
         return CUDA_ERROR_NOT_SUPPORTED;
-    CUgraphExec x = api_xcalloc(1, sizeof(*x));
+    CUgraphExec x = api_calloc(1, sizeof(*x));
+    if (!x)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     x->ctx = hGraph->ctx;
+    x->node_priority = (flags & CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY) != 0;
     for (size_t i = 0; i < hGraph->nodes.n; i++)
-        nodes_push(&x->nodes, &hGraph->nodes.v[i]);
-    api_handle_add(x, API_KIND_GRAPHEXEC);
+        if (nodes_push(&x->nodes, &hGraph->nodes.v[i]) < 0)
+            goto out_free;
+    if (api_handle_add(x, API_KIND_GRAPHEXEC) < 0)
+        goto out_free;
     *phGraphExec = x;
     return CUDA_SUCCESS;
+out_free:
+    free(x->nodes.v);
+    free(x);
+    return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
                                char *logBuffer, size_t bufferSize)
 {
-    CUresult rc = cuGraphInstantiateWithFlags(phGraphExec, hGraph, 0);
+    CUresult rc = api_cuGraphInstantiateWithFlags(phGraphExec, hGraph, 0);
     if (phErrorNode)
         *phErrorNode = NULL;
     if (logBuffer && bufferSize)
@@ -530,7 +655,7 @@ CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraph
 CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode, char *logBuffer,
                             size_t bufferSize)
 {
-    return cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+    return api_cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
 static CUresult check_exec(CUgraphExec x)
@@ -568,8 +693,15 @@ static CUresult graph_launch(CUgraphExec x, CUstream h, bool ptds)
         return rc;
     for (size_t i = 0; i < x->nodes.n && rc == CUDA_SUCCESS; i++) {
         api_op_t *op = api_op_new(API_OP_NOP);
+        if (!op) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
         *op = x->nodes.v[i];
         op->next = NULL;
+        /* Kernels take the launch stream's priority unless the exec honours the captured node priorities. */
+        if (op->kind == API_OP_KERNEL && !x->node_priority)
+            op->u.k.prio = s->prio;
         api_op_ref(op);
         rc = api_launch_op(s, op, false);
     }
@@ -585,3 +717,14 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
     return graph_launch(hGraphExec, hStream, true);
 }
+
+/* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
+API_ALIAS(cuGraphCreate); API_ALIAS(cuGraphDestroy); API_ALIAS(cuGraphExecDestroy); API_ALIAS(cuGraphGetNodes);
+API_ALIAS(cuGraphInstantiate); API_ALIAS(cuGraphInstantiateWithFlags); API_ALIAS(cuGraphInstantiate_v2);
+API_ALIAS(cuGraphLaunch); API_ALIAS(cuGraphLaunch_ptsz); API_ALIAS(cuGraphNodeGetType);
+API_ALIAS(cuStreamBeginCapture); API_ALIAS(cuStreamBeginCapture_ptsz); API_ALIAS(cuStreamBeginCapture_v2);
+API_ALIAS(cuStreamBeginCapture_v2_ptsz); API_ALIAS(cuStreamEndCapture); API_ALIAS(cuStreamEndCapture_ptsz);
+API_ALIAS(cuStreamGetCaptureInfo); API_ALIAS(cuStreamGetCaptureInfo_ptsz); API_ALIAS(cuStreamGetCaptureInfo_v2);
+API_ALIAS(cuStreamGetCaptureInfo_v2_ptsz); API_ALIAS(cuStreamGetCaptureInfo_v3);
+API_ALIAS(cuStreamGetCaptureInfo_v3_ptsz); API_ALIAS(cuStreamIsCapturing); API_ALIAS(cuStreamIsCapturing_ptsz);
+API_ALIAS(cuThreadExchangeStreamCaptureMode);

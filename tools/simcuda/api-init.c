@@ -2,6 +2,7 @@
 #include "tools/simcuda/api-internal.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,28 +33,29 @@ static size_t reg_hash(const void *h)
     return x % REG_BUCKETS;
 }
 
-void *api_xcalloc(size_t n, size_t size)
+void *api_calloc(size_t n, size_t size)
 {
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) {
-        fputs("simcuda: out of host memory\n", stderr);
-        abort();
-    }
-    return p;
+    return calloc(n ? n : 1, size ? size : 1);
 }
 
-void api_handle_add(const void *h, int kind)
+int api_handle_add(const void *h, int kind)
 {
-    reg_entry_t *e = api_xcalloc(1, sizeof(*e));
+    reg_entry_t *e = api_calloc(1, sizeof(*e));
+    if (!e)
+        return -ENOMEM;
     e->h = h;
     e->kind = kind;
     pthread_mutex_lock(&reg_lock);
-    if (!reg)
-        reg = api_xcalloc(1, sizeof(*reg));
+    if (!reg && !(reg = api_calloc(1, sizeof(*reg)))) {
+        pthread_mutex_unlock(&reg_lock);
+        free(e);
+        return -ENOMEM;
+    }
     size_t b = reg_hash(h);
     e->next = reg->bucket[b];
     reg->bucket[b] = e;
     pthread_mutex_unlock(&reg_lock);
+    return 0;
 }
 
 void api_handle_del(const void *h)
@@ -92,12 +94,16 @@ bool api_handle_is(const void *h, int kind)
 
 /* ---- process state ------------------------------------------------------------------------------------ */
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-static pid_t init_pid;           /* the process that initialised; 0 before cuInit */
+static pid_t init_pid;           /* the process that initialised; 0 before cuInit (under init_lock) */
+/* Whether cuInit succeeded in this very process: a plain load on every API call. The atfork child handler
+ * clears it, so a forked child sees CUDA_ERROR_NOT_INITIALIZED without any getpid() per call. */
+static _Atomic bool init_ready;
 static _Atomic uint64_t init_gen;
 static bool error_printed;
 
 static void api_atfork_child(void)
 {
+    atomic_store_explicit(&init_ready, false, memory_order_relaxed);
     /* Locks a parent thread may have held at fork are re-created; the parent's objects are abandoned (the
      * child must call cuInit again, as with the real driver). */
     pthread_mutex_init(&reg_lock, NULL);
@@ -118,8 +124,7 @@ uint64_t api_gen(void)
 
 CUresult api_ready(void)
 {
-    pid_t pid = __atomic_load_n(&init_pid, __ATOMIC_ACQUIRE);
-    return pid != 0 && pid == getpid() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+    return atomic_load_explicit(&init_ready, memory_order_acquire) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 uint64_t api_now_ns(void)
@@ -130,6 +135,115 @@ uint64_t api_now_ns(void)
 }
 
 
+/* ---- CUDA_VISIBLE_DEVICES ------------------------------------------------------------------------------ */
+/*
+ * CUDA_VISIBLE_DEVICES, read once by cuInit, as the real driver implements it:
+ *  - unset: every device of the node is visible, in node order;
+ *  - a comma-separated list of entries, each either a device ordinal of the node or a device UUID written
+ *    as nvidia-smi prints it, "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (hex, either case), of which any
+ *    prefix that names exactly one device will do ("GPU-8932f937");
+ *  - ordinals are read like strtoul: leading blanks are skipped and anything after the digits is ignored
+ *    ("1gpu2" is 1); the kind of the first entry decides the list: a UUID in an ordinal list, or an ordinal
+ *    in a UUID list, is invalid;
+ *  - the visible devices are renumbered 0, 1, ... in list order;
+ *  - parsing stops at the first invalid entry (not a number, negative, out of range, an unknown or
+ *    ambiguous UUID, an empty entry): only the devices before it are visible ("0,2,-1,1" shows 0 and 2);
+ *  - a device named twice hides every device (the real driver enumerates none);
+ *  - an empty value hides every device: cuInit returns CUDA_ERROR_NO_DEVICE and cuDeviceGetCount gives 0.
+ * cuDeviceGetUuid and cuDeviceGetPCIBusId report the physical device behind a visible ordinal; memory
+ * accounting, the engines and simcuda-stat always use physical devices; every CUdevice and device ordinal
+ * the application sees or passes (cuDeviceGet, cuCtxGetDevice, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, memory
+ * locations of pools and VMM allocations) is a visible ordinal.
+ */
+static int vis_count;                        /* visible devices (set by cuInit) */
+static int vis_phys[SIMNODE_MAX_DEVICES];    /* visible ordinal -> physical device */
+
+static void uuid_format(const uint8_t *u, char *out, size_t size)
+{
+    snprintf(out, size, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+}
+
+/* The physical device an entry names, or -1. len: the entry's length (up to the comma or the end). */
+static int visible_entry(const char *e, size_t len, bool uuid, int ndev)
+{
+    if (uuid) {
+        if (len < 4 || strncmp(e, "GPU-", 4) != 0)
+            return -1;
+        int found = -1;
+        for (int d = 0; d < ndev; d++) {
+            char id[48];
+            uuid_format(simnode_device(d)->uuid, id, sizeof id);
+            if (len <= strlen(id) && strncasecmp(e, id, len) == 0) {
+                if (found >= 0)
+                    return -1;       /* ambiguous prefix */
+                found = d;
+            }
+        }
+        return found;
+    }
+    size_t i = 0;
+    while (i < len && (e[i] == ' ' || e[i] == '\t'))
+        i++;
+    if (i < len && e[i] == '+')
+        i++;
+    if (i == len || e[i] < '0' || e[i] > '9')
+        return -1;
+    long v = 0;
+    for (; i < len && e[i] >= '0' && e[i] <= '9'; i++) {
+        v = v * 10 + (e[i] - '0');
+        if (v >= ndev)
+            return -1;
+    }
+    return (int)v;
+}
+
+/* Fills vis_phys/vis_count from the environment (under init_lock, after simnode_attach). */
+static void visible_parse(void)
+{
+    int ndev = simnode_device_count();
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    vis_count = 0;
+    if (!v) {
+        for (int d = 0; d < ndev; d++)
+            vis_phys[vis_count++] = d;
+        return;
+    }
+    const char *p = v;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    bool uuid = strncmp(p, "GPU-", 4) == 0;
+    while (*p && vis_count < SIMNODE_MAX_DEVICES) {
+        size_t len = strcspn(p, ",");
+        int d = visible_entry(p, len, uuid, ndev);
+        if (d < 0)
+            break;
+        for (int i = 0; i < vis_count; i++) {
+            if (vis_phys[i] == d) {
+                vis_count = 0;       /* named twice: no device at all */
+                return;
+            }
+        }
+        vis_phys[vis_count++] = d;
+        if (!p[len])
+            break;
+        p += len + 1;
+    }
+}
+
+int api_dev_phys(CUdevice dev)
+{
+    return dev >= 0 && dev < vis_count ? vis_phys[dev] : -1;
+}
+
+CUdevice api_dev_visible(int phys)
+{
+    for (int i = 0; i < vis_count; i++)
+        if (vis_phys[i] == phys)
+            return i;
+    return -1;
+}
+
 CUresult cuInit(unsigned int Flags)
 {
     CUresult rc = CUDA_SUCCESS;
@@ -137,13 +251,15 @@ CUresult cuInit(unsigned int Flags)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_once(&atfork_once, api_atfork_install);
     pthread_mutex_lock(&init_lock);
-    pid_t me = getpid();
-    if (init_pid == me)
+    if (init_ready) {
+        rc = vis_count ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
         goto out;
+    }
+    pid_t me = getpid();
     int err = simnode_attach();
     if (err < 0) {
         if (!error_printed) {
-            fprintf(stderr, "simcuda: cuInit: %s\n", simnode_error());
+            fprintf(stderr, "%s\n", simnode_error());   /* already "simcuda: ..." */
             error_printed = true;
         }
         rc = CUDA_ERROR_INVALID_VALUE;
@@ -151,18 +267,30 @@ CUresult cuInit(unsigned int Flags)
     }
     if (init_pid != 0) {
         /* A forked child: forget the parent's objects (kept reachable, never used). */
+        registry_t *fresh = api_calloc(1, sizeof(*fresh));
+        if (!fresh) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            goto out;
+        }
         pthread_mutex_lock(&reg_lock);
-        registry_t *fresh = api_xcalloc(1, sizeof(*fresh));
         fresh->stale = reg;
         reg = fresh;
         pthread_mutex_unlock(&reg_lock);
         api_range_reset();
         api_pool_reset();
+        api_vmm_reset();
         api_capture_reset();
     }
-    api_ctx_reset_primaries();
+    visible_parse();
+    if (api_ctx_reset_primaries() < 0) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
     init_gen++;
-    __atomic_store_n(&init_pid, me, __ATOMIC_RELEASE);
+    init_pid = me;
+    atomic_store_explicit(&init_ready, true, memory_order_release);
+    if (vis_count == 0)
+        rc = CUDA_ERROR_NO_DEVICE;   /* initialised, with no device to use */
 out:
     pthread_mutex_unlock(&init_lock);
     return rc;
@@ -182,9 +310,15 @@ CUresult api_check_device(CUdevice dev)
     CUresult rc = api_ready();
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (dev < 0 || dev >= simnode_device_count() || !simnode_device(dev))
+    if (api_dev_phys(dev) < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     return CUDA_SUCCESS;
+}
+
+/* The physical device's description of a visible ordinal already checked by api_check_device. */
+static const simnode_devinfo_t *devinfo(CUdevice dev)
+{
+    return simnode_device(api_dev_phys(dev));
 }
 
 CUresult cuDeviceGet(CUdevice *device, int ordinal)
@@ -194,7 +328,7 @@ CUresult cuDeviceGet(CUdevice *device, int ordinal)
         return rc;
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
-    if (ordinal < 0 || ordinal >= simnode_device_count())
+    if (api_dev_phys(ordinal) < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     *device = ordinal;
     return CUDA_SUCCESS;
@@ -207,7 +341,7 @@ CUresult cuDeviceGetCount(int *count)
         return rc;
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
-    *count = simnode_device_count();
+    *count = vis_count;
     return CUDA_SUCCESS;
 }
 
@@ -218,7 +352,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
         return rc;
     if (!name || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    snprintf(name, (size_t)len, "%s", simnode_device(dev)->name);
+    snprintf(name, (size_t)len, "%s", devinfo(dev)->name);
     return CUDA_SUCCESS;
 }
 
@@ -230,13 +364,13 @@ CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
     if (!uuid)
         return CUDA_ERROR_INVALID_VALUE;
     _Static_assert(sizeof(uuid->bytes) == sizeof(((simnode_devinfo_t *)0)->uuid), "uuid size");
-    memcpy(uuid->bytes, simnode_device(dev)->uuid, sizeof(uuid->bytes));
+    memcpy(uuid->bytes, devinfo(dev)->uuid, sizeof(uuid->bytes));
     return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
-    return cuDeviceGetUuid_v2(uuid, dev);
+    return api_cuDeviceGetUuid_v2(uuid, dev);
 }
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
@@ -246,14 +380,14 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
         return rc;
     if (!bytes)
         return CUDA_ERROR_INVALID_VALUE;
-    *bytes = (size_t)simnode_device(dev)->total_mem;
+    *bytes = (size_t)devinfo(dev)->total_mem;
     return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {
     size_t b = 0;
-    CUresult rc = cuDeviceTotalMem_v2(bytes ? &b : NULL, dev);
+    CUresult rc = api_cuDeviceTotalMem_v2(bytes ? &b : NULL, dev);
     if (rc == CUDA_SUCCESS)
         *bytes = b > 0xffffffffu ? 0xffffffffu : (unsigned int)b;
     return rc;
@@ -359,10 +493,22 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     if (!pi)
         return CUDA_ERROR_INVALID_VALUE;
     bool known;
-    int v = device_attribute(attrib, simnode_device(dev), &known);
+    int v = device_attribute(attrib, devinfo(dev), &known);
     if (!known)
         return CUDA_ERROR_INVALID_VALUE;
     *pi = v;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
+{
+    CUresult rc = api_check_device(dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!major || !minor)
+        return CUDA_ERROR_INVALID_VALUE;
+    *major = devinfo(dev)->cc_major;
+    *minor = devinfo(dev)->cc_minor;
     return CUDA_SUCCESS;
 }
 
@@ -374,7 +520,7 @@ CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
         return rc;
     if (!pciBusId || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    const simnode_devinfo_t *d = simnode_device(dev);
+    const simnode_devinfo_t *d = devinfo(dev);
     snprintf(pciBusId, (size_t)len, "%04X:%02X:%02X.0", (unsigned)d->pci_domain, (unsigned)d->pci_bus,
              (unsigned)d->pci_device);
     return CUDA_SUCCESS;
@@ -398,8 +544,8 @@ CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
     } else {
         return CUDA_ERROR_INVALID_VALUE;
     }
-    for (int i = 0; i < simnode_device_count(); i++) {
-        const simnode_devinfo_t *d = simnode_device(i);
+    for (int i = 0; i < vis_count; i++) {
+        const simnode_devinfo_t *d = devinfo(i);
         if (d && (unsigned)d->pci_domain == dom && (unsigned)d->pci_bus == bus &&
             (unsigned)d->pci_device == devn && fn == 0) {
             *dev = i;
@@ -408,3 +554,9 @@ CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
     }
     return CUDA_ERROR_INVALID_DEVICE;
 }
+
+/* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
+API_ALIAS(cuDeviceComputeCapability); API_ALIAS(cuDeviceGet); API_ALIAS(cuDeviceGetAttribute);
+API_ALIAS(cuDeviceGetByPCIBusId); API_ALIAS(cuDeviceGetCount); API_ALIAS(cuDeviceGetName);
+API_ALIAS(cuDeviceGetPCIBusId); API_ALIAS(cuDeviceGetUuid); API_ALIAS(cuDeviceGetUuid_v2);
+API_ALIAS(cuDeviceTotalMem); API_ALIAS(cuDeviceTotalMem_v2); API_ALIAS(cuDriverGetVersion); API_ALIAS(cuInit);

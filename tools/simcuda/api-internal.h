@@ -28,7 +28,7 @@ enum api_kind {
     API_KIND_CTX = 1, API_KIND_STREAM, API_KIND_EVENT, API_KIND_MODULE, API_KIND_FUNC, API_KIND_LIBRARY,
     API_KIND_POOL, API_KIND_GRAPH, API_KIND_GRAPHEXEC, API_KIND_MEMHANDLE,
 };
-void api_handle_add(const void *h, int kind);
+int api_handle_add(const void *h, int kind);    /* 0 or -ENOMEM */
 void api_handle_del(const void *h);
 bool api_handle_is(const void *h, int kind);
 
@@ -37,8 +37,14 @@ bool api_handle_is(const void *h, int kind);
 CUresult api_ready(void);
 uint64_t api_gen(void);            /* bumped by every (re)initialisation after fork */
 uint64_t api_now_ns(void);         /* CLOCK_MONOTONIC */
-void *api_xcalloc(size_t n, size_t size); /* calloc that never returns NULL (aborts only on true exhaustion) */
-CUresult api_check_device(CUdevice dev);  /* ready + in range, else INVALID_DEVICE */
+/* calloc (never of 0 bytes). NULL on host-memory exhaustion: every caller fails its API call with
+ * CUDA_ERROR_OUT_OF_MEMORY and undoes what it did; simcuda never aborts or exits a host process. */
+void *api_calloc(size_t n, size_t size);
+CUresult api_check_device(CUdevice dev);  /* ready + a visible ordinal, else INVALID_DEVICE */
+/* CUDA_VISIBLE_DEVICES (api-init.c): the app's device ordinals are visible ones; contexts, ranges, pools and
+ * the node (memory, engines) use physical devices. -1 when there is no such device. */
+int api_dev_phys(CUdevice dev);
+CUdevice api_dev_visible(int phys);
 
 /* ---- device memory ranges (UVA: a CUdeviceptr is a host address) ---- */
 enum api_range_kind { API_RANGE_DEVICE = 1, API_RANGE_MANAGED, API_RANGE_HOST, API_RANGE_POOL, API_RANGE_VMM };
@@ -49,10 +55,10 @@ typedef struct api_range {
     int dev;
     CUcontext ctx;         /* owning context (NULL for pool and VMM ranges) */
     uint64_t charged;      /* bytes charged to the node for this range */
-    void *owner;           /* pool block or VMM mapping */
+    void *owner;           /* pool block, VMM mapping, or non-NULL for registered host memory */
     unsigned flags;        /* host allocation flags */
 } api_range_t;
-void api_range_add(const api_range_t *r);
+int api_range_add(const api_range_t *r);                   /* 0 or -ENOMEM */
 bool api_range_remove(uintptr_t base, api_range_t *out);   /* exact base */
 bool api_range_find(uintptr_t p, size_t len, api_range_t *out); /* [p, p+len) inside one range */
 /* Removes every range owned by ctx, calling fn on each (after removal). */
@@ -76,7 +82,7 @@ struct CUctx_st {
     CUresult sticky;             /* sticky error (illegal address in a kernel) */
     void *modules;               /* api-module.c's list of this context's modules */
 };
-void api_ctx_reset_primaries(void);  /* cuInit: fresh primary-context slots */
+int api_ctx_reset_primaries(void);   /* cuInit: fresh primary-context slots; 0 or -ENOMEM */
 /* Unlinks and frees every module of ctx (context teardown). */
 void api_module_drop_ctx(CUcontext ctx);
 /* The calling thread's current context, validated: INVALID_CONTEXT if none or dead. */
@@ -100,6 +106,9 @@ struct api_op {
     api_op_t *next;
     int kind;
     uint64_t seq;
+    uint64_t submit_ns;          /* CLOCK_MONOTONIC time it was enqueued (engine order within a context) */
+    uint64_t engine_token;       /* kernel/memset queued on the engine at submit (simnode_kernel_enqueue) */
+    bool on_engine;              /* engine_token is valid: the executor waits for it instead of submitting */
     union {
         struct { int id; int prio; uint64_t args[API_MAX_KERNEL_ARGS]; } k;
         struct { void *dst; const void *src; size_t bytes; void *staged; } copy;
@@ -135,16 +144,17 @@ struct CUstream_st {
 /* Resolves a CUstream argument (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a handle); ptds says
  * whether NULL means the per-thread stream (the _ptsz/_ptds entry points). */
 CUresult api_stream_resolve(CUstream h, bool ptds, api_stream_t **out);
-/* Enqueues op (ownership passes) after the implicit legacy-stream dependencies; returns its seq. */
-uint64_t api_stream_submit(api_stream_t *s, api_op_t *op);
+/* Enqueues op (ownership passes) after the implicit legacy-stream dependencies; *seq (may be NULL) gets its
+ * seq. -ENOMEM: nothing was enqueued and op is still the caller's. */
+int api_stream_submit(api_stream_t *s, api_op_t *op, uint64_t *seq);
 void api_stream_wait_seq(api_stream_t *s, uint64_t seq);
 /* The stream's own work plus, for the legacy stream, the blocking streams' work it depends on. */
 void api_stream_sync(api_stream_t *s);
 bool api_stream_idle(api_stream_t *s);
-api_stream_t *api_stream_new(CUcontext ctx, unsigned flags, int prio, int kind);
+api_stream_t *api_stream_new(CUcontext ctx, unsigned flags, int prio, int kind); /* NULL: out of memory */
 /* Stops and joins every stream of ctx (draining their queues) and frees them. */
 void api_stream_destroy_all(CUcontext ctx);
-api_op_t *api_op_new(int kind);
+api_op_t *api_op_new(int kind);         /* NULL when out of host memory */
 void api_op_free(api_op_t *op);         /* releases what the op references */
 void api_op_exec(api_stream_t *s, api_op_t *op);
 void api_op_ref(api_op_t *op);          /* takes the references a queued copy of op needs */
@@ -155,7 +165,9 @@ struct CUevent_st {
     unsigned flags;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    uint64_t rec_gen, done_gen;
+    uint64_t rec_gen;            /* records so far; record n is "generation" n */
+    uint64_t *pending;           /* generations recorded but not reached by their stream yet */
+    size_t npending, cap_pending;
     uint64_t time_ns;
     unsigned refs;
     bool destroyed;
@@ -167,6 +179,9 @@ void api_event_ref(CUevent e);
 void api_event_unref(CUevent e);
 void api_event_complete(CUevent e, uint64_t gen);
 void api_event_wait_gen(CUevent e, uint64_t gen);
+/* A new generation in *gen, pending until api_event_complete; 0 or -ENOMEM. */
+int api_event_record_gen(CUevent e, uint64_t *gen);
+bool api_event_done_locked(CUevent e, uint64_t gen);
 
 /* ---- kernels (api-module.c / api-launch.c) ---- */
 /* A CUfunction; a library's CUkernel is the same object (a CUkernel may be passed where a CUfunction is). */
@@ -175,13 +190,18 @@ struct CUfunc_st {
     int id;                      /* enum api_kernel_id */
     bool is_kernel;              /* a CUkernel of a library (context-independent) */
     CUcontext ctx;               /* owning context of a module's function */
-    int max_dyn_smem;            /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+    _Atomic int max_dyn_smem;    /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (set while others launch) */
 };
 int api_kernel_lookup(const char *name);          /* -1 if unknown */
 const char *api_kernel_name(int id);
 size_t api_kernel_arg_count(int id);
 /* Runs a kernel op on the calling (executor) thread. */
 void api_kernel_exec(api_stream_t *s, api_op_t *op);
+/* Device time of a kernel op; *valid says whether its pointer arguments lie in device memory now. */
+uint64_t api_kernel_ns(const api_op_t *op, bool *valid);
+/* Serves ns of device time for a kernel or memset op on the compute engine (api-stream.c): waits for the
+ * engine entry api_stream_submit made when the op was runnable at once, else enters the engine now. */
+void api_op_engine(api_stream_t *s, api_op_t *op, int prio, uint64_t ns);
 
 /* ---- pools (api-pool.c) ---- */
 void api_pool_free_block(CUdeviceptr ptr);        /* stream-ordered free reached on its stream */
@@ -189,6 +209,9 @@ void api_pool_trim_all(void);                     /* at synchronisation points: 
 void api_pool_reset(void);
 /* frees a pool range found by cuMemFree_v2 */
 void api_pool_free_now(const api_range_t *r);
+
+/* ---- VMM (api-vmm.c) ---- */
+void api_vmm_reset(void);                         /* after fork: forget the parent's reservations */
 
 /* ---- stream capture (api-graph.c) ---- */
 extern pthread_mutex_t api_capture_lock;
@@ -209,7 +232,88 @@ void api_capture_stream_gone(api_stream_t *s);
 void api_capture_reset(void);
 
 /* ---- the common submission path of every stream-ordered call ---- */
-/* Records into a capture or enqueues op on s; with wait, blocks until it completed (sync calls). */
+/* Records into a capture or enqueues op on s; with wait, blocks until it completed (sync calls). Takes op
+ * in every case (freed on error); op NULL (api_op_new failed) gives CUDA_ERROR_OUT_OF_MEMORY. */
 CUresult api_launch_op(api_stream_t *s, api_op_t *op, bool wait);
+
+/* ---- hidden aliases ---- */
+/*
+ * Every entry point cuX also has a hidden alias api_cuX, defined next to it (API_ALIAS at the end of each
+ * api-*.c). simcuda's own calls between entry points and the addresses cuGetProcAddress hands out use the
+ * aliases, so they bind inside the library like the real driver's: an LD_PRELOADed interposer (librota)
+ * sees only the application's calls, and cuGetProcAddress returns simcuda's functions, never the
+ * interposer's, even though the library is linked without -Bsymbolic.
+ */
+#define API_ALIAS(name) extern __typeof__(name) api_##name __attribute__((alias(#name), visibility("hidden")))
+#define API_INTERNAL(name) extern __typeof__(name) api_##name __attribute__((visibility("hidden")))
+API_INTERNAL(cuCtxCreate); API_INTERNAL(cuCtxCreate_v2); API_INTERNAL(cuCtxCreate_v3);
+API_INTERNAL(cuCtxCreate_v4); API_INTERNAL(cuCtxDestroy); API_INTERNAL(cuCtxDestroy_v2);
+API_INTERNAL(cuCtxGetCurrent); API_INTERNAL(cuCtxGetDevice); API_INTERNAL(cuCtxGetDevice_v2);
+API_INTERNAL(cuCtxGetFlags); API_INTERNAL(cuCtxGetId); API_INTERNAL(cuCtxGetStreamPriorityRange);
+API_INTERNAL(cuCtxPopCurrent); API_INTERNAL(cuCtxPopCurrent_v2); API_INTERNAL(cuCtxPushCurrent);
+API_INTERNAL(cuCtxPushCurrent_v2); API_INTERNAL(cuCtxSetCurrent); API_INTERNAL(cuCtxSynchronize);
+API_INTERNAL(cuCtxSynchronize_v2); API_INTERNAL(cuDeviceComputeCapability); API_INTERNAL(cuDeviceGet);
+API_INTERNAL(cuDeviceGetAttribute); API_INTERNAL(cuDeviceGetByPCIBusId); API_INTERNAL(cuDeviceGetCount);
+API_INTERNAL(cuDeviceGetDefaultMemPool); API_INTERNAL(cuDeviceGetMemPool); API_INTERNAL(cuDeviceGetName);
+API_INTERNAL(cuDeviceGetPCIBusId); API_INTERNAL(cuDeviceGetUuid); API_INTERNAL(cuDeviceGetUuid_v2);
+API_INTERNAL(cuDevicePrimaryCtxGetState); API_INTERNAL(cuDevicePrimaryCtxRelease);
+API_INTERNAL(cuDevicePrimaryCtxRelease_v2); API_INTERNAL(cuDevicePrimaryCtxReset);
+API_INTERNAL(cuDevicePrimaryCtxReset_v2); API_INTERNAL(cuDevicePrimaryCtxRetain);
+API_INTERNAL(cuDevicePrimaryCtxSetFlags); API_INTERNAL(cuDevicePrimaryCtxSetFlags_v2);
+API_INTERNAL(cuDeviceSetMemPool); API_INTERNAL(cuDeviceTotalMem); API_INTERNAL(cuDeviceTotalMem_v2);
+API_INTERNAL(cuDriverGetVersion); API_INTERNAL(cuEventCreate); API_INTERNAL(cuEventDestroy);
+API_INTERNAL(cuEventDestroy_v2); API_INTERNAL(cuEventElapsedTime); API_INTERNAL(cuEventElapsedTime_v2);
+API_INTERNAL(cuEventQuery); API_INTERNAL(cuEventRecord); API_INTERNAL(cuEventRecordWithFlags);
+API_INTERNAL(cuEventRecordWithFlags_ptsz); API_INTERNAL(cuEventRecord_ptsz); API_INTERNAL(cuEventSynchronize);
+API_INTERNAL(cuFuncGetAttribute); API_INTERNAL(cuFuncGetName); API_INTERNAL(cuFuncSetAttribute);
+API_INTERNAL(cuGetErrorName); API_INTERNAL(cuGetErrorString); API_INTERNAL(cuGetProcAddress);
+API_INTERNAL(cuGetProcAddress_v2); API_INTERNAL(cuGraphCreate); API_INTERNAL(cuGraphDestroy);
+API_INTERNAL(cuGraphExecDestroy); API_INTERNAL(cuGraphGetNodes); API_INTERNAL(cuGraphInstantiate);
+API_INTERNAL(cuGraphInstantiateWithFlags); API_INTERNAL(cuGraphInstantiate_v2); API_INTERNAL(cuGraphLaunch);
+API_INTERNAL(cuGraphLaunch_ptsz); API_INTERNAL(cuGraphNodeGetType); API_INTERNAL(cuInit);
+API_INTERNAL(cuKernelGetAttribute); API_INTERNAL(cuKernelGetFunction); API_INTERNAL(cuKernelGetName);
+API_INTERNAL(cuLaunchCooperativeKernel); API_INTERNAL(cuLaunchCooperativeKernel_ptsz);
+API_INTERNAL(cuLaunchHostFunc); API_INTERNAL(cuLaunchHostFunc_ptsz); API_INTERNAL(cuLaunchKernel);
+API_INTERNAL(cuLaunchKernelEx); API_INTERNAL(cuLaunchKernelEx_ptsz); API_INTERNAL(cuLaunchKernel_ptsz);
+API_INTERNAL(cuLibraryGetKernel); API_INTERNAL(cuLibraryGetKernelCount); API_INTERNAL(cuLibraryLoadData);
+API_INTERNAL(cuLibraryLoadFromFile); API_INTERNAL(cuLibraryUnload); API_INTERNAL(cuMemAddressFree);
+API_INTERNAL(cuMemAddressReserve); API_INTERNAL(cuMemAlloc); API_INTERNAL(cuMemAllocAsync);
+API_INTERNAL(cuMemAllocAsync_ptsz); API_INTERNAL(cuMemAllocFromPoolAsync);
+API_INTERNAL(cuMemAllocFromPoolAsync_ptsz); API_INTERNAL(cuMemAllocHost); API_INTERNAL(cuMemAllocHost_v2);
+API_INTERNAL(cuMemAllocManaged); API_INTERNAL(cuMemAllocPitch_v2); API_INTERNAL(cuMemAlloc_v2);
+API_INTERNAL(cuMemCreate); API_INTERNAL(cuMemFree); API_INTERNAL(cuMemFreeAsync);
+API_INTERNAL(cuMemFreeAsync_ptsz); API_INTERNAL(cuMemFreeHost); API_INTERNAL(cuMemFree_v2);
+API_INTERNAL(cuMemGetAddressRange_v2); API_INTERNAL(cuMemGetAllocationGranularity); API_INTERNAL(cuMemGetInfo);
+API_INTERNAL(cuMemGetInfo_v2); API_INTERNAL(cuMemHostAlloc); API_INTERNAL(cuMemHostGetDevicePointer_v2);
+API_INTERNAL(cuMemHostGetFlags); API_INTERNAL(cuMemHostRegister); API_INTERNAL(cuMemHostRegister_v2);
+API_INTERNAL(cuMemHostUnregister); API_INTERNAL(cuMemMap); API_INTERNAL(cuMemPoolCreate);
+API_INTERNAL(cuMemPoolDestroy); API_INTERNAL(cuMemPoolGetAttribute); API_INTERNAL(cuMemPoolSetAttribute);
+API_INTERNAL(cuMemPoolTrimTo); API_INTERNAL(cuMemRelease); API_INTERNAL(cuMemSetAccess); API_INTERNAL(cuMemUnmap);
+API_INTERNAL(cuMemcpy); API_INTERNAL(cuMemcpyAsync); API_INTERNAL(cuMemcpyAsync_ptsz);
+API_INTERNAL(cuMemcpyDtoDAsync_v2); API_INTERNAL(cuMemcpyDtoDAsync_v2_ptsz); API_INTERNAL(cuMemcpyDtoD_v2);
+API_INTERNAL(cuMemcpyDtoD_v2_ptds); API_INTERNAL(cuMemcpyDtoHAsync_v2); API_INTERNAL(cuMemcpyDtoHAsync_v2_ptsz);
+API_INTERNAL(cuMemcpyDtoH_v2); API_INTERNAL(cuMemcpyDtoH_v2_ptds); API_INTERNAL(cuMemcpyHtoDAsync_v2);
+API_INTERNAL(cuMemcpyHtoDAsync_v2_ptsz); API_INTERNAL(cuMemcpyHtoD_v2); API_INTERNAL(cuMemcpyHtoD_v2_ptds);
+API_INTERNAL(cuMemcpy_ptds); API_INTERNAL(cuMemsetD16Async); API_INTERNAL(cuMemsetD16Async_ptsz);
+API_INTERNAL(cuMemsetD16_v2); API_INTERNAL(cuMemsetD16_v2_ptds); API_INTERNAL(cuMemsetD32Async);
+API_INTERNAL(cuMemsetD32Async_ptsz); API_INTERNAL(cuMemsetD32_v2); API_INTERNAL(cuMemsetD32_v2_ptds);
+API_INTERNAL(cuMemsetD8Async); API_INTERNAL(cuMemsetD8Async_ptsz); API_INTERNAL(cuMemsetD8_v2);
+API_INTERNAL(cuMemsetD8_v2_ptds); API_INTERNAL(cuModuleGetFunction); API_INTERNAL(cuModuleGetFunctionCount);
+API_INTERNAL(cuModuleLoad); API_INTERNAL(cuModuleLoadData); API_INTERNAL(cuModuleLoadDataEx);
+API_INTERNAL(cuModuleLoadFatBinary); API_INTERNAL(cuModuleUnload); API_INTERNAL(cuPointerGetAttribute);
+API_INTERNAL(cuStreamAddCallback); API_INTERNAL(cuStreamAddCallback_ptsz); API_INTERNAL(cuStreamBeginCapture);
+API_INTERNAL(cuStreamBeginCapture_ptsz); API_INTERNAL(cuStreamBeginCapture_v2);
+API_INTERNAL(cuStreamBeginCapture_v2_ptsz); API_INTERNAL(cuStreamCreate); API_INTERNAL(cuStreamCreateWithPriority);
+API_INTERNAL(cuStreamDestroy); API_INTERNAL(cuStreamDestroy_v2); API_INTERNAL(cuStreamEndCapture);
+API_INTERNAL(cuStreamEndCapture_ptsz); API_INTERNAL(cuStreamGetCaptureInfo);
+API_INTERNAL(cuStreamGetCaptureInfo_ptsz); API_INTERNAL(cuStreamGetCaptureInfo_v2);
+API_INTERNAL(cuStreamGetCaptureInfo_v2_ptsz); API_INTERNAL(cuStreamGetCaptureInfo_v3);
+API_INTERNAL(cuStreamGetCaptureInfo_v3_ptsz); API_INTERNAL(cuStreamGetCtx); API_INTERNAL(cuStreamGetCtx_ptsz);
+API_INTERNAL(cuStreamGetCtx_v2); API_INTERNAL(cuStreamGetCtx_v2_ptsz); API_INTERNAL(cuStreamGetFlags);
+API_INTERNAL(cuStreamGetFlags_ptsz); API_INTERNAL(cuStreamGetId); API_INTERNAL(cuStreamGetId_ptsz);
+API_INTERNAL(cuStreamGetPriority); API_INTERNAL(cuStreamGetPriority_ptsz); API_INTERNAL(cuStreamIsCapturing);
+API_INTERNAL(cuStreamIsCapturing_ptsz); API_INTERNAL(cuStreamQuery); API_INTERNAL(cuStreamQuery_ptsz);
+API_INTERNAL(cuStreamSynchronize); API_INTERNAL(cuStreamSynchronize_ptsz); API_INTERNAL(cuStreamWaitEvent);
+API_INTERNAL(cuStreamWaitEvent_ptsz); API_INTERNAL(cuThreadExchangeStreamCaptureMode);
 
 #endif

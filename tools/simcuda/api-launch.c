@@ -115,6 +115,8 @@ static CUresult launch(CUfunction f, launch_t *l, CUstream h, void **kernelParam
     if ((rc = api_ctx_sticky(s->ctx)) != CUDA_SUCCESS)
         return rc;
     api_op_t *op = api_op_new(API_OP_KERNEL);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.k.id = f->id;
     op->u.k.prio = l->has_prio ? l->prio : s->prio;
     if ((rc = parse_params(f->id, kernelParams, extra, op->u.k.args)) != CUDA_SUCCESS) {
@@ -216,28 +218,35 @@ static bool span_ok(uint64_t p, uint64_t n, uint64_t elem)
     return n == 0 || (p != 0 && api_range_find((uintptr_t)p, (size_t)(n * elem), NULL));
 }
 
-void api_kernel_exec(api_stream_t *s, api_op_t *op)
+uint64_t api_kernel_ns(const api_op_t *op, bool *valid)
 {
     const uint64_t *a = op->u.k.args;
     const simnode_config_t *cfg = simnode_config();
-    uint64_t launch_ns = cfg ? cfg->launch_ns : 0, ns = 0;
-    bool valid = true;
+    uint64_t launch_ns = cfg ? cfg->launch_ns : 0;
+    *valid = true;
     switch (op->u.k.id) {
     case API_KERNEL_SPIN:
-        ns = a[0];
-        break;
+        return a[0];
     case API_KERNEL_FILL:
-        valid = span_ok(a[0], a[2], 4);
-        ns = launch_ns + (valid ? simnode_mem_kernel_ns(4 * a[2]) : 0);
-        break;
+        *valid = span_ok(a[0], a[2], 4);
+        return launch_ns + (*valid ? simnode_mem_kernel_ns(4 * a[2]) : 0);
     case API_KERNEL_ADD:
-        valid = span_ok(a[0], a[3], 4) && span_ok(a[1], a[3], 4) && span_ok(a[2], a[3], 4);
-        ns = launch_ns + (valid ? simnode_mem_kernel_ns(12 * a[3]) : 0);
-        break;
+        *valid = span_ok(a[0], a[3], 4) && span_ok(a[1], a[3], 4) && span_ok(a[2], a[3], 4);
+        return launch_ns + (*valid ? simnode_mem_kernel_ns(12 * a[3]) : 0);
     default:
-        return;
+        *valid = false;
+        return 0;
     }
-    simnode_kernel_exec(s->ctx->dev, s->ctx->node_id, op->u.k.prio, ns);
+}
+
+void api_kernel_exec(api_stream_t *s, api_op_t *op)
+{
+    const uint64_t *a = op->u.k.args;
+    if (op->u.k.id < 0 || op->u.k.id >= API_KERNEL_COUNT)
+        return;
+    bool valid;
+    uint64_t ns = api_kernel_ns(op, &valid);
+    api_op_engine(s, op, op->u.k.prio, ns);
     if (!valid) {
         api_ctx_set_sticky(s->ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
         return;
@@ -253,3 +262,7 @@ void api_kernel_exec(api_stream_t *s, api_op_t *op)
             z[i] = x[i] + y[i];
     }
 }
+
+/* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
+API_ALIAS(cuLaunchCooperativeKernel); API_ALIAS(cuLaunchCooperativeKernel_ptsz); API_ALIAS(cuLaunchKernel);
+API_ALIAS(cuLaunchKernelEx); API_ALIAS(cuLaunchKernelEx_ptsz); API_ALIAS(cuLaunchKernel_ptsz);

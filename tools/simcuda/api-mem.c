@@ -23,12 +23,16 @@ static size_t range_lower(uintptr_t p)    /* first index with base > p */
     return lo;
 }
 
-void api_range_add(const api_range_t *r)
+int api_range_add(const api_range_t *r)
 {
     pthread_rwlock_wrlock(&range_lock);
     if (nranges == cap_ranges) {
         size_t cap = cap_ranges ? 2 * cap_ranges : 64;
-        api_range_t *n = api_xcalloc(cap, sizeof(*n));
+        api_range_t *n = api_calloc(cap, sizeof(*n));
+        if (!n) {
+            pthread_rwlock_unlock(&range_lock);
+            return -ENOMEM;
+        }
         if (nranges)
             memcpy(n, ranges, nranges * sizeof(*n));
         free(ranges);
@@ -40,6 +44,7 @@ void api_range_add(const api_range_t *r)
     ranges[i] = *r;
     nranges++;
     pthread_rwlock_unlock(&range_lock);
+    return 0;
 }
 
 bool api_range_remove(uintptr_t base, api_range_t *out)
@@ -113,6 +118,9 @@ void api_range_reset(void)
 }
 
 /* ---- allocations -------------------------------------------------------------------------------------- */
+/* Registered pageable memory: a host range the API did not allocate (never freed by cuMemFreeHost). */
+static char registered_tag;
+
 static void *host_block(size_t bytes)
 {
     void *p = NULL;
@@ -136,7 +144,11 @@ static CUresult dev_alloc(CUcontext c, size_t bytes, int kind, CUdeviceptr *out)
     }
     api_range_t r = { .base = (uintptr_t)p, .size = bytes, .kind = kind, .dev = c->dev, .ctx = c,
                       .charged = bytes };
-    api_range_add(&r);
+    if (api_range_add(&r) < 0) {
+        free(p);
+        simnode_mem_unreserve(c->dev, bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     *out = (CUdeviceptr)(uintptr_t)p;
     return CUDA_SUCCESS;
 }
@@ -227,7 +239,7 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
 
 CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
-    return dptr == 0 ? cuMemFree_v2(0) : CUDA_ERROR_INVALID_VALUE;
+    return dptr == 0 ? api_cuMemFree_v2(0) : CUDA_ERROR_INVALID_VALUE;
 }
 
 #define HOST_ALLOC_FLAGS (CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED)
@@ -246,19 +258,22 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
     /* Host allocations are pinned host memory: not charged to the device. */
     api_range_t r = { .base = (uintptr_t)p, .size = bytesize, .kind = API_RANGE_HOST, .dev = c->dev, .ctx = c,
                       .flags = Flags };
-    api_range_add(&r);
+    if (api_range_add(&r) < 0) {
+        free(p);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     *pp = p;
     return CUDA_SUCCESS;
 }
 
 CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
-    return cuMemHostAlloc(pp, bytesize, 0);
+    return api_cuMemHostAlloc(pp, bytesize, 0);
 }
 
 CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
 {
-    return cuMemHostAlloc(pp, bytesize, 0);
+    return api_cuMemHostAlloc(pp, bytesize, 0);
 }
 
 CUresult cuMemFreeHost(void *p)
@@ -269,7 +284,8 @@ CUresult cuMemFreeHost(void *p)
     if (!p)
         return CUDA_SUCCESS;
     api_range_t r;
-    if (!api_range_find((uintptr_t)p, 0, &r) || r.base != (uintptr_t)p || r.kind != API_RANGE_HOST)
+    if (!api_range_find((uintptr_t)p, 0, &r) || r.base != (uintptr_t)p || r.kind != API_RANGE_HOST ||
+        r.owner == &registered_tag)
         return CUDA_ERROR_INVALID_VALUE;
     if (r.ctx && api_ctx_alive(r.ctx))
         api_ctx_sync(r.ctx);
@@ -277,6 +293,48 @@ CUresult cuMemFreeHost(void *p)
         return CUDA_ERROR_INVALID_VALUE;
     free(p);
     return CUDA_SUCCESS;
+}
+
+
+#define HOST_REGISTER_FLAGS (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY | \
+                             CU_MEMHOSTREGISTER_READ_ONLY)
+
+CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!p || bytesize == 0 || (Flags & ~(unsigned)HOST_REGISTER_FLAGS))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (Flags & CU_MEMHOSTREGISTER_IOMEMORY)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (api_range_find((uintptr_t)p, 0, NULL) || api_range_find((uintptr_t)p + bytesize - 1, 0, NULL))
+        return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    api_range_t r = { .base = (uintptr_t)p, .size = bytesize, .kind = API_RANGE_HOST, .dev = c->dev, .ctx = c,
+                      .owner = &registered_tag, .flags = Flags };
+    return api_range_add(&r) < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
+{
+    return api_cuMemHostRegister_v2(p, bytesize, Flags);
+}
+
+CUresult cuMemHostUnregister(void *p)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    api_range_t r;
+    if (!api_range_find((uintptr_t)p, 0, &r) || r.base != (uintptr_t)p || r.owner != &registered_tag)
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    if (r.ctx && api_ctx_alive(r.ctx))
+        api_ctx_sync(r.ctx);
+    return api_range_remove(r.base, NULL) ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }
 
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
@@ -339,12 +397,72 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
 {
     size_t f = 0, t = 0;
-    CUresult rc = cuMemGetInfo_v2(free_bytes ? &f : NULL, total ? &t : NULL);
+    CUresult rc = api_cuMemGetInfo_v2(free_bytes ? &f : NULL, total ? &t : NULL);
     if (rc == CUDA_SUCCESS) {
         *free_bytes = f > 0xffffffffu ? 0xffffffffu : (unsigned)f;
         *total = t > 0xffffffffu ? 0xffffffffu : (unsigned)t;
     }
     return rc;
+}
+
+static CUresult pointer_attribute(void *data, CUpointer_attribute attribute, const api_range_t *r, uintptr_t p)
+{
+    switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = r->ctx;
+        break;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = r->kind == API_RANGE_HOST ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = (CUdeviceptr)p;
+        break;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (r->kind != API_RANGE_HOST && r->kind != API_RANGE_MANAGED)
+            return CUDA_ERROR_INVALID_VALUE;
+        *(void **)data = (void *)p;
+        break;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(unsigned int *)data = r->kind == API_RANGE_MANAGED;
+        break;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = api_dev_visible(r->dev);
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = (CUdeviceptr)r->base;
+        break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = r->size;
+        break;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *(int *)data = 1;
+        break;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        *(unsigned long long *)data = (unsigned long long)r->base;
+        break;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+        *(int *)data = 0;
+        break;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+        *(unsigned int *)data = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
+        break;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    api_range_t r;
+    if (!data || !ptr || !api_range_find((uintptr_t)ptr, 0, &r))
+        return CUDA_ERROR_INVALID_VALUE;
+    return pointer_attribute(data, attribute, &r, (uintptr_t)ptr);
 }
 
 /* ---- copies and memsets ------------------------------------------------------------------------------- */
@@ -393,10 +511,15 @@ static CUresult copy(void *dst, const void *src, size_t n, int dir, CUstream h, 
         return CUDA_ERROR_INVALID_VALUE;
     }
     api_op_t *op = api_op_new(API_OP_COPY);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.copy.dst = dst;
     op->u.copy.src = src;
     op->u.copy.bytes = n;
     bool capturing = api_stream_capturing(s);
+    /* Synchronous copies return once complete. (A real device-to-device copy may return earlier; any call may
+     * block, the documentation says, and waiting keeps programs written against a real GPU's timing correct
+     * here, where the legacy stream's executor can be scheduled after another stream's.) */
     bool wait = !async;
     if (async && !capturing) {
         /* Pageable host memory: the source is staged before returning, and a copy into pageable memory
@@ -503,10 +626,13 @@ static CUresult memset_any(CUdeviceptr dst, uint32_t val, unsigned elem, size_t 
     if (n > SIZE_MAX / elem || (dst % elem) != 0 || !dev_ok(dst, n * elem))
         return CUDA_ERROR_INVALID_VALUE;
     api_op_t *op = api_op_new(API_OP_MEMSET);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.set.dst = (void *)(uintptr_t)dst;
     op->u.set.val = val;
     op->u.set.elem = elem;
     op->u.set.n = n;
+    /* Synchronous memsets return once complete (a real one may return earlier for device memory: see copy()). */
     return api_launch_op(s, op, !async);
 }
 
@@ -558,3 +684,19 @@ CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
 {
     return memset_any(dstDevice, ui, 4, N, hStream, true, true);
 }
+
+/* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
+API_ALIAS(cuMemAlloc); API_ALIAS(cuMemAllocHost); API_ALIAS(cuMemAllocHost_v2); API_ALIAS(cuMemAllocManaged);
+API_ALIAS(cuMemAllocPitch_v2); API_ALIAS(cuMemAlloc_v2); API_ALIAS(cuMemFree); API_ALIAS(cuMemFreeHost);
+API_ALIAS(cuMemFree_v2); API_ALIAS(cuMemGetAddressRange_v2); API_ALIAS(cuMemGetInfo); API_ALIAS(cuMemGetInfo_v2);
+API_ALIAS(cuMemHostAlloc); API_ALIAS(cuMemHostGetDevicePointer_v2); API_ALIAS(cuMemHostGetFlags);
+API_ALIAS(cuMemHostRegister); API_ALIAS(cuMemHostRegister_v2); API_ALIAS(cuMemHostUnregister); API_ALIAS(cuMemcpy);
+API_ALIAS(cuMemcpyAsync); API_ALIAS(cuMemcpyAsync_ptsz); API_ALIAS(cuMemcpyDtoDAsync_v2);
+API_ALIAS(cuMemcpyDtoDAsync_v2_ptsz); API_ALIAS(cuMemcpyDtoD_v2); API_ALIAS(cuMemcpyDtoD_v2_ptds);
+API_ALIAS(cuMemcpyDtoHAsync_v2); API_ALIAS(cuMemcpyDtoHAsync_v2_ptsz); API_ALIAS(cuMemcpyDtoH_v2);
+API_ALIAS(cuMemcpyDtoH_v2_ptds); API_ALIAS(cuMemcpyHtoDAsync_v2); API_ALIAS(cuMemcpyHtoDAsync_v2_ptsz);
+API_ALIAS(cuMemcpyHtoD_v2); API_ALIAS(cuMemcpyHtoD_v2_ptds); API_ALIAS(cuMemcpy_ptds); API_ALIAS(cuMemsetD16Async);
+API_ALIAS(cuMemsetD16Async_ptsz); API_ALIAS(cuMemsetD16_v2); API_ALIAS(cuMemsetD16_v2_ptds);
+API_ALIAS(cuMemsetD32Async); API_ALIAS(cuMemsetD32Async_ptsz); API_ALIAS(cuMemsetD32_v2);
+API_ALIAS(cuMemsetD32_v2_ptds); API_ALIAS(cuMemsetD8Async); API_ALIAS(cuMemsetD8Async_ptsz);
+API_ALIAS(cuMemsetD8_v2); API_ALIAS(cuMemsetD8_v2_ptds); API_ALIAS(cuPointerGetAttribute);

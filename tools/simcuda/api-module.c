@@ -2,6 +2,7 @@
  * resolve in every one of them, any other name is CUDA_ERROR_NOT_FOUND. */
 #include "tools/simcuda/api-internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,21 +46,25 @@ struct CUlib_st {
     struct CUfunc_st funcs[API_KERNEL_COUNT];
 };
 
-static void funcs_init(struct CUfunc_st *f, CUcontext ctx, bool is_kernel)
+static void funcs_fini(struct CUfunc_st *f)
+{
+    for (int i = 0; i < API_KERNEL_COUNT; i++)
+        api_handle_del(&f[i]);   /* a handle never added is simply not found */
+}
+
+static int funcs_init(struct CUfunc_st *f, CUcontext ctx, bool is_kernel)
 {
     for (int i = 0; i < API_KERNEL_COUNT; i++) {
         f[i].id = i;
         f[i].ctx = ctx;
         f[i].is_kernel = is_kernel;
         f[i].max_dyn_smem = DEFAULT_DYN_SMEM;
-        api_handle_add(&f[i], API_KIND_FUNC);
+        if (api_handle_add(&f[i], API_KIND_FUNC) < 0) {
+            funcs_fini(f);
+            return -ENOMEM;
+        }
     }
-}
-
-static void funcs_fini(struct CUfunc_st *f)
-{
-    for (int i = 0; i < API_KERNEL_COUNT; i++)
-        api_handle_del(&f[i]);
+    return 0;
 }
 
 static CUresult options_ok(unsigned int n, const void *opts, void *const *vals)
@@ -73,16 +78,25 @@ static CUresult module_new(CUmodule *module)
     CUresult rc = api_ctx_current(&c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    struct CUmod_st *m = api_xcalloc(1, sizeof(*m));
+    struct CUmod_st *m = api_calloc(1, sizeof(*m));
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     m->ctx = c;
-    funcs_init(m->funcs, c, false);
+    if (funcs_init(m->funcs, c, false) < 0)
+        goto out_free;
+    if (api_handle_add(m, API_KIND_MODULE) < 0)
+        goto out_funcs;
     pthread_mutex_lock(&c->lock);
     m->next = c->modules;
     c->modules = m;
     pthread_mutex_unlock(&c->lock);
-    api_handle_add(m, API_KIND_MODULE);
     *module = m;
     return CUDA_SUCCESS;
+out_funcs:
+    funcs_fini(m->funcs);
+out_free:
+    free(m);
+    return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image)
@@ -112,7 +126,7 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int nu
 
 CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
 {
-    return cuModuleLoadData(module, fatCubin);
+    return api_cuModuleLoadData(module, fatCubin);
 }
 
 static CUresult file_readable(const char *fname)
@@ -216,11 +230,20 @@ static CUresult library_new(CUlibrary *library, unsigned int numJitOptions, CUji
         rc = options_ok(numLibraryOptions, libraryOptions, libraryOptionValues);
     if (rc != CUDA_SUCCESS)
         return rc;
-    struct CUlib_st *l = api_xcalloc(1, sizeof(*l));
-    funcs_init(l->funcs, NULL, true);
-    api_handle_add(l, API_KIND_LIBRARY);
+    struct CUlib_st *l = api_calloc(1, sizeof(*l));
+    if (!l)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (funcs_init(l->funcs, NULL, true) < 0)
+        goto out_free;
+    if (api_handle_add(l, API_KIND_LIBRARY) < 0)
+        goto out_funcs;
     *library = l;
     return CUDA_SUCCESS;
+out_funcs:
+    funcs_fini(l->funcs);
+out_free:
+    free(l);
+    return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
@@ -330,7 +353,7 @@ CUresult cuFuncGetName(const char **name, CUfunction hfunc)
 
 CUresult cuKernelGetName(const char **name, CUkernel hfunc)
 {
-    return cuFuncGetName(name, (CUfunction)(void *)hfunc);
+    return api_cuFuncGetName(name, (CUfunction)(void *)hfunc);
 }
 
 static CUresult func_attribute(int *pi, CUfunction_attribute attrib, const api_func_t *f)
@@ -375,7 +398,7 @@ CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel ker
     CUresult rc = api_check_device(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    return cuFuncGetAttribute(pi, attrib, (CUfunction)(void *)kernel);
+    return api_cuFuncGetAttribute(pi, attrib, (CUfunction)(void *)kernel);
 }
 
 CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
@@ -398,3 +421,11 @@ CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int v
         return CUDA_ERROR_INVALID_VALUE;
     }
 }
+
+/* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
+API_ALIAS(cuFuncGetAttribute); API_ALIAS(cuFuncGetName); API_ALIAS(cuFuncSetAttribute);
+API_ALIAS(cuKernelGetAttribute); API_ALIAS(cuKernelGetFunction); API_ALIAS(cuKernelGetName);
+API_ALIAS(cuLibraryGetKernel); API_ALIAS(cuLibraryGetKernelCount); API_ALIAS(cuLibraryLoadData);
+API_ALIAS(cuLibraryLoadFromFile); API_ALIAS(cuLibraryUnload); API_ALIAS(cuModuleGetFunction);
+API_ALIAS(cuModuleGetFunctionCount); API_ALIAS(cuModuleLoad); API_ALIAS(cuModuleLoadData);
+API_ALIAS(cuModuleLoadDataEx); API_ALIAS(cuModuleLoadFatBinary); API_ALIAS(cuModuleUnload);

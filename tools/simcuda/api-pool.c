@@ -46,21 +46,27 @@ void api_pool_reset(void)
 
 static CUmemoryPool pool_new_locked(int dev, bool is_default, size_t max_size)
 {
-    CUmemoryPool p = api_xcalloc(1, sizeof(*p));
+    CUmemoryPool p = api_calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    if (api_handle_add(p, API_KIND_POOL) < 0) {
+        free(p);
+        return NULL;
+    }
     p->dev = dev;
     p->is_default = is_default;
     p->max_size = max_size;
     p->reuse_follow = p->reuse_opportunistic = p->reuse_internal = 1;
     p->next = pools;
     pools = p;
-    api_handle_add(p, API_KIND_POOL);
     return p;
 }
 
+/* dev's default pool (created on first use), or NULL when out of host memory. */
 static CUmemoryPool default_locked(int dev)
 {
-    if (!default_pool[dev])
-        default_pool[dev] = pool_new_locked(dev, true, 0);
+    if (!default_pool[dev] && !(default_pool[dev] = pool_new_locked(dev, true, 0)))
+        return NULL;
     if (!current_pool[dev])
         current_pool[dev] = default_pool[dev];
     return default_pool[dev];
@@ -165,7 +171,12 @@ static CUresult pool_alloc(CUmemoryPool p, size_t bytes, CUdeviceptr *out)
             pthread_mutex_unlock(&pool_lock);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        b = api_xcalloc(1, sizeof(*b));
+        if (!(b = api_calloc(1, sizeof(*b)))) {
+            free(mem);
+            simnode_mem_unreserve(p->dev, size);
+            pthread_mutex_unlock(&pool_lock);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         b->base = (uintptr_t)mem;
         b->size = size;
         b->pool = p;
@@ -173,13 +184,18 @@ static CUresult pool_alloc(CUmemoryPool p, size_t bytes, CUdeviceptr *out)
         if (p->reserved > p->reserved_high)
             p->reserved_high = p->reserved;
     }
+    api_range_t r = { .base = b->base, .size = bytes, .kind = API_RANGE_POOL, .dev = p->dev, .owner = b };
+    if (api_range_add(&r) < 0) {
+        b->next = p->free_list;  /* stays reserved in the pool, free for the next allocation */
+        p->free_list = b;
+        pthread_mutex_unlock(&pool_lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     b->next = NULL;
     p->used += b->size;
     if (p->used > p->used_high)
         p->used_high = p->used;
     p->live++;
-    api_range_t r = { .base = b->base, .size = bytes, .kind = API_RANGE_POOL, .dev = p->dev, .owner = b };
-    api_range_add(&r);
     pthread_mutex_unlock(&pool_lock);
     *out = (CUdeviceptr)b->base;
     return CUDA_SUCCESS;
@@ -202,9 +218,11 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool poo
     }
     if (!pool) {
         pthread_mutex_lock(&pool_lock);
-        default_locked(s->ctx->dev);
-        pool = current_pool[s->ctx->dev];
+        if (default_locked(s->ctx->dev))
+            pool = current_pool[s->ctx->dev];
         pthread_mutex_unlock(&pool_lock);
+        if (!pool)
+            return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return pool_alloc(pool, bytesize, dptr);
 }
@@ -244,7 +262,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptds)
         return CUDA_ERROR_INVALID_VALUE;
     if (r.kind != API_RANGE_POOL) {
         /* Not stream-ordered memory: the documented fallback is a synchronous free. */
-        return r.kind == API_RANGE_DEVICE || r.kind == API_RANGE_MANAGED ? cuMemFree_v2(dptr)
+        return r.kind == API_RANGE_DEVICE || r.kind == API_RANGE_MANAGED ? api_cuMemFree_v2(dptr)
                                                                          : CUDA_ERROR_INVALID_VALUE;
     }
     if (api_stream_capturing(s)) {
@@ -259,8 +277,19 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptds)
     if (dup)
         return CUDA_ERROR_INVALID_VALUE;
     api_op_t *op = api_op_new(API_OP_POOL_FREE);
+    if (!op) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out_unmark;
+    }
     op->u.free.ptr = dptr;
-    return api_launch_op(s, op, false);
+    if ((rc = api_launch_op(s, op, false)) != CUDA_SUCCESS)
+        goto out_unmark;         /* not queued: the block stays allocated */
+    return CUDA_SUCCESS;
+out_unmark:
+    pthread_mutex_lock(&pool_lock);
+    b->freeing = false;
+    pthread_mutex_unlock(&pool_lock);
+    return rc;
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
@@ -287,9 +316,9 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
     if (poolProps->handleTypes != CU_MEM_HANDLE_TYPE_NONE)
         return CUDA_ERROR_NOT_SUPPORTED;
     pthread_mutex_lock(&pool_lock);
-    *pool = pool_new_locked(poolProps->location.id, false, poolProps->maxSize);
+    *pool = pool_new_locked(api_dev_phys(poolProps->location.id), false, poolProps->maxSize);
     pthread_mutex_unlock(&pool_lock);
-    return CUDA_SUCCESS;
+    return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 static CUresult check_pool(CUmemoryPool p)
@@ -398,9 +427,9 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
     if (!pool_out)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&pool_lock);
-    *pool_out = default_locked(dev);
+    *pool_out = default_locked(api_dev_phys(dev));
     pthread_mutex_unlock(&pool_lock);
-    return CUDA_SUCCESS;
+    return *pool_out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
@@ -410,11 +439,13 @@ CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
         return rc;
     if (!pool)
         return CUDA_ERROR_INVALID_VALUE;
+    int phys = api_dev_phys(dev);
     pthread_mutex_lock(&pool_lock);
-    default_locked(dev);
-    *pool = current_pool[dev];
+    bool have = default_locked(phys) != NULL;
+    if (have)
+        *pool = current_pool[phys];
     pthread_mutex_unlock(&pool_lock);
-    return CUDA_SUCCESS;
+    return have ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
@@ -424,11 +455,19 @@ CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
         return rc;
     if ((rc = check_pool(pool)) != CUDA_SUCCESS)
         return rc;
-    if (pool->dev != dev)
+    int phys = api_dev_phys(dev);
+    if (pool->dev != phys)
         return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&pool_lock);
-    default_locked(dev);
-    current_pool[dev] = pool;
+    default_locked(phys);        /* may fail: the default pool is then created on first use */
+    current_pool[phys] = pool;
     pthread_mutex_unlock(&pool_lock);
     return CUDA_SUCCESS;
 }
+
+/* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
+API_ALIAS(cuDeviceGetDefaultMemPool); API_ALIAS(cuDeviceGetMemPool); API_ALIAS(cuDeviceSetMemPool);
+API_ALIAS(cuMemAllocAsync); API_ALIAS(cuMemAllocAsync_ptsz); API_ALIAS(cuMemAllocFromPoolAsync);
+API_ALIAS(cuMemAllocFromPoolAsync_ptsz); API_ALIAS(cuMemFreeAsync); API_ALIAS(cuMemFreeAsync_ptsz);
+API_ALIAS(cuMemPoolCreate); API_ALIAS(cuMemPoolDestroy); API_ALIAS(cuMemPoolGetAttribute);
+API_ALIAS(cuMemPoolSetAttribute); API_ALIAS(cuMemPoolTrimTo);

@@ -15,6 +15,7 @@
  * cudaVersion >= pt_version, else its legacy function. CU_GET_PROC_ADDRESS_DEFAULT is the legacy stream
  * (the header's inline wrapper adds the per-thread flag when compiled with per-thread default streams).
  * Suffixed names ("cuMemAlloc_v2") are not base names and are not found, as with the real driver.
+ * The addresses are simcuda's own (hidden aliases), never an interposer's of the same name.
  */
 typedef struct proc_row {
     const char *name;
@@ -24,8 +25,8 @@ typedef struct proc_row {
     int pt_version;
 } proc_row_t;
 
-#define R(name, ver, fn) { #name, ver, (void *)(fn), NULL, 0 }
-#define P(name, ver, fn, pt, ptver) { #name, ver, (void *)(fn), (void *)(pt), ptver }
+#define R(name, ver, fn) { #name, ver, (void *)(api_##fn), NULL, 0 }
+#define P(name, ver, fn, pt, ptver) { #name, ver, (void *)(api_##fn), (void *)(api_##pt), ptver }
 
 static const proc_row_t proc_table[] = {
     /* initialisation, version, devices */
@@ -41,6 +42,7 @@ static const proc_row_t proc_table[] = {
     R(cuDeviceGetAttribute, 2000, cuDeviceGetAttribute),
     R(cuDeviceGetPCIBusId, 4010, cuDeviceGetPCIBusId),
     R(cuDeviceGetByPCIBusId, 4010, cuDeviceGetByPCIBusId),
+    R(cuDeviceComputeCapability, 2000, cuDeviceComputeCapability),
     /* contexts */
     R(cuCtxCreate, 2000, cuCtxCreate),
     R(cuCtxCreate, 3020, cuCtxCreate_v2),
@@ -85,6 +87,10 @@ static const proc_row_t proc_table[] = {
     R(cuMemFreeHost, 2000, cuMemFreeHost),
     R(cuMemHostGetDevicePointer, 3020, cuMemHostGetDevicePointer_v2),
     R(cuMemHostGetFlags, 2030, cuMemHostGetFlags),
+    R(cuMemHostRegister, 4000, cuMemHostRegister),
+    R(cuMemHostRegister, 6050, cuMemHostRegister_v2),
+    R(cuMemHostUnregister, 4000, cuMemHostUnregister),
+    R(cuPointerGetAttribute, 4000, cuPointerGetAttribute),
     P(cuMemcpy, 4000, cuMemcpy, cuMemcpy_ptds, 7000),
     P(cuMemcpyAsync, 4000, cuMemcpyAsync, cuMemcpyAsync_ptsz, 7000),
     P(cuMemcpyHtoD, 3020, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds, 7000),
@@ -131,8 +137,10 @@ static const proc_row_t proc_table[] = {
     P(cuStreamGetPriority, 5050, cuStreamGetPriority, cuStreamGetPriority_ptsz, 7000),
     P(cuStreamGetFlags, 5050, cuStreamGetFlags, cuStreamGetFlags_ptsz, 7000),
     P(cuStreamGetCtx, 9020, cuStreamGetCtx, cuStreamGetCtx_ptsz, 9020),
+    P(cuStreamGetCtx, 12050, cuStreamGetCtx_v2, cuStreamGetCtx_v2_ptsz, 12050),
     P(cuStreamGetId, 12000, cuStreamGetId, cuStreamGetId_ptsz, 12000),
     P(cuLaunchHostFunc, 10000, cuLaunchHostFunc, cuLaunchHostFunc_ptsz, 10000),
+    P(cuStreamAddCallback, 5000, cuStreamAddCallback, cuStreamAddCallback_ptsz, 7000),
     /* events */
     R(cuEventCreate, 2000, cuEventCreate),
     R(cuEventDestroy, 2000, cuEventDestroy),
@@ -171,6 +179,10 @@ static const proc_row_t proc_table[] = {
     P(cuStreamBeginCapture, 10010, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz, 10010),
     P(cuStreamEndCapture, 10000, cuStreamEndCapture, cuStreamEndCapture_ptsz, 10000),
     P(cuStreamIsCapturing, 10000, cuStreamIsCapturing, cuStreamIsCapturing_ptsz, 10000),
+    P(cuStreamGetCaptureInfo, 10010, cuStreamGetCaptureInfo, cuStreamGetCaptureInfo_ptsz, 10010),
+    P(cuStreamGetCaptureInfo, 11030, cuStreamGetCaptureInfo_v2, cuStreamGetCaptureInfo_v2_ptsz, 11030),
+    P(cuStreamGetCaptureInfo, 12030, cuStreamGetCaptureInfo_v3, cuStreamGetCaptureInfo_v3_ptsz, 12030),
+    R(cuThreadExchangeStreamCaptureMode, 10010, cuThreadExchangeStreamCaptureMode),
     R(cuGraphCreate, 10000, cuGraphCreate),
     R(cuGraphDestroy, 10000, cuGraphDestroy),
     R(cuGraphGetNodes, 10000, cuGraphGetNodes),
@@ -222,7 +234,7 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
 
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
-    return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
+    return api_cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
 }
 
 /* ---- errors: every CUresult of cuda.h, with the strings the real driver gives for the common ones ------ */
@@ -489,3 +501,7 @@ CUresult cuGetErrorString(CUresult error, const char **pStr)
     *pStr = NULL;
     return CUDA_ERROR_INVALID_VALUE;
 }
+
+/* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
+API_ALIAS(cuGetErrorName); API_ALIAS(cuGetErrorString); API_ALIAS(cuGetProcAddress);
+API_ALIAS(cuGetProcAddress_v2);

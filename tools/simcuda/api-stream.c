@@ -2,18 +2,21 @@
  * per-thread default streams, priorities, synchronisation, event waits and host functions. */
 #include "tools/simcuda/api-internal.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 static _Atomic unsigned long long stream_next_id = 100;
 
 /* ---- ops ---------------------------------------------------------------------------------------------- */
 api_op_t *api_op_new(int kind)
 {
-    api_op_t *op = api_xcalloc(1, sizeof(*op));
-    op->kind = kind;
+    api_op_t *op = api_calloc(1, sizeof(*op));
+    if (op)
+        op->kind = kind;
     return op;
 }
 
@@ -62,12 +65,48 @@ void api_op_free(api_op_t *op)
     free(op);
 }
 
+static uint64_t memset_ns(const api_op_t *op)
+{
+    const simnode_config_t *cfg = simnode_config();
+    return (cfg ? cfg->launch_ns : 0) + simnode_mem_kernel_ns((uint64_t)op->u.set.n * op->u.set.elem);
+}
+
+void api_op_engine(api_stream_t *s, api_op_t *op, int prio, uint64_t ns)
+{
+    if (op->on_engine) {
+        op->on_engine = false;
+        simnode_kernel_wait(s->ctx->dev, op->engine_token);
+        return;
+    }
+    simnode_kernel_exec_submitted(s->ctx->dev, s->ctx->node_id, prio, ns, op->submit_ns);
+}
+
+/* With s->lock held, for an op at the head of its queue (runnable now): a kernel or memset enters the
+ * engine's queue from the submitting thread, so the engine sees the context's work in launch order whichever
+ * executor thread gets to run first (a 30 ms kernel launched on idle s0 runs before a 5 ms one launched
+ * right after on idle s1). */
+static void engine_enqueue_locked(api_stream_t *s, api_op_t *op)
+{
+    uint64_t ns;
+    int prio;
+    if (op->kind == API_OP_KERNEL) {
+        bool valid;
+        ns = api_kernel_ns(op, &valid);
+        prio = op->u.k.prio;
+    } else if (op->kind == API_OP_MEMSET) {
+        ns = memset_ns(op);
+        prio = s->prio;
+    } else {
+        return;
+    }
+    if (simnode_kernel_enqueue(s->ctx->dev, s->ctx->node_id, prio, ns, op->submit_ns, &op->engine_token) == 0)
+        op->on_engine = true;     /* else (no waiter slot free) the executor enters the engine itself */
+}
+
 static void memset_exec(api_stream_t *s, api_op_t *op)
 {
     size_t n = op->u.set.n, elem = op->u.set.elem;
-    const simnode_config_t *cfg = simnode_config();
-    simnode_kernel_exec(s->ctx->dev, s->ctx->node_id, s->prio,
-                        (cfg ? cfg->launch_ns : 0) + simnode_mem_kernel_ns((uint64_t)n * elem));
+    api_op_engine(s, op, s->prio, memset_ns(op));
     if (elem == 1) {
         memset(op->u.set.dst, (int)(op->u.set.val & 0xff), n);
     } else if (elem == 2) {
@@ -125,13 +164,20 @@ static void stream_run(api_stream_t *s, bool until_empty)
         if (!s->head)
             break;
         api_op_t *op = s->head;
+        /* An event record completes together with the stream position it marks (the event under the stream's
+         * lock): a thread that sees either done sees both (cuEventSynchronize then cuStreamQuery, or
+         * cuStreamSynchronize then cuEventQuery). */
+        bool record = op->kind == API_OP_EVENT_RECORD;
         pthread_mutex_unlock(&s->lock);
-        api_op_exec(s, op);
+        if (!record)
+            api_op_exec(s, op);
         pthread_mutex_lock(&s->lock);
         s->head = op->next;
         if (!s->head)
             s->tail = NULL;
         s->completed = op->seq;
+        if (record)
+            api_op_exec(s, op);  /* lock order: stream, then event */
         pthread_cond_broadcast(&s->cond);
         pthread_mutex_unlock(&s->lock);
         api_op_free(op);
@@ -144,6 +190,8 @@ static void stream_run(api_stream_t *s, bool until_empty)
 
 static void *stream_main(void *arg)
 {
+    /* The device model sleeps to absolute deadlines on this thread: no 50 us default timer slack. */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     stream_run(arg, false);
     return NULL;
 }
@@ -176,6 +224,8 @@ static bool enqueue_locked(api_stream_t *s, api_op_t *op)
 static api_op_t *wait_op(api_stream_t *t)
 {
     api_op_t *d = api_op_new(API_OP_WAIT_STREAM);
+    if (!d)
+        return NULL;
     d->u.ws.s = t;
     d->u.ws.seq = t->submitted;
     t->refs++;                    /* ctx->lock held by the caller */
@@ -187,12 +237,22 @@ static bool is_blocking(const api_stream_t *t)
     return t->kind != API_STREAM_LEGACY && !(t->flags & CU_STREAM_NON_BLOCKING);
 }
 
+static void free_list(api_op_t *l)
+{
+    while (l) {
+        api_op_t *next = l->next;
+        api_op_free(l);
+        l = next;
+    }
+}
+
 /* The implicit dependencies of new work on s: the legacy stream waits for every blocking stream of its
- * context, a blocking stream waits for the legacy stream. Returns a list linked by next. */
-static api_op_t *legacy_deps(api_stream_t *s)
+ * context, a blocking stream waits for the legacy stream. A list linked by next in *out; 0 or -ENOMEM. */
+static int legacy_deps(api_stream_t *s, api_op_t **out)
 {
     CUcontext c = s->ctx;
     api_op_t *deps = NULL, **tail = &deps;
+    bool nomem = false;
     pthread_mutex_lock(&c->lock);
     if (s->kind == API_STREAM_LEGACY) {
         for (int list = 0; list < 2; list++) {
@@ -201,8 +261,10 @@ static api_op_t *legacy_deps(api_stream_t *s)
                     continue;
                 pthread_mutex_lock(&t->lock);
                 if (t->completed < t->submitted) {
-                    *tail = wait_op(t);
-                    tail = &(*tail)->next;
+                    if ((*tail = wait_op(t)))
+                        tail = &(*tail)->next;
+                    else
+                        nomem = true;
                 }
                 pthread_mutex_unlock(&t->lock);
             }
@@ -210,17 +272,24 @@ static api_op_t *legacy_deps(api_stream_t *s)
     } else if (is_blocking(s) && c->legacy) {
         api_stream_t *l = c->legacy;
         pthread_mutex_lock(&l->lock);
-        if (l->completed < l->submitted)
-            *tail = wait_op(l);
+        if (l->completed < l->submitted && !(*tail = wait_op(l)))
+            nomem = true;
         pthread_mutex_unlock(&l->lock);
     }
     pthread_mutex_unlock(&c->lock);
-    return deps;
+    if (nomem) {
+        free_list(deps);         /* after c->lock: dropping a stream reference takes it */
+        return -ENOMEM;
+    }
+    *out = deps;
+    return 0;
 }
 
-uint64_t api_stream_submit(api_stream_t *s, api_op_t *op)
+int api_stream_submit(api_stream_t *s, api_op_t *op, uint64_t *seqp)
 {
-    api_op_t *deps = legacy_deps(s);
+    api_op_t *deps;
+    if (legacy_deps(s, &deps) < 0)
+        return -ENOMEM;
     bool drain = false;
     pthread_mutex_lock(&s->lock);
     while (deps) {
@@ -228,12 +297,18 @@ uint64_t api_stream_submit(api_stream_t *s, api_op_t *op)
         deps = d->next;
         drain |= enqueue_locked(s, d);
     }
+    op->submit_ns = api_now_ns();
+    op->on_engine = false;
     drain |= enqueue_locked(s, op);
+    if (s->head == op)
+        engine_enqueue_locked(s, op);
     uint64_t seq = op->seq;
     pthread_mutex_unlock(&s->lock);
     if (drain)
         stream_run(s, true);
-    return seq;
+    if (seqp)
+        *seqp = seq;
+    return 0;
 }
 
 void api_stream_wait_seq(api_stream_t *s, uint64_t seq)
@@ -252,22 +327,32 @@ bool api_stream_idle(api_stream_t *s)
     return idle;
 }
 
+/* The streams a synchronisation waits for and the position of each, taken under ctx->lock. Short of host
+ * memory (nomem), the waiter falls back to waiting until every stream in the set was idle once. */
 typedef struct waitlist {
     api_stream_t **s;
     uint64_t *seq;
     size_t n, cap;
+    bool nomem;
 } waitlist_t;
 
 static void waitlist_add(waitlist_t *w, api_stream_t *t)
 {
+    if (w->nomem)
+        return;
     if (w->n == w->cap) {
-        w->cap = w->cap ? 2 * w->cap : 8;
-        w->s = realloc(w->s, w->cap * sizeof(*w->s));
-        w->seq = realloc(w->seq, w->cap * sizeof(*w->seq));
-        if (!w->s || !w->seq) {
-            fputs("simcuda: out of host memory\n", stderr);
-            abort();
+        size_t cap = w->cap ? 2 * w->cap : 8;
+        api_stream_t **ns = realloc(w->s, cap * sizeof(*ns));
+        if (ns)
+            w->s = ns;
+        uint64_t *nq = ns ? realloc(w->seq, cap * sizeof(*nq)) : NULL;
+        if (nq)
+            w->seq = nq;
+        if (!ns || !nq) {
+            w->nomem = true;
+            return;
         }
+        w->cap = cap;
     }
     pthread_mutex_lock(&t->lock);
     w->seq[w->n] = t->submitted;
@@ -276,7 +361,43 @@ static void waitlist_add(waitlist_t *w, api_stream_t *t)
     w->s[w->n++] = t;
 }
 
-static void waitlist_wait(waitlist_t *w)
+/* Which streams of c a synchronisation covers: only (whole context), or s plus, for the legacy stream, the
+ * blocking streams. */
+static bool sync_covers(const api_stream_t *t, const api_stream_t *only)
+{
+    return !only || t == only || (only->kind == API_STREAM_LEGACY && is_blocking(t));
+}
+
+/* The allocation-free fallback: waits, one stream at a time, until each covered stream was idle. */
+static void sync_drain(CUcontext c, api_stream_t *only)
+{
+    for (;;) {
+        api_stream_t *busy = NULL;
+        uint64_t seq = 0;
+        pthread_mutex_lock(&c->lock);
+        for (int list = 0; list < 3 && !busy; list++) {
+            api_stream_t *t = list == 0 ? c->legacy : list == 1 ? c->streams : c->zombies;
+            for (; t && !busy; t = list == 0 ? NULL : t->next) {
+                if (!sync_covers(t, only))
+                    continue;
+                pthread_mutex_lock(&t->lock);
+                if (t->completed < t->submitted) {
+                    busy = t;
+                    seq = t->submitted;
+                    t->refs++;
+                }
+                pthread_mutex_unlock(&t->lock);
+            }
+        }
+        pthread_mutex_unlock(&c->lock);
+        if (!busy)
+            return;
+        api_stream_wait_seq(busy, seq);
+        stream_unref(busy);
+    }
+}
+
+static void waitlist_wait(waitlist_t *w, CUcontext c, api_stream_t *only)
 {
     for (size_t i = 0; i < w->n; i++) {
         api_stream_wait_seq(w->s[i], w->seq[i]);
@@ -284,42 +405,41 @@ static void waitlist_wait(waitlist_t *w)
     }
     free(w->s);
     free(w->seq);
+    if (w->nomem)
+        sync_drain(c, only);
+}
+
+static void sync_streams(CUcontext c, api_stream_t *only)
+{
+    waitlist_t w = { 0 };
+    pthread_mutex_lock(&c->lock);
+    if (c->legacy && sync_covers(c->legacy, only))
+        waitlist_add(&w, c->legacy);
+    for (int list = 0; list < 2; list++)
+        for (api_stream_t *t = list ? c->zombies : c->streams; t; t = t->next)
+            if (sync_covers(t, only))
+                waitlist_add(&w, t);
+    pthread_mutex_unlock(&c->lock);
+    waitlist_wait(&w, c, only);
 }
 
 void api_stream_sync(api_stream_t *s)
 {
-    waitlist_t w = { 0 };
-    CUcontext c = s->ctx;
-    pthread_mutex_lock(&c->lock);
-    if (s->kind == API_STREAM_LEGACY) {
-        for (int list = 0; list < 2; list++)
-            for (api_stream_t *t = list ? c->zombies : c->streams; t; t = t->next)
-                if (is_blocking(t))
-                    waitlist_add(&w, t);
-    }
-    waitlist_add(&w, s);
-    pthread_mutex_unlock(&c->lock);
-    waitlist_wait(&w);
+    sync_streams(s->ctx, s);
 }
 
 CUresult api_ctx_sync(CUcontext c)
 {
-    waitlist_t w = { 0 };
-    pthread_mutex_lock(&c->lock);
-    if (c->legacy)
-        waitlist_add(&w, c->legacy);
-    for (int list = 0; list < 2; list++)
-        for (api_stream_t *t = list ? c->zombies : c->streams; t; t = t->next)
-            waitlist_add(&w, t);
-    pthread_mutex_unlock(&c->lock);
-    waitlist_wait(&w);
+    sync_streams(c, NULL);
     return api_ctx_sticky(c);
 }
 
 /* ---- lifetime ----------------------------------------------------------------------------------------- */
 api_stream_t *api_stream_new(CUcontext ctx, unsigned flags, int prio, int kind)
 {
-    api_stream_t *s = api_xcalloc(1, sizeof(*s));
+    api_stream_t *s = api_calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
     s->ctx = ctx;
     s->flags = flags;
     s->prio = prio;
@@ -328,8 +448,12 @@ api_stream_t *api_stream_new(CUcontext ctx, unsigned flags, int prio, int kind)
     s->id = stream_next_id++;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
-    if (kind != API_STREAM_LEGACY)
-        api_handle_add(s, API_KIND_STREAM);
+    if (kind != API_STREAM_LEGACY && api_handle_add(s, API_KIND_STREAM) < 0) {
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->cond);
+        free(s);
+        return NULL;
+    }
     return s;
 }
 
@@ -417,13 +541,14 @@ static api_stream_t *per_thread_stream(CUcontext c)
             break;
         }
     }
-    if (!s) {
-        s = api_stream_new(c, 0, 0, API_STREAM_PERTHREAD);
+    if (!s && (s = api_stream_new(c, 0, 0, API_STREAM_PERTHREAD))) {
         s->owner = self;
         s->next = c->streams;
         c->streams = s;
     }
     pthread_mutex_unlock(&c->lock);
+    if (!s)
+        return NULL;
     int slot = (int)(c->id % PT_CACHE);
     pt_cache[slot].ctx_id = c->id;
     pt_cache[slot].gen = api_gen();
@@ -442,7 +567,7 @@ CUresult api_stream_resolve(CUstream h, bool ptds, api_stream_t **out)
             return rc;
         bool pt = h == CU_STREAM_PER_THREAD || (h == NULL && ptds);
         *out = pt ? per_thread_stream(c) : c->legacy;
-        return CUDA_SUCCESS;
+        return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (!api_handle_is(h, API_KIND_STREAM))
         return CUDA_ERROR_INVALID_HANDLE;
@@ -454,6 +579,8 @@ CUresult api_stream_resolve(CUstream h, bool ptds, api_stream_t **out)
 
 CUresult api_launch_op(api_stream_t *s, api_op_t *op, bool wait)
 {
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;    /* api_op_new failed: callers pass its result straight on */
     bool taken = false;
     CUresult rc = api_capture_record(s, op, &taken);
     if (taken || rc != CUDA_SUCCESS) {
@@ -465,7 +592,11 @@ CUresult api_launch_op(api_stream_t *s, api_op_t *op, bool wait)
         api_op_free(op);
         return rc;
     }
-    uint64_t seq = api_stream_submit(s, op);
+    uint64_t seq;
+    if (api_stream_submit(s, op, &seq) < 0) {
+        api_op_free(op);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (wait) {
         api_stream_wait_seq(s, seq);
         return api_ctx_sticky(s->ctx);
@@ -488,6 +619,8 @@ static CUresult stream_create(CUstream *phStream, unsigned int Flags, int priori
     if (priority < -5)
         priority = -5;
     api_stream_t *s = api_stream_new(c, Flags, priority, API_STREAM_USER);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&c->lock);
     reap_zombies_locked(c);
     s->next = c->streams;
@@ -541,7 +674,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
 
 CUresult cuStreamDestroy(CUstream hStream)
 {
-    return cuStreamDestroy_v2(hStream);
+    return api_cuStreamDestroy_v2(hStream);
 }
 
 static CUresult stream_synchronize(CUstream h, bool ptds)
@@ -662,6 +795,32 @@ CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
     return stream_get_ctx(hStream, pctx, true);
 }
 
+/* CUDA 12.5: the green context too; simcuda has none, so it is NULL and the context is set. */
+static CUresult stream_get_ctx_v2(CUstream h, CUcontext *pctx, CUgreenCtx *pgreen, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!pctx && !pgreen)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (pctx)
+        *pctx = s->ctx;
+    if (pgreen)
+        *pgreen = NULL;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+    return stream_get_ctx_v2(hStream, pCtx, pGreenCtx, false);
+}
+
+CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+    return stream_get_ctx_v2(hStream, pCtx, pGreenCtx, true);
+}
+
 static CUresult stream_get_id(CUstream h, unsigned long long *id, bool ptds)
 {
     api_stream_t *s;
@@ -699,11 +858,13 @@ static CUresult stream_wait_event(CUstream h, CUevent e, unsigned int flags, boo
         return rc;
     pthread_mutex_lock(&e->lock);
     uint64_t gen = e->rec_gen;
-    bool done = e->done_gen >= gen;
+    bool done = api_event_done_locked(e, gen);
     pthread_mutex_unlock(&e->lock);
     if (done)
         return CUDA_SUCCESS;        /* never recorded, or already complete: nothing to wait for */
     api_op_t *op = api_op_new(API_OP_WAIT_EVENT);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.ev.ev = e;
     op->u.ev.gen = gen;
     api_event_ref(e);
@@ -729,6 +890,8 @@ static CUresult launch_host_func(CUstream h, CUhostFn fn, void *userData, bool p
     if (!fn)
         return CUDA_ERROR_INVALID_VALUE;
     api_op_t *op = api_op_new(API_OP_HOSTFN);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.host.fn = fn;
     op->u.host.data = userData;
     return api_launch_op(s, op, false);
@@ -743,3 +906,70 @@ CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
 {
     return launch_host_func(hStream, fn, userData, true);
 }
+
+/* cuStreamAddCallback: the callback gets the stream it was added to and the status. */
+typedef struct stream_callback {
+    CUstreamCallback cb;
+    CUstream h;
+    void *data;
+} stream_callback_t;
+
+static void CUDA_CB run_callback(void *arg)
+{
+    stream_callback_t *c = arg;
+    c->cb(c->h, CUDA_SUCCESS, c->data);
+    free(c);
+}
+
+static CUresult add_callback(CUstream h, CUstreamCallback cb, void *userData, unsigned int flags, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!cb || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (api_stream_capturing(s)) {
+        api_capture_invalidate_stream(s);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;     /* not capturable: use cuLaunchHostFunc */
+    }
+    stream_callback_t *c = api_calloc(1, sizeof(*c));
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    c->cb = cb;
+    c->h = h;
+    c->data = userData;
+    api_op_t *op = api_op_new(API_OP_HOSTFN);
+    if (!op) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out_free;
+    }
+    op->u.host.fn = run_callback;
+    op->u.host.data = c;
+    if ((rc = api_launch_op(s, op, false)) != CUDA_SUCCESS)
+        goto out_free;           /* the op was freed, its callback never runs */
+    return CUDA_SUCCESS;
+out_free:
+    free(c);
+    return rc;
+}
+
+CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
+{
+    return add_callback(hStream, callback, userData, flags, false);
+}
+
+CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
+{
+    return add_callback(hStream, callback, userData, flags, true);
+}
+
+/* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
+API_ALIAS(cuLaunchHostFunc); API_ALIAS(cuLaunchHostFunc_ptsz); API_ALIAS(cuStreamAddCallback);
+API_ALIAS(cuStreamAddCallback_ptsz); API_ALIAS(cuStreamCreate); API_ALIAS(cuStreamCreateWithPriority);
+API_ALIAS(cuStreamDestroy); API_ALIAS(cuStreamDestroy_v2); API_ALIAS(cuStreamGetCtx);
+API_ALIAS(cuStreamGetCtx_ptsz); API_ALIAS(cuStreamGetCtx_v2); API_ALIAS(cuStreamGetCtx_v2_ptsz);
+API_ALIAS(cuStreamGetFlags); API_ALIAS(cuStreamGetFlags_ptsz); API_ALIAS(cuStreamGetId);
+API_ALIAS(cuStreamGetId_ptsz); API_ALIAS(cuStreamGetPriority); API_ALIAS(cuStreamGetPriority_ptsz);
+API_ALIAS(cuStreamQuery); API_ALIAS(cuStreamQuery_ptsz); API_ALIAS(cuStreamSynchronize);
+API_ALIAS(cuStreamSynchronize_ptsz); API_ALIAS(cuStreamWaitEvent); API_ALIAS(cuStreamWaitEvent_ptsz);

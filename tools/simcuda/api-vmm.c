@@ -32,6 +32,15 @@ typedef struct vmm_map {
 
 static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
 static vmm_reserve_t *reserves;
+static vmm_reserve_t *stale_reserves;   /* a parent's list after fork, kept reachable */
+
+void api_vmm_reset(void)
+{
+    pthread_mutex_init(&vmm_lock, NULL);
+    if (reserves)
+        stale_reserves = reserves;
+    reserves = NULL;
+}
 
 static CUresult check_prop(const CUmemAllocationProp *prop)
 {
@@ -77,7 +86,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
         return rc;
     if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE)
         return CUDA_ERROR_NOT_SUPPORTED;
-    int dev = prop->location.id;
+    int dev = api_dev_phys(prop->location.id);
     int err = simnode_mem_reserve(dev, size);
     if (err < 0)
         return err == -ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
@@ -88,14 +97,23 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
         simnode_mem_unreserve(dev, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    vmm_alloc_t *a = api_xcalloc(1, sizeof(*a));
+    vmm_alloc_t *a = api_calloc(1, sizeof(*a));
+    if (!a)
+        goto out_close;
     a->fd = fd;
     a->dev = dev;
     a->size = size;
     a->refs = 1;
-    api_handle_add(a, API_KIND_MEMHANDLE);
+    if (api_handle_add(a, API_KIND_MEMHANDLE) < 0)
+        goto out_free;
     *handle = (CUmemGenericAllocationHandle)(uintptr_t)a;
     return CUDA_SUCCESS;
+out_free:
+    free(a);
+out_close:
+    close(fd);
+    simnode_mem_unreserve(dev, size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 static vmm_alloc_t *as_alloc(CUmemGenericAllocationHandle h)
@@ -139,7 +157,11 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CU
         munmap(m, base - (uintptr_t)m);
     if ((uintptr_t)m + span > base + size)
         munmap((void *)(base + size), (uintptr_t)m + span - (base + size));
-    vmm_reserve_t *r = api_xcalloc(1, sizeof(*r));
+    vmm_reserve_t *r = api_calloc(1, sizeof(*r));
+    if (!r) {
+        munmap((void *)base, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     r->base = base;
     r->size = size;
     pthread_mutex_lock(&vmm_lock);
@@ -205,17 +227,27 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
         pthread_mutex_unlock(&vmm_lock);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    vmm_map_t *map = api_xcalloc(1, sizeof(*map));
+    vmm_map_t *map = api_calloc(1, sizeof(*map));
+    if (!map)
+        goto out_unmap;
     map->base = (uintptr_t)ptr;
     map->size = size;
     map->alloc = a;
     map->res = res;
+    api_range_t r = { .base = (uintptr_t)ptr, .size = size, .kind = API_RANGE_VMM, .dev = a->dev, .owner = map };
+    if (api_range_add(&r) < 0)
+        goto out_free;
     a->refs++;
     res->mapped++;
-    api_range_t r = { .base = (uintptr_t)ptr, .size = size, .kind = API_RANGE_VMM, .dev = a->dev, .owner = map };
-    api_range_add(&r);
     pthread_mutex_unlock(&vmm_lock);
     return CUDA_SUCCESS;
+out_free:
+    free(map);
+out_unmap:
+    /* back to a reserved, inaccessible range */
+    mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    pthread_mutex_unlock(&vmm_lock);
+    return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
@@ -268,3 +300,8 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
      * instead of giving an error). */
     return CUDA_SUCCESS;
 }
+
+/* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
+API_ALIAS(cuMemAddressFree); API_ALIAS(cuMemAddressReserve); API_ALIAS(cuMemCreate);
+API_ALIAS(cuMemGetAllocationGranularity); API_ALIAS(cuMemMap); API_ALIAS(cuMemRelease); API_ALIAS(cuMemSetAccess);
+API_ALIAS(cuMemUnmap);

@@ -185,31 +185,23 @@ int simnode_kernel_exec(int dev_i, uint32_t ctx_id, int prio, uint64_t ns)
     return simnode_kernel_exec_submitted(dev_i, ctx_id, prio, ns, UINT64_MAX);
 }
 
-int simnode_kernel_exec_submitted(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns)
+/* Under dev->lock: takes a waiter slot for a kernel of ctx_id (ns > 0) and offers it to an idle engine.
+ * With block, waits for a free slot; else -EAGAIN when all are taken. */
+static int waiter_register(simnode_shm_t *shm, int fd, uint32_t d, uint32_t ctx_id, int prio, uint64_t ns,
+                           uint64_t submit_ns, bool block, uint32_t *out)
 {
-    int rc = simnode_attach();
-    if (rc) return rc;
-    if (dev_i < 0 || dev_i >= simnode_g.cfg.devices) return -ENODEV;
-    simnode_shm_t *shm = simnode_g.shm;
-    int fd = simnode_g.fd;
-    uint32_t d = (uint32_t)dev_i;
     simnode_dev_t *dev = &shm->dev[d];
-
-    simnode_dev_lock(shm, fd, d);
-    rc = ctx_check(dev, ctx_id);
-    if (rc) goto out_unlock;
-    if (ns == 0) {
-        atomic_fetch_add(&dev->c.kernels, 1);
-        goto out_unlock;
-    }
     uint32_t me;
     while ((me = waiter_alloc(dev)) == SIMNODE_NONE) {
-        /* SIMNODE_MAX_WAITERS threads already queue on this device: wait for one to finish. */
+        /* SIMNODE_MAX_WAITERS kernels already queue on this device: wait for one to finish. */
         if (simnode_dev_sweep(shm, fd, d) > 0) continue;
+        if (!block) return -EAGAIN;
         uint32_t seq = atomic_load(&dev->seq);
         simnode_dev_unlock(shm, d);
         futex_wait(&dev->seq, seq, SIMNODE_WAIT_TIMEOUT_NS);
         simnode_dev_lock(shm, fd, d);
+        int rc = ctx_check(dev, ctx_id);
+        if (rc) return rc;
     }
     simnode_waiter_t *w = &dev->w[me];
     uint64_t now = simnode_now_ns();
@@ -223,7 +215,15 @@ int simnode_kernel_exec_submitted(int dev_i, uint32_t ctx_id, int prio, uint64_t
     w->seg_start_ns = w->seg_end_ns = 0;
     w->state = SIMNODE_W_WAITING;
     if (dev->holder == SIMNODE_NONE) dispatch(shm, fd, dev, now);
+    *out = me;
+    return 0;
+}
 
+/* Under dev->lock: blocks until waiter me has been served its device time, then frees it. */
+static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me)
+{
+    simnode_dev_t *dev = &shm->dev[d];
+    simnode_waiter_t *w = &dev->w[me];
     for (;;) {
         if (dev->holder == me) {
             uint64_t end = w->seg_end_ns;
@@ -240,7 +240,7 @@ int simnode_kernel_exec_submitted(int dev_i, uint32_t ctx_id, int prio, uint64_t
                 w->state = SIMNODE_W_FREE;
                 dev->holder = SIMNODE_NONE;
                 dispatch(shm, fd, dev, dev->vtime_ns);
-                break;
+                return 0;
             }
             /* Timeslice boundary. */
             if (next_other_ctx(dev, dev->cur_ctx) != SIMNODE_NONE) {
@@ -261,17 +261,89 @@ int simnode_kernel_exec_submitted(int dev_i, uint32_t ctx_id, int prio, uint64_t
         simnode_dev_unlock(shm, d);
         bool timed_out = futex_wait(&dev->seq, seq, SIMNODE_WAIT_TIMEOUT_NS);
         simnode_dev_lock(shm, fd, d);
-        if (w->state == SIMNODE_W_FREE) { /* reclaimed under us: cannot happen while we live */
-            rc = -EOWNERDEAD;
-            goto out_unlock;
-        }
+        if (w->state == SIMNODE_W_FREE) /* reclaimed under us: cannot happen while we live */
+            return -EOWNERDEAD;
         if (timed_out) {
             uint32_t h = dev->holder;
             if (h != SIMNODE_NONE && !simnode_proc_alive(shm, fd, dev->w[h].proc)) simnode_dev_sweep(shm, fd, d);
             simnode_engine_kick(shm, fd, d, simnode_now_ns());
         }
     }
+}
+
+int simnode_kernel_exec_submitted(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns)
+{
+    int rc = simnode_attach();
+    if (rc) return rc;
+    if (dev_i < 0 || dev_i >= simnode_g.cfg.devices) return -ENODEV;
+    simnode_shm_t *shm = simnode_g.shm;
+    int fd = simnode_g.fd;
+    uint32_t d = (uint32_t)dev_i;
+    simnode_dev_t *dev = &shm->dev[d];
+
+    simnode_dev_lock(shm, fd, d);
+    rc = ctx_check(dev, ctx_id);
+    if (rc) goto out_unlock;
+    if (ns == 0) {
+        atomic_fetch_add(&dev->c.kernels, 1);
+        goto out_unlock;
+    }
+    uint32_t me;
+    rc = waiter_register(shm, fd, d, ctx_id, prio, ns, submit_ns, true, &me);
+    if (rc) goto out_unlock;
+    rc = waiter_serve(shm, fd, d, me);
 out_unlock:
+    simnode_dev_unlock(shm, d);
+    return rc;
+}
+
+/* A token names a waiter slot and its ticket, so a stale token is detected; 0 means nothing to wait for. */
+int simnode_kernel_enqueue(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns,
+                           uint64_t *token)
+{
+    *token = 0;
+    int rc = simnode_attach();
+    if (rc) return rc;
+    if (dev_i < 0 || dev_i >= simnode_g.cfg.devices) return -ENODEV;
+    simnode_shm_t *shm = simnode_g.shm;
+    int fd = simnode_g.fd;
+    uint32_t d = (uint32_t)dev_i;
+    simnode_dev_t *dev = &shm->dev[d];
+
+    simnode_dev_lock(shm, fd, d);
+    rc = ctx_check(dev, ctx_id);
+    if (rc) goto out_unlock;
+    if (ns == 0) {
+        atomic_fetch_add(&dev->c.kernels, 1);
+        goto out_unlock;
+    }
+    uint32_t me;
+    rc = waiter_register(shm, fd, d, ctx_id, prio, ns, submit_ns, false, &me);
+    if (rc) goto out_unlock;
+    *token = dev->w[me].ticket * SIMNODE_MAX_WAITERS + me;
+out_unlock:
+    simnode_dev_unlock(shm, d);
+    return rc;
+}
+
+int simnode_kernel_wait(int dev_i, uint64_t token)
+{
+    if (token == 0) return 0;
+    int rc = simnode_attach();
+    if (rc) return rc;
+    if (dev_i < 0 || dev_i >= simnode_g.cfg.devices) return -ENODEV;
+    simnode_shm_t *shm = simnode_g.shm;
+    int fd = simnode_g.fd;
+    uint32_t d = (uint32_t)dev_i;
+    uint32_t me = (uint32_t)(token % SIMNODE_MAX_WAITERS);
+    simnode_dev_t *dev = &shm->dev[d];
+
+    simnode_dev_lock(shm, fd, d);
+    const simnode_waiter_t *w = &dev->w[me];
+    if (w->state == SIMNODE_W_FREE || w->ticket != token / SIMNODE_MAX_WAITERS || w->proc != simnode_g.slot)
+        rc = -EINVAL;
+    else
+        rc = waiter_serve(shm, fd, d, me);
     simnode_dev_unlock(shm, d);
     return rc;
 }

@@ -65,6 +65,14 @@ int simnode_kernel_exec(int dev, uint32_t ctx_id, int prio, uint64_t ns);
  * (CLOCK_MONOTONIC ns): waiters of one context with equal prio are served in submission order, whichever
  * thread reaches the engine first. simnode_kernel_exec() uses the time of the call. */
 int simnode_kernel_exec_submitted(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns);
+/* The same in two steps, so that a kernel reaches the engine in launch order even though another thread
+ * serves it: enqueue (from the launching thread, for a kernel that is runnable at once) makes it a waiter
+ * now, without blocking, and gives a token; simnode_kernel_wait(token) later blocks until it has been
+ * served. The engine may start the kernel before anybody waits: its device time runs on the engine's
+ * timeline all the same. ns == 0 gives token 0, which simnode_kernel_wait returns at once for. -EAGAIN
+ * when every waiter slot is taken (use simnode_kernel_exec_submitted then). Every token must be waited on. */
+int simnode_kernel_enqueue(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t *token);
+int simnode_kernel_wait(int dev, uint64_t token);
 /* Occupies dev's copy engine for a transfer of bytes (latency + bytes / bandwidth). */
 int simnode_copy_exec(int dev, uint32_t ctx_id, uint64_t bytes);
 

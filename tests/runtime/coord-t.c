@@ -1,0 +1,312 @@
+/* coord-t.c - TAP tests of the coordinator client (shim/coord.c) inside librota.so over simcuda, with rotad:
+ * limits, the cuMemGetInfo view, the ledger across processes, queue-instead-of-OOM, kill -9 of clients and of
+ * rotad, fail-open, ROTA_REQUIRE. Clients are this program re-executed with LD_PRELOAD=librota.so, driven
+ * line by line over pipes. */
+#include "runtime/lib/conn.h"
+#include "runtime/lib/parse.h"
+#include "tests/runtime/rotad-helpers.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+
+/* ---- the client side: a tiny command interpreter over the Driver API ------------------------------------ */
+
+static CUresult (*p_cuInit)(unsigned);
+static CUresult (*p_cuDeviceGet)(CUdevice *, int);
+static CUresult (*p_cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+static CUresult (*p_cuCtxSetCurrent)(CUcontext);
+static CUresult (*p_cuMemAlloc)(CUdeviceptr *, size_t);
+static CUresult (*p_cuMemFree)(CUdeviceptr);
+static CUresult (*p_cuMemGetInfo)(size_t *, size_t *);
+static CUresult (*p_cuDeviceTotalMem)(size_t *, CUdevice);
+
+static void *sym(const char *name)
+{
+    void *p = dlsym(RTLD_DEFAULT, name); /* librota's wrapper when it is preloaded */
+    if (!p) {
+        printf("nosym %s\n", name);
+        exit(2);
+    }
+    return p;
+}
+
+static int child_main(void)
+{
+    if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL)) {
+        printf("nolib %s\n", dlerror());
+        return 2;
+    }
+    p_cuInit = sym("cuInit");
+    p_cuDeviceGet = sym("cuDeviceGet");
+    p_cuDevicePrimaryCtxRetain = sym("cuDevicePrimaryCtxRetain");
+    p_cuCtxSetCurrent = sym("cuCtxSetCurrent");
+    p_cuMemAlloc = sym("cuMemAlloc_v2");
+    p_cuMemFree = sym("cuMemFree_v2");
+    p_cuMemGetInfo = sym("cuMemGetInfo_v2");
+    p_cuDeviceTotalMem = sym("cuDeviceTotalMem_v2");
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    CUdevice dev;
+    CUcontext ctx;
+    CUresult rc = p_cuInit(0);
+    if (!rc) rc = p_cuDeviceGet(&dev, 0);
+    if (!rc) rc = p_cuDevicePrimaryCtxRetain(&ctx, dev);
+    if (!rc) rc = p_cuCtxSetCurrent(ctx);
+    printf("init %d\n", (int)rc);
+    CUdeviceptr ptrs[64];
+    int n = 0;
+    char line[256];
+    while (fgets(line, sizeof line, stdin)) {
+        char arg[64] = "";
+        if (sscanf(line, "alloc %63s", arg) == 1) {
+            uint64_t b = 0;
+            parse_size(arg, 1, UINT64_MAX, &b);
+            uint64_t t0 = tap_now_ns();
+            CUdeviceptr p = 0;
+            rc = p_cuMemAlloc(&p, b);
+            if (!rc && n < 64) ptrs[n++] = p;
+            printf("%d %.0f\n", (int)rc, (double)(tap_now_ns() - t0) / 1e6);
+        } else if (!strncmp(line, "free", 4)) {
+            rc = n ? p_cuMemFree(ptrs[--n]) : CUDA_ERROR_INVALID_VALUE;
+            printf("%d\n", (int)rc);
+        } else if (!strncmp(line, "view", 4)) {
+            size_t fr = 0, to = 0, dt = 0;
+            CUresult a = p_cuMemGetInfo(&fr, &to), b = p_cuDeviceTotalMem(&dt, dev);
+            printf("%d %d %zu %zu %zu\n", (int)a, (int)b, fr, to, dt);
+        } else if (!strncmp(line, "exit", 4)) {
+            break;
+        }
+    }
+    return 0;
+}
+
+/* ---- the test side ----------------------------------------------------------------------------------------- */
+
+typedef struct child {
+    pid_t pid;
+    FILE *to, *from;
+    char err[160];
+} child_t;
+
+static char node[64];
+static int nchild;
+
+/* env: NULL-terminated "NAME=value" extras. */
+static void spawn(child_t *c, const char *const *env)
+{
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) bail("pipe"); /* other children must not hold them */
+    snprintf(c->err, sizeof c->err, "%s/child%d.err", th_dir, nchild++);
+    c->pid = fork();
+    if (c->pid < 0) bail("fork");
+    if (c->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        int e = open(c->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(e, 2);
+        close(in[1]);
+        close(out[0]);
+        char pre[600];
+        snprintf(pre, sizeof pre, "%s/lib/librota.so", getenv("ROTA_BUILD"));
+        setenv("LD_PRELOAD", pre, 1);
+        setenv("ROTA_COORD_T_CHILD", "1", 1);
+        setenv("ROTA_SOCKET", th_sock, 1);
+        setenv("SIMCUDA_NODE", node, 1);
+        setenv("SIMCUDA_MEM", "1G", 1);
+        setenv("ROTA_LOG", "info", 1);
+        for (; env && *env; env++) putenv((char *)*env);
+        execl("/proc/self/exe", "coord-t-client", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    c->to = fdopen(in[1], "w");
+    c->from = fdopen(out[0], "r");
+    setvbuf(c->to, NULL, _IOLBF, 0);
+}
+
+/* Sends a command (NULL: none) and reads one answer line within ms; "" on timeout or EOF. */
+static const char *say(child_t *c, const char *cmd, int ms)
+{
+    static char line[256];
+    if (cmd) fprintf(c->to, "%s\n", cmd);
+    struct pollfd p = {.fd = fileno(c->from), .events = POLLIN};
+    line[0] = 0;
+    if (poll(&p, 1, ms) != 1 || !fgets(line, sizeof line, c->from)) return "";
+    line[strcspn(line, "\n")] = 0;
+    return line;
+}
+
+static int alloc_rc(child_t *c, const char *size, int ms, double *took)
+{
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "alloc %s", size);
+    const char *r = say(c, cmd, ms);
+    int rc = -1;
+    double t = -1;
+    if (sscanf(r, "%d %lf", &rc, &t) != 2) rc = -1;
+    if (took) *took = t;
+    return rc;
+}
+
+static void finish(child_t *c)
+{
+    fclose(c->to);
+    int st;
+    waitpid(c->pid, &st, 0);
+    fclose(c->from);
+}
+
+static void kill9(child_t *c)
+{
+    kill(c->pid, SIGKILL);
+    finish(c);
+}
+
+static bool err_has(const child_t *c, const char *what, int *count)
+{
+    FILE *f = fopen(c->err, "r");
+    char l[512];
+    int n = 0;
+    while (f && fgets(l, sizeof l, f)) n += strstr(l, what) != NULL;
+    if (f) fclose(f);
+    if (count) *count = n;
+    return n > 0;
+}
+
+static uint64_t ledger_reserved(void)
+{
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_OBSERVER};
+    conn_t *c;
+    char err[256];
+    if (conn_open(&o, &c, err, sizeof err)) return UINT64_MAX;
+    const rota_region_t *r = conn_region(c);
+    uint64_t v = atomic_load(&r->ndevices) ? atomic_load(&r->devices[0].reserved) : 0;
+    conn_close(c);
+    return v;
+}
+
+#define M (UINT64_C(1) << 20)
+
+int main(void)
+{
+    if (getenv("ROTA_COORD_T_CHILD")) return child_main();
+    const char *b = getenv("ROTA_BUILD");
+    char lib[600];
+    snprintf(lib, sizeof lib, "%s/lib/librota.so", b ? b : ".");
+    if (access(lib, R_OK)) return skip_all("librota.so is not built (%s)", lib);
+    th_setup("coord");
+    snprintf(node, sizeof node, "coord-t-%d", (int)getpid());
+    pid_t rotad = th_rotad_start();
+    child_t a, c2, c3;
+
+    /* limits and the view */
+    const char *lim[] = {"ROTA_MEM_LIMIT=256M", "ROTA_MEM_WAIT=0", NULL};
+    spawn(&a, lim);
+    is_str(say(&a, NULL, 10000), "init 0", "client initialises under librota + rotad");
+    char want[128];
+    snprintf(want, sizeof want, "0 0 %llu %llu %llu", 256 * (unsigned long long)M, 256 * (unsigned long long)M,
+             256 * (unsigned long long)M);
+    is_str(say(&a, "view", 5000), want, "cuMemGetInfo/cuDeviceTotalMem show the 256M limit, all free");
+    is_int(alloc_rc(&a, "100M", 5000, NULL), 0, "100M under a 256M limit");
+    is_int(alloc_rc(&a, "100M", 5000, NULL), 0, "200M under a 256M limit");
+    size_t fr = 0, to = 0;
+    sscanf(say(&a, "view", 5000), "%*d %*d %zu %zu", &fr, &to);
+    ok(to == 256 * M && fr <= 56 * M && fr > 50 * M, "view: what is left of the limit (%zu of %zu)", fr, to);
+    is_int(alloc_rc(&a, "100M", 5000, NULL), CUDA_ERROR_OUT_OF_MEMORY, "300M over a 256M limit: OOM at once");
+    is_str(say(&a, "free", 5000), "0", "free");
+    is_int(alloc_rc(&a, "100M", 5000, NULL), 0, "after a free it fits again");
+    is_str(say(&a, "free", 5000), "0", "free");
+    is_str(say(&a, "free", 5000), "0", "free");
+    ok(ledger_reserved() < 128 * M, "the ledger got the frees back (credit only: %llu)",
+       (unsigned long long)ledger_reserved());
+    finish(&a);
+    ok(ledger_reserved() == 0 || (usleep(200000), ledger_reserved() == 0), "client exit: the ledger is at zero");
+
+    /* across processes: queue instead of OOM, served on free; timeout; kill -9 */
+    spawn(&a, NULL);
+    say(&a, NULL, 10000);
+    is_int(alloc_rc(&a, "900M", 5000, NULL), 0, "client A takes 900M of 1G");
+    const char *wait10[] = {"ROTA_MEM_WAIT=10", NULL};
+    spawn(&c2, wait10);
+    say(&c2, NULL, 10000);
+    fprintf(c2.to, "alloc 300M\n");
+    usleep(300000);
+    is_str(say(&a, "free", 5000), "0", "A frees its 900M while B waits");
+    int rc = -1;
+    double took = -1;
+    sscanf(say(&c2, NULL, 10000), "%d %lf", &rc, &took);
+    is_int(rc, 0, "B's 300M, which did not fit, is granted after A's free instead of OOM");
+    in_range(took, 250, 9000, "B waited for it (ms, tolerance 250..9000)");
+    const char *wait03[] = {"ROTA_MEM_WAIT=0.3", NULL};
+    spawn(&c3, wait03);
+    say(&c3, NULL, 10000);
+    is_int(alloc_rc(&a, "600M", 5000, NULL), 0, "A takes 600M (900M reserved)");
+    is_int(alloc_rc(&c3, "300M", 10000, &took), CUDA_ERROR_OUT_OF_MEMORY, "C's wait of 0.3 s times out: OOM");
+    in_range(took, 250, 5000, "after about 0.3 s (ms, tolerance 250..5000)");
+    fprintf(c3.to, "alloc 300M\n");
+    usleep(300000);
+    kill9(&a);
+    /* C waited 0.3 s at most: it may have timed out already on a slow machine; B's next request must work */
+    say(&c3, NULL, 5000);
+    is_int(alloc_rc(&c2, "600M", 5000, NULL), 0, "kill -9 of A gave its 600M back: B gets 600M more");
+    finish(&c3);
+    finish(&c2);
+    usleep(100000);
+    is_uint(ledger_reserved(), 0, "every client gone: nothing leaked");
+
+    /* rotad dies mid-run, then returns: clients pass through and re-register */
+    spawn(&a, wait10);
+    say(&a, NULL, 10000);
+    is_int(alloc_rc(&a, "200M", 5000, NULL), 0, "A holds 200M");
+    spawn(&c2, wait10);
+    say(&c2, NULL, 10000);
+    is_int(alloc_rc(&c2, "700M", 5000, NULL), 0, "B holds 700M");
+    fprintf(a.to, "alloc 300M\n"); /* waits: 200 + 700 + 300 > 1G */
+    usleep(300000);
+    kill(rotad, SIGKILL);
+    waitpid(rotad, NULL, 0);
+    rc = -1;
+    sscanf(say(&a, NULL, 5000), "%d %lf", &rc, &took);
+    ok(rc == CUDA_ERROR_OUT_OF_MEMORY || rc == 0, "kill -9 of rotad wakes the waiting allocation (rc %d)", rc);
+    in_range(took, 0, 4000, "promptly (ms), not after its 10 s wait");
+    ok(err_has(&a, "running uncoordinated", NULL), "A says it runs uncoordinated");
+    is_int(alloc_rc(&a, "50M", 5000, NULL), 0, "without rotad allocations pass through");
+    rotad = th_rotad_start();
+    usleep(1100000); /* reconnects are rate-limited to one a second */
+    is_int(alloc_rc(&a, "10M", 5000, NULL), 0, "after rotad returns, the next allocation reconnects");
+    is_int(alloc_rc(&c2, "10M", 5000, NULL), 0, "for both clients");
+    uint64_t r = ledger_reserved();
+    ok(r >= (200 + 50 + 10 + 700 + 10) * M && r <= (200 + 50 + 10 + 700 + 10) * M + 128 * M,
+       "the new rotad's ledger has every live byte re-registered (%llu M, plus credit)",
+       (unsigned long long)(r / M));
+    finish(&a);
+    finish(&c2);
+    usleep(100000);
+    is_uint(ledger_reserved(), 0, "and gets them all back at exit");
+
+    /* fail-open and ROTA_REQUIRE without rotad */
+    is_int(th_rotad_stop(rotad), 0, "rotad stops");
+    spawn(&a, NULL);
+    is_str(say(&a, NULL, 10000), "init 0", "no rotad: cuInit still succeeds");
+    is_int(alloc_rc(&a, "10M", 5000, NULL), 0, "and allocations pass through");
+    is_int(alloc_rc(&a, "10M", 5000, NULL), 0, "again");
+    finish(&a);
+    int nwarn = 0;
+    err_has(&a, "rotad is not running", &nwarn);
+    is_int(nwarn, 1, "with exactly one warning");
+    const char *req[] = {"ROTA_REQUIRE=1", NULL};
+    spawn(&a, req);
+    say(&a, NULL, 10000);
+    rc = alloc_rc(&a, "10M", 5000, NULL);
+    ok(rc != 0 && rc != -1, "ROTA_REQUIRE=1 without rotad: the allocation fails (rc %d)", rc);
+    finish(&a);
+    ok(err_has(&a, "ROTA_REQUIRE=1 and rotad is not running", NULL), "with a clear error");
+    th_cleanup();
+    char p[192];
+    for (int i = 0; i < nchild; i++) {
+        snprintf(p, sizeof p, "%s/child%d.err", th_dir, i);
+        unlink(p);
+    }
+    rmdir(th_dir);
+    return done_testing();
+}

@@ -1,0 +1,111 @@
+/* shim-overhead.c - what librota adds to a pass-through cuLaunchKernel and cuMemAlloc_v2 + cuMemFree_v2. */
+
+/*
+ * A benchmark, not a test: run it with and without LD_PRELOAD=librota.so (tools/bench/shim-overhead.sh does
+ * both, plus ROTA_DISABLE=1 and callgrind) and compare. It prints one line:
+ *   launch_ns=<mean ns per cuLaunchKernel> alloc_free_ns=<mean ns per cuMemAlloc_v2 + cuMemFree_v2 pair>
+ *   passthrough_ns=<mean ns per cuDeviceGet, a wrapped call that costs the driver almost nothing>
+ * The launches go to one stream and are synchronised every 256 launches, so the queue stays short; set
+ * SIMCUDA_LAUNCH_NS=0 so the simulated device keeps up. bench_launches and bench_allocs are separate,
+ * non-inlined functions so that callgrind can count their instructions alone (--toggle-collect).
+ *
+ * Build by hand (no Makefile rule yet):
+ *   cc -std=c11 -D_GNU_SOURCE -O2 -g -I/usr/local/cuda/include -I. -o build/bin/shim-overhead \
+ *      tools/bench/shim-overhead.c build/obj/gen/kernels-ptx.o -Lbuild/lib -lcuda
+ * Usage: shim-overhead [ITERATIONS]   (default 200000)
+ * Exit: 0 done, 1 a CUDA call failed, 2 bad usage.
+ */
+#include <cuda.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "tests/tap/kernels.h"
+
+#define USAGE "usage: shim-overhead [ITERATIONS]\n"
+
+static CUfunction fill;
+static CUstream stream;
+static CUdeviceptr buf;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int check(CUresult rc, const char *what)
+{
+    if (rc == CUDA_SUCCESS) return 0;
+    fprintf(stderr, "shim-overhead: fatal: unable to %s: CUresult %d\n", what, (int)rc);
+    exit(1);
+}
+
+__attribute__((noinline)) static void bench_launches(unsigned long n)
+{
+    uint32_t v = 1;
+    uint64_t cnt = 1;
+    void *args[] = {&buf, &v, &cnt};
+    for (unsigned long i = 0; i < n; i++) {
+        check(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, stream, args, NULL), "launch");
+        if ((i & 255) == 255) check(cuStreamSynchronize(stream), "synchronise");
+    }
+    check(cuStreamSynchronize(stream), "synchronise");
+}
+
+/* The wrapper protocol alone: cuDeviceGet is wrapped as a plain pass-through and costs the driver little. */
+__attribute__((noinline)) static void bench_passthrough(unsigned long n)
+{
+    CUdevice d;
+    for (unsigned long i = 0; i < n; i++) check(cuDeviceGet(&d, 0), "get device 0");
+}
+
+__attribute__((noinline)) static void bench_allocs(unsigned long n)
+{
+    for (unsigned long i = 0; i < n; i++) {
+        CUdeviceptr p;
+        check(cuMemAlloc(&p, 4096), "allocate");
+        check(cuMemFree(p), "free");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    unsigned long n = 200000;
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    if (argc > 2 || (argc == 2 && (n = strtoul(argv[1], NULL, 10)) == 0)) {
+        fputs(USAGE, stderr);
+        return 2;
+    }
+    check(cuInit(0), "initialise the driver");
+    check(cuDeviceGet(&dev, 0), "get device 0");
+    check(cuDevicePrimaryCtxRetain(&ctx, dev), "retain the primary context");
+    check(cuCtxSetCurrent(ctx), "set the context");
+    check(cuModuleLoadData(&mod, rota_kernels_ptx), "load the kernels");
+    check(cuModuleGetFunction(&fill, mod, "fill_u32"), "find fill_u32");
+    check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "create a stream");
+    check(cuMemAlloc(&buf, 4096), "allocate");
+
+    bench_launches(n / 10); /* warm up */
+    bench_allocs(n / 10);
+    bench_passthrough(n / 10);
+    uint64_t t0 = now_ns();
+    bench_launches(n);
+    uint64_t t1 = now_ns();
+    bench_allocs(n);
+    uint64_t t2 = now_ns();
+    bench_passthrough(n);
+    uint64_t t3 = now_ns();
+    printf("launch_ns=%.1f alloc_free_ns=%.1f passthrough_ns=%.1f iterations=%lu\n", (double)(t1 - t0) / (double)n,
+           (double)(t2 - t1) / (double)n, (double)(t3 - t2) / (double)n, n);
+    cuMemFree(buf);
+    cuStreamDestroy(stream);
+    cuModuleUnload(mod);
+    cuDevicePrimaryCtxRelease(dev);
+    return 0;
+}
