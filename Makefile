@@ -174,10 +174,13 @@ TEST_DEPS_runtime := $(TEST_LIBS_runtime)
 TEST_LIBS_simcuda/node-t := $(SIM_OBJ)
 TEST_DEPS_simcuda/node-t := $(SIM_OBJ)
 .SECONDEXPANSION:
+# The test's directory name (tests/runtime/x-t -> runtime); a function, since a literal % in a pattern
+# rule's prerequisites would be replaced by the stem.
+test_dir = $(patsubst %/,%,$(dir $(1)))
 $(B)/tests/%: $(O)/tests/%.o $(TAP_A) $(KERNELS_O) $(COMMON_A) $(SIMCUDA) \
-              $$(TEST_DEPS_$$(patsubst %/,%,$$(dir $$*))) $$(TEST_DEPS_$$*)
+              $$(TEST_DEPS_$$(call test_dir,$$*)) $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(TEST_LIBS_$*) $(TEST_LIBS_$(patsubst %/,%,$(dir $*))) $(KERNELS_O) $(TAP_A) \
+	$(CC) -o $@ $< $(TEST_LIBS_$*) $(TEST_LIBS_$(call test_dir,$*)) $(KERNELS_O) $(TAP_A) \
 	    $(COMMON_A) $(ALL_LDFLAGS) -ldl -lrt -lm
 
 # Tests find build outputs through these variables (never by guessing paths).

@@ -480,7 +480,9 @@ static void server_on_release(server_t *s, client_t *c, const rota_msg_mem_t *m)
     if (back < m->bytes)
         server_log(s, 2, "pid %d released %llu bytes but held only %llu", (int)c->pid,
                    (unsigned long long)m->bytes, (unsigned long long)back);
-    if (back) waitq_serve(&s->q, (unsigned)dev, server_answer, s);
+    if (!back) return;
+    if (waitq_count_dev(&s->q, (unsigned)dev)) waitq_serve(&s->q, (unsigned)dev, server_answer, s);
+    else server_grant_credit(s, c, (unsigned)dev); /* refill: an alloc/free loop stays on the fast path */
 }
 
 static void server_on_adopt(server_t *s, client_t *c, const rota_msg_mem_t *m)

@@ -38,6 +38,7 @@
 
 #define COORD_MAX_DEVS 64          /* CUdevice ordinals cached */
 #define COORD_RECONNECT_NS 1000000000ull
+#define COORD_PROBE_NS 100000000ull  /* how often a live connection is checked for a silent rotad death */
 
 typedef struct coord_dev {
     bool known;                    /* uuid/total were queried */
@@ -66,6 +67,7 @@ static struct {
     _Atomic bool warned_absent, warned_lost;
     _Atomic bool require_failed;
     _Atomic uint64_t last_attempt_ns;
+    _Atomic uint64_t next_probe_ns;
     uint64_t next_token;
     coord_dev_t devs[COORD_MAX_DEVS];
     coord_alloc_t *tab;
@@ -108,6 +110,7 @@ static void coord_reset_child(void)
     coord.tried = false;
     coord.warned_lost = false;
     coord.last_attempt_ns = 0;
+    coord.next_probe_ns = 0;
     for (int i = 0; i < COORD_MAX_DEVS; i++) {
         coord.devs[i].used = 0;
         coord.devs[i].limit = 0;
@@ -194,7 +197,12 @@ static void coord_connect_locked(bool first)
 static void coord_maybe_connect(void)
 {
     if (coord.abi_mismatch) return;
-    if (coord.tried && coord_now_ns() - coord.last_attempt_ns < COORD_RECONNECT_NS) return;
+    if (coord.tried) {
+        /* The common case costs a clock read: no lock, no syscall. */
+        uint64_t now = coord_now_ns();
+        if (now - coord.last_attempt_ns < COORD_RECONNECT_NS || now < coord.next_probe_ns) return;
+        coord.next_probe_ns = now + COORD_PROBE_NS;
+    }
     pthread_rwlock_rdlock(&coord.rw);
     conn_t *c = coord.conn;
     bool alive = c && conn_alive(c);

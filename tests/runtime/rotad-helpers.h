@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,6 +43,7 @@ static pid_t th_rotad_start_args(const char *const *extra)
     if (pid < 0) bail("fork");
     if (pid == 0) {
         close(p[0]);
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test, whatever kills it */
         char fd[16];
         snprintf(fd, sizeof fd, "%d", p[1]);
         const char *argv[16] = {"rotad", "--foreground", "--socket", th_sock, "--notify-fd", fd};

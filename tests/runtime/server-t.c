@@ -1,5 +1,6 @@
 /* server-t.c - TAP tests for rotad's service (runtime/server.c) through real sockets and processes. */
 #include "runtime/abi.h"
+#include "runtime/config.h"
 #include "runtime/lib/conn.h"
 #include "runtime/lib/proto.h"
 #include "tests/runtime/rotad-helpers.h"
@@ -395,9 +396,11 @@ static void test_credit(void)
     is_int(fast, 64, "64 1M allocations from credit without a round trip, and no more");
     is_uint(LD(&r->devices[dev].reserved), 65 * M, "the ledger already counted them");
     conn_release(a, U1, GB, 65 * M);
-    ok(WAIT_FOR(LD(&r->devices[dev].reserved) == 0, 2000), "releasing them all: the ledger is back to 0");
+    ok(WAIT_FOR(LD(&r->devices[dev].reserved) == 64 * M, 2000),
+       "releasing them all: the ledger keeps only a refilled 64M credit");
+    is_uint(LD(&conn_channel(a)->credit[dev]), 64 * M, "the credit is refilled on release (no waiters)");
     is_int(conn_reserve(a, U1, GB, M, 0, NULL, NULL), 0, "another grant");
-    ok(WAIT_FOR(LD(&r->devices[dev].reserved) == 65 * M, 2000), "with fresh credit");
+    ok(WAIT_FOR(LD(&r->devices[dev].reserved) == 65 * M, 2000), "credit is full: nothing more charged");
     conn_t *b = open_client(ROTA_PRIO_NORMAL, 0);
     is_int(conn_reserve(b, U1, GB, GB - 2 * M, 0, NULL, NULL), 0,
            "under pressure another client gets the memory: unused credit is taken back");
@@ -423,6 +426,38 @@ static void test_drain(pid_t rotad)
     conn_close(c);
 }
 
+/* A per-group limit from the config file, the group being this process's own cgroup. */
+static void test_group(void)
+{
+    char cg[400], conf[160];
+    if (config_cgroup_of(getpid(), cg, sizeof cg)) {
+        skip("no cgroup v2 path for this process: group limit not testable");
+        return;
+    }
+    snprintf(conf, sizeof conf, "%s/rotad.conf", th_dir);
+    FILE *f = fopen(conf, "w");
+    if (!f) bail("cannot write %s", conf);
+    fprintf(f, "# the test's own cgroup\ngroup %s limit 300\ncredit 0\n", cg);
+    fclose(f);
+    const char *args[] = {"--config", conf, NULL};
+    pid_t rotad = th_rotad_start_args(args);
+    conn_t *a = open_client(ROTA_PRIO_NORMAL, 0), *b = open_client(ROTA_PRIO_NORMAL, 0);
+    const rota_region_t *r = conn_region(a);
+    is_int(LD(&r->slots[conn_slot(a)].group), 0, "a process of cgroup %s is in group 0", cg);
+    uint64_t lim = 0;
+    is_int(conn_reserve(a, U0, CAP, 200, 0, NULL, &lim), 0, "group member A: 200 of the group's 300");
+    is_uint(lim, 300, "its effective limit is the group's");
+    is_int(conn_reserve(b, U0, CAP, 200, 0, NULL, NULL), -EDQUOT, "member B: 200 more is over the group limit");
+    is_int(conn_reserve(b, U0, CAP, 100, 0, NULL, NULL), 0, "but 100 fits");
+    is_uint(LD(&r->groups[0].used[0]), 300, "the group's usage is shared by its members");
+    conn_close(a);
+    r = conn_region(b); /* A's mapping is gone */
+    ok(WAIT_FOR(LD(&r->groups[0].used[0]) == 100, 2000), "A's exit returns its share of the group");
+    conn_close(b);
+    unlink(conf);
+    is_int(th_rotad_stop(rotad), 0, "rotad with a config stops cleanly");
+}
+
 int main(void)
 {
     th_setup("server");
@@ -436,6 +471,7 @@ int main(void)
     test_credit();
     test_rotad_death(&rotad);
     test_drain(rotad);
+    test_group();
     th_cleanup();
     return done_testing();
 }

@@ -311,6 +311,47 @@ out:
     return rc;
 }
 
+static CUresult sc_graphmem(void)
+{
+    CUstream s = NULL;
+    CUgraph gr = NULL;
+    CUgraphExec x = NULL;
+    CUdeviceptr p = 0;
+    uint32_t v = 3;
+    uint64_t n = N;
+    CUresult rc, arc = CUDA_SUCCESS, frc = CUDA_SUCCESS;
+    TRY(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    TRY(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    arc = cuMemAllocAsync(&p, 4096, s);
+    void *fa[] = { &p, &v, &n };
+    if (arc == CUDA_SUCCESS) {
+        cuLaunchKernel(fill, 1, 1, 1, 32, 1, 1, 0, s, fa, NULL);
+        frc = cuMemFreeAsync(p, s);
+    }
+    rc = cuStreamEndCapture(s, &gr);
+    if (arc == CUDA_ERROR_OUT_OF_MEMORY || frc == CUDA_ERROR_OUT_OF_MEMORY)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;    /* the capture ended invalidated because of it */
+    else if (rc == CUDA_SUCCESS)
+        rc = arc ? arc : frc;
+    if (rc != CUDA_SUCCESS)
+        goto out;
+    TRY(cuGraphInstantiate(&x, gr, 0));
+    TRY(cuGraphLaunch(x, s));
+    TRY(cuStreamSynchronize(s));
+    TRY(cuGraphLaunch(x, s));
+    TRY(cuStreamSynchronize(s));
+out:
+    if (x)
+        cuGraphExecDestroy(x);
+    if (gr)
+        cuGraphDestroy(gr);
+    if (s) {
+        cuStreamSynchronize(s);
+        cuStreamDestroy(s);
+    }
+    return rc;
+}
+
 /* Fails the scenario's allocations one at a time, then runs it with none failing. */
 static void sweep(const char *name, CUresult (*fn)(void))
 {
@@ -371,6 +412,7 @@ int main(void)
     sweep("stream-ordered allocation and pools", sc_pool);
     sweep("virtual memory management", sc_vmm);
     sweep("graph capture, instantiate, launch", sc_graph);
+    sweep("graph memory nodes", sc_graphmem);
 
     /* the device is intact: data round trip */
     uint32_t v = 42, host[N];

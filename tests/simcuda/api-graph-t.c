@@ -248,6 +248,69 @@ int main(void)
     ok_cu(cuGraphExecDestroy(x));
     ok_cu(cuGraphDestroy(g));
 
+    /* memory nodes: cuMemAllocAsync/cuMemFreeAsync under capture record allocation and free nodes */
+    size_t free0, free1, total;
+    ok_cu(cuMemGetInfo(&free0, &total));
+    CUdeviceptr gp = 0;
+    ok_cu(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    ok(cuMemAllocAsync(&gp, N * 4, s) == CUDA_SUCCESS && gp != 0, "cuMemAllocAsync while capturing: an allocation node");
+    ok_cu(launch_fill(s, gp, 9, N));
+    ok_cu(cuMemcpyDtoDAsync(b, gp, N * 4, s));
+    ok_cu(cuMemFreeAsync(gp, s));
+    ok_cu(cuStreamEndCapture(s, &g));
+    CUgraphNode mn[8];
+    size_t mnn = 8;
+    CUgraphNodeType mt0 = CU_GRAPH_NODE_TYPE_EMPTY, mt3 = CU_GRAPH_NODE_TYPE_EMPTY;
+    ok(cuGraphGetNodes(g, mn, &mnn) == CUDA_SUCCESS && mnn == 4 && cuGraphNodeGetType(mn[0], &mt0) == CUDA_SUCCESS &&
+           cuGraphNodeGetType(mn[3], &mt3) == CUDA_SUCCESS && mt0 == CU_GRAPH_NODE_TYPE_MEM_ALLOC &&
+           mt3 == CU_GRAPH_NODE_TYPE_MEM_FREE,
+       "alloc, kernel, copy, free: node types MEM_ALLOC ... MEM_FREE");
+    ok(cuMemGetInfo(&free1, &total) == CUDA_SUCCESS && free1 == free0, "capture charges no device memory");
+    ok_cu(cuGraphInstantiateWithFlags(&x, g, 0));
+    for (int round = 0; round < 2; round++) {
+        ok_cu(cuMemsetD32(b, 0, N));
+        ok_cu(cuGraphLaunch(x, s));     /* allocated and freed inside: launches back to back are fine */
+        ok_cu(cuStreamSynchronize(s));
+        ok_cu(cuMemcpyDtoH(out, b, N * 4));
+        ok(out[0] == 9 && out[N - 1] == 9, "launch %d: the graph's allocation held the kernel's data", round);
+    }
+    ok(cuMemGetInfo(&free1, &total) == CUDA_SUCCESS && free1 == free0, "freed by its free node: nothing charged");
+    ok_cu(cuGraphExecDestroy(x));
+    ok_cu(cuGraphDestroy(g));
+
+    /* an allocation the graph does not free: the graph owns it until it is freed */
+    ok_cu(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    ok_cu(cuMemAllocAsync(&gp, N * 4, s));
+    ok_cu(launch_fill(s, gp, 4, N));
+    ok_cu(cuStreamEndCapture(s, &g));
+    is_int(cuMemFree(gp), CUDA_ERROR_INVALID_VALUE, "freeing a graph allocation no launch has made");
+    ok_cu(cuGraphInstantiateWithFlags(&x, g, 0));
+    ok_cu(cuGraphLaunch(x, s));
+    ok_cu(cuStreamSynchronize(s));
+    ok(cuMemGetInfo(&free1, &total) == CUDA_SUCCESS && free0 - free1 >= N * 4, "a launch charges the allocation");
+    ok_cu(cuMemcpyDtoH(out, gp, N * 4));
+    ok(out[0] == 4 && out[N - 1] == 4, "the allocation outlives the launch, data intact");
+    is_int(cuGraphLaunch(x, s), CUDA_ERROR_INVALID_VALUE, "relaunch while its allocation is live");
+    ok_cu(cuMemFreeAsync(gp, s));
+    is_int(cuMemFreeAsync(gp, s), CUDA_ERROR_INVALID_VALUE, "freeing it twice");
+    ok_cu(cuGraphLaunch(x, s));
+    ok_cu(cuStreamSynchronize(s));
+    /* destroyed graph and exec: the live allocation stays until freed */
+    ok_cu(cuGraphExecDestroy(x));
+    ok_cu(cuGraphDestroy(g));
+    ok_cu(cuMemcpyDtoH(out, gp, N * 4));
+    ok(out[0] == 4, "still readable after the graph is gone");
+    ok_cu(cuMemFree(gp));
+    is_int(cuMemFree(gp), CUDA_ERROR_INVALID_VALUE, "freed: no longer an allocation");
+    ok(cuMemGetInfo(&free1, &total) == CUDA_SUCCESS && free1 == free0, "every graph allocation given back");
+
+    /* a capture invalidated after an allocation node leaves nothing behind */
+    ok_cu(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    ok_cu(cuMemAllocAsync(&gp, N * 4, s));
+    is_int(cuStreamWaitEvent(s, join_ev, 0), CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "invalidate the capture");
+    is_int(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "the capture ends invalidated");
+    is_int(cuMemFree(gp), CUDA_ERROR_INVALID_VALUE, "its allocation node's address is gone");
+
     ok_cu(cuEventDestroy(fork_ev));
     ok_cu(cuEventDestroy(join_ev));
     ok_cu(cuMemFree(a));

@@ -17,7 +17,7 @@ static const char status_usage[] =
     "\n"
     "Prints every GPU rotad tracks (uuid, capacity, reserved, waiters) and every client (pid, uid, priority,\n"
     "device, used, limit, waiting). --socket (default $ROTA_SOCKET, else rotad's default path) names rotad.\n"
-    "Sizes are in bytes in --json output. Exit codes: 0 ok; 1 rotad unreachable; 2 usage error.\n";
+    "used counts a client's unused fast-path credit too (JSON: credit). Sizes are in bytes in --json output. Exit codes: 0 ok; 1 rotad unreachable; 2 usage error.\n";
 
 static void status_size(char *out, size_t n, uint64_t v)
 {
@@ -94,7 +94,7 @@ static void status_print_json(FILE *f, const rota_region_t *r)
                 LD(&s->weight) / 1000.0);
         if (dev >= 0 && dev < ROTA_MAX_DEVICES) fprintf(f, "%d", dev);
         else fprintf(f, "null");
-        fprintf(f, ",\"used\":%" PRIu64 ",\"limit\":", status_used(s));
+        fprintf(f, ",\"used\":%" PRIu64 ",\"credit\":%" PRIu64 ",\"limit\":", status_used(s), LD(&s->credit));
         if (LD(&s->limit)) fprintf(f, "%" PRIu64, LD(&s->limit));
         else fprintf(f, "null");
         fprintf(f, ",\"group\":%d,\"waiting\":%" PRIu64 ",\"wait_device\":", LD(&s->group), LD(&s->waiting));

@@ -22,6 +22,7 @@ struct CUgraphExec_st {
     CUcontext ctx;
     node_array_t nodes;
     bool node_priority;          /* CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY */
+    bool mem_nodes;              /* has memory allocation or free nodes */
 };
 
 struct api_capture {
@@ -78,6 +79,7 @@ static CUgraph graph_new(CUcontext ctx)
 static void graph_free(CUgraph g)
 {
     api_handle_del(g);
+    api_gmem_nodes_unref(g->nodes.v, g->nodes.n);
     free(g->nodes.v);
     free(g);
 }
@@ -606,6 +608,8 @@ CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
     case API_OP_COPY: *type = CU_GRAPH_NODE_TYPE_MEMCPY; break;
     case API_OP_MEMSET: *type = CU_GRAPH_NODE_TYPE_MEMSET; break;
     case API_OP_HOSTFN: *type = CU_GRAPH_NODE_TYPE_HOST; break;
+    case API_OP_MEM_ALLOC: *type = CU_GRAPH_NODE_TYPE_MEM_ALLOC; break;
+    case API_OP_MEM_FREE: *type = CU_GRAPH_NODE_TYPE_MEM_FREE; break;
     default: *type = CU_GRAPH_NODE_TYPE_EMPTY; break;
     }
     return CUDA_SUCCESS;
@@ -628,11 +632,15 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, u
         return CUDA_ERROR_OUT_OF_MEMORY;
     x->ctx = hGraph->ctx;
     x->node_priority = (flags & CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY) != 0;
-    for (size_t i = 0; i < hGraph->nodes.n; i++)
-        if (nodes_push(&x->nodes, &hGraph->nodes.v[i]) < 0)
+    for (size_t i = 0; i < hGraph->nodes.n; i++) {
+        const api_op_t *node = &hGraph->nodes.v[i];
+        if (nodes_push(&x->nodes, node) < 0)
             goto out_free;
+        x->mem_nodes |= node->kind == API_OP_MEM_ALLOC || node->kind == API_OP_MEM_FREE;
+    }
     if (api_handle_add(x, API_KIND_GRAPHEXEC) < 0)
         goto out_free;
+    api_gmem_nodes_ref(x->nodes.v, x->nodes.n);
     *phGraphExec = x;
     return CUDA_SUCCESS;
 out_free:
@@ -674,6 +682,7 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
     if (rc != CUDA_SUCCESS)
         return rc;
     api_handle_del(hGraphExec);
+    api_gmem_nodes_unref(hGraphExec->nodes.v, hGraphExec->nodes.n);
     free(hGraphExec->nodes.v);
     free(hGraphExec);
     return CUDA_SUCCESS;
@@ -691,7 +700,17 @@ static CUresult graph_launch(CUgraphExec x, CUstream h, bool ptds)
         return CUDA_ERROR_INVALID_CONTEXT;
     if ((rc = api_ctx_sticky(s->ctx)) != CUDA_SUCCESS)
         return rc;
-    for (size_t i = 0; i < x->nodes.n && rc == CUDA_SUCCESS; i++) {
+    if (x->mem_nodes) {
+        if (api_stream_capturing(s)) {
+            /* CUDA does not allow memory nodes in a child graph */
+            api_capture_invalidate_stream(s);
+            return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        }
+        if ((rc = api_gmem_launch(x->nodes.v, x->nodes.n)) != CUDA_SUCCESS)
+            return rc;
+    }
+    size_t i;
+    for (i = 0; i < x->nodes.n && rc == CUDA_SUCCESS; i++) {
         api_op_t *op = api_op_new(API_OP_NOP);
         if (!op) {
             rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -703,7 +722,12 @@ static CUresult graph_launch(CUgraphExec x, CUstream h, bool ptds)
         if (op->kind == API_OP_KERNEL && !x->node_priority)
             op->u.k.prio = s->prio;
         api_op_ref(op);
-        rc = api_launch_op(s, op, false);
+        rc = api_launch_op(s, op, false);   /* a failed free node is freed, which accounts it */
+    }
+    if (rc != CUDA_SUCCESS && x->mem_nodes) {
+        /* Frees that were never queued are done once the part that was queued has run. */
+        api_stream_sync(s);
+        api_gmem_launch_abort(x->nodes.v, i, x->nodes.n);
     }
     return rc;
 }

@@ -47,7 +47,10 @@ int api_dev_phys(CUdevice dev);
 CUdevice api_dev_visible(int phys);
 
 /* ---- device memory ranges (UVA: a CUdeviceptr is a host address) ---- */
-enum api_range_kind { API_RANGE_DEVICE = 1, API_RANGE_MANAGED, API_RANGE_HOST, API_RANGE_POOL, API_RANGE_VMM };
+enum api_range_kind {
+    API_RANGE_DEVICE = 1, API_RANGE_MANAGED, API_RANGE_HOST, API_RANGE_POOL, API_RANGE_VMM,
+    API_RANGE_GRAPH,             /* a graph allocation node's address (owner: its api_gmem_t) */
+};
 typedef struct api_range {
     uintptr_t base;
     size_t size;
@@ -97,11 +100,13 @@ enum api_stream_kind { API_STREAM_USER = 0, API_STREAM_LEGACY, API_STREAM_PERTHR
 enum api_op_kind {
     API_OP_NOP = 0, API_OP_KERNEL, API_OP_COPY, API_OP_MEMSET, API_OP_HOSTFN, API_OP_EVENT_RECORD,
     API_OP_WAIT_EVENT, API_OP_WAIT_STREAM, API_OP_POOL_FREE,
+    API_OP_MEM_ALLOC, API_OP_MEM_FREE,   /* graph memory nodes (api-graphmem.c) */
 };
 enum api_kernel_id { API_KERNEL_SPIN = 0, API_KERNEL_FILL, API_KERNEL_ADD, API_KERNEL_COUNT };
 
 typedef struct api_capture api_capture_t;
 typedef struct api_op api_op_t;
+typedef struct api_gmem api_gmem_t;
 struct api_op {
     api_op_t *next;
     int kind;
@@ -117,6 +122,7 @@ struct api_op {
         struct { CUevent ev; uint64_t gen; } ev;
         struct { api_stream_t *s; uint64_t seq; } ws;
         struct { CUdeviceptr ptr; } free;
+        struct { api_gmem_t *m; } gm;
     } u;
 };
 
@@ -209,6 +215,25 @@ void api_pool_trim_all(void);                     /* at synchronisation points: 
 void api_pool_reset(void);
 /* frees a pool range found by cuMemFree_v2 */
 void api_pool_free_now(const api_range_t *r);
+
+/* ---- graph memory nodes (api-graphmem.c) ---- */
+/* cuMemAllocAsync on capturing s: an allocation node, its address in *out. */
+CUresult api_gmem_capture_alloc(api_stream_t *s, size_t bytes, CUdeviceptr *out);
+/* cuMemFreeAsync of graph allocation r on capturing s: a free node. */
+CUresult api_gmem_capture_free(api_stream_t *s, const api_range_t *r);
+/* A graph or executable graph takes / drops its allocation nodes (v: its node array). */
+void api_gmem_nodes_ref(const api_op_t *v, size_t n);
+void api_gmem_nodes_unref(const api_op_t *v, size_t n);
+/* cuGraphLaunch, before queueing the nodes: checks every allocation may be made (INVALID_VALUE while the
+ * last launch's is still live) and every free finds it live, charges device memory (OUT_OF_MEMORY). If
+ * queueing then stops at node from, api_gmem_launch_abort accounts the frees that were never queued. */
+CUresult api_gmem_launch(const api_op_t *v, size_t n);
+void api_gmem_launch_abort(const api_op_t *v, size_t from, size_t n);
+/* A queued free (API_OP_MEM_FREE) is done: from api_op_free. */
+void api_gmem_free_done(api_gmem_t *m);
+/* Graph allocations freed outside a graph: cuMemFreeAsync (stream-ordered) and cuMemFree. */
+CUresult api_gmem_free_async(api_stream_t *s, const api_range_t *r);
+CUresult api_gmem_free_sync(const api_range_t *r);
 
 /* ---- VMM (api-vmm.c) ---- */
 void api_vmm_reset(void);                         /* after fork: forget the parent's reservations */

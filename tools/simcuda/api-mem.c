@@ -221,8 +221,11 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
         return rc;
     api_range_t r;
     if (!api_range_find((uintptr_t)dptr, 0, &r) || r.base != (uintptr_t)dptr ||
-        (r.kind != API_RANGE_DEVICE && r.kind != API_RANGE_MANAGED && r.kind != API_RANGE_POOL))
+        (r.kind != API_RANGE_DEVICE && r.kind != API_RANGE_MANAGED && r.kind != API_RANGE_POOL &&
+         r.kind != API_RANGE_GRAPH))
         return CUDA_ERROR_INVALID_VALUE;
+    if (r.kind == API_RANGE_GRAPH)
+        return api_gmem_free_sync(&r);
     /* Like the real driver, freeing waits for the work that might still use the memory. */
     if (r.ctx && api_ctx_alive(r.ctx))
         api_ctx_sync(r.ctx);

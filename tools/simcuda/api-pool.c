@@ -211,11 +211,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool poo
         return CUDA_ERROR_INVALID_VALUE;
     if (pool && !api_handle_is(pool, API_KIND_POOL))
         return CUDA_ERROR_INVALID_VALUE;
-    if (api_stream_capturing(s)) {
-        /* Memory nodes are not modelled: refuse and invalidate, never silently allocate outside the graph. */
-        api_capture_invalidate_stream(s);
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
+    if (api_stream_capturing(s))
+        return api_gmem_capture_alloc(s, bytesize, dptr);   /* an allocation node (of the graph, any pool) */
     if (!pool) {
         pthread_mutex_lock(&pool_lock);
         if (default_locked(s->ctx->dev))
@@ -260,6 +257,8 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptds)
     api_range_t r;
     if (!dptr || !api_range_find((uintptr_t)dptr, 0, &r) || r.base != (uintptr_t)dptr)
         return CUDA_ERROR_INVALID_VALUE;
+    if (r.kind == API_RANGE_GRAPH)
+        return api_stream_capturing(s) ? api_gmem_capture_free(s, &r) : api_gmem_free_async(s, &r);
     if (r.kind != API_RANGE_POOL) {
         /* Not stream-ordered memory: the documented fallback is a synchronous free. */
         return r.kind == API_RANGE_DEVICE || r.kind == API_RANGE_MANAGED ? api_cuMemFree_v2(dptr)

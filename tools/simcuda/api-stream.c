@@ -59,6 +59,9 @@ void api_op_free(api_op_t *op)
     case API_OP_COPY:
         free(op->u.copy.staged);
         break;
+    case API_OP_MEM_FREE:
+        api_gmem_free_done(op->u.gm.m);   /* queued (and now run, or never run): the free is done */
+        break;
     default:
         break;
     }
