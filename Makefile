@@ -189,6 +189,15 @@ export ROTA_SRCDIR := $(abspath .)
 test: all
 	LD_LIBRARY_PATH=$(abspath $(B))/lib prove -f -e '' $(sort $(TESTS)) $(sort $(TEST_SH))
 
+# ---- the demo and the benchmark suite: scripts/bench writes results/<timestamp>/ (report.md, plots, traces) --
+DEMO_FLAGS  ?=
+BENCH_FLAGS ?= --scale 3
+BENCH_MIXES ?= one-gpu four-gpu
+demo: all
+	scripts/demo $(DEMO_FLAGS)
+bench: all
+	scripts/bench --build $(abspath $(B)) $(BENCH_FLAGS) $(BENCH_MIXES)
+
 # ---- install / clean -------------------------------------------------------------------------------------
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/rota

@@ -50,6 +50,27 @@ enum rota_prio {
     ROTA_PRIO_COUNT = 3,
 };
 
+/*
+ * Launch scheduling (issue 5; runtime/sched.c decides, shim/coord-launch.c obeys). A client's first launch after
+ * being idle sets channel.active, stamps channel.active_since_ns and bumps + wakes channel.doorbell (a shared futex
+ * rotad's scheduler thread waits on with futex_waitv). rotad validates what it reads, decides, and writes the
+ * client's slot.hold (a shared futex word the held client waits on, with a bounded timeout: fail-open). rotad
+ * clears channel.active (compare-exchange) once the client is idle: nothing in flight and no launch for the idle
+ * window (rotad --idle-ms, default 2).
+ */
+enum rota_hold {
+    ROTA_HOLD_PRIO = 1u,     /* a higher class is active on the client's GPU */
+    ROTA_HOLD_SHARE = 2u,    /* over its weighted share of its class on this GPU */
+    ROTA_HOLD_QUANTUM = 4u,  /* exclusive-quantum mode: another client of the class holds the quantum */
+};
+
+enum rota_sched_state {
+    ROTA_SCHED_IDLE = 0,     /* no launch for the idle window and nothing in flight */
+    ROTA_SCHED_RUNNING = 1,  /* launching */
+    ROTA_SCHED_HELD = 2,     /* held by rotad (slot.hold != 0) */
+    ROTA_SCHED_MEMWAIT = 3,  /* a memory request is queued (slot.waiting != 0) */
+};
+
 /* ---- region (rotad writes, everyone reads) ---------------------------------------------------------------- */
 
 /* One physical GPU, keyed by UUID. Entries are appended (ndevices grows) and never move. */
@@ -62,8 +83,13 @@ typedef struct rota_dev {
     /* scheduling (issue 5): written by rotad, read by the launch gate */
     _Atomic uint32_t hold_epoch;   /* futex word: bumped whenever holds change on this GPU */
     _Atomic uint32_t high_active;  /* high-priority clients active on this GPU */
-    _Atomic uint64_t busy_ns;      /* device time measured on this GPU (sum over clients) */
-    uint64_t reserved_abi[5];
+    _Atomic uint64_t busy_ns;      /* time this GPU had tracked work in flight, sampled by rotad (sched.c) */
+    _Atomic uint32_t busy_permille; /* busy fraction of the last >= 100 ms, 0..1000 (sched.c) */
+    _Atomic uint32_t held;         /* clients held on this GPU now */
+    _Atomic uint64_t hold_events;  /* times a high client's activation held lower classes */
+    _Atomic uint64_t hold_lat_sum_ns; /* sum and max of high launch -> lower classes held, over hold_events */
+    _Atomic uint64_t hold_lat_max_ns;
+    uint64_t reserved_abi[1];
 } rota_dev_t;
 
 /* A per-group limit from rotad's config file (group = the client's cgroup v2 path, see config.c). */
@@ -95,10 +121,10 @@ typedef struct rota_slot {
     _Atomic uint64_t waiting;          /* bytes of the queued request (0 = not waiting) */
     _Atomic uint64_t used[ROTA_MAX_DEVICES]; /* in use + unused credit */
     /* scheduling (issue 5) */
-    _Atomic uint32_t hold;             /* futex word: nonzero = hold this client at its next launch */
-    _Atomic uint32_t sched_state;      /* running / held / waiting, for rota top */
-    _Atomic uint64_t launches;         /* copied from the channel (validated) */
-    _Atomic uint64_t busy_ns;
+    _Atomic uint32_t hold;             /* futex word: rota_hold bits; nonzero = hold this client at its next launch */
+    _Atomic uint32_t sched_state;      /* rota_sched_state, for rota top */
+    _Atomic uint64_t launches;         /* copied from the channel (validated: never decreases) */
+    _Atomic uint64_t busy_ns;          /* device time as the client measures it (coord-track.c), validated */
     _Atomic uint32_t inflight;
     uint32_t pad0;
     char comm[ROTA_COMM_LEN];          /* NUL-terminated, sanitised */
@@ -138,8 +164,11 @@ typedef struct rota_channel {
     _Atomic uint64_t busy_ns;          /* device time of completed launches */
     _Atomic uint64_t last_launch_ns;   /* CLOCK_MONOTONIC */
     _Atomic uint32_t doorbell;         /* futex word the client bumps to ask rotad's attention (issue 5) */
-    uint32_t pad0;
-    uint64_t reserved_abi[8];
+    _Atomic uint32_t sched_dev;        /* region device index + 1 of the client's launches; 0 = not known */
+    _Atomic uint32_t held_waiting;     /* threads of the client waiting in the launch gate for a hold */
+    _Atomic uint32_t inflight_waiting; /* threads waiting for one of their in-flight launches to complete */
+    _Atomic uint64_t active_since_ns;  /* CLOCK_MONOTONIC of the launch that set active (idle -> active) */
+    uint64_t reserved_abi[6];
     /* Memory credit per GPU (index in region->devices): bytes rotad has already charged to this client and not
      * yet seen used. rotad adds to it when it grants a RESERVE (fetch_add) and takes it all back under pressure
      * (exchange with 0); the client takes from it with compare-exchange to allocate without a round trip, and
@@ -162,7 +191,8 @@ enum rota_msg_type {
     ROTA_MSG_RESULT = 4,   /* rotad -> client: outcome of RESERVE (same seq) */
     ROTA_MSG_RELEASE = 5,  /* client -> rotad: give bytes back (free, or a failed allocation); no answer */
     ROTA_MSG_ADOPT = 6,    /* client -> rotad: after a reconnect, bytes already allocated; no answer */
-    ROTA_MSG_TYPE_MAX = 6,
+    ROTA_MSG_PLACE = 7,    /* client or observer -> rotad: choose a GPU among candidates; answered by RESULT */
+    ROTA_MSG_TYPE_MAX = 7,
 };
 
 enum rota_role {
@@ -219,7 +249,27 @@ typedef struct rota_msg_result {
     uint64_t credit;       /* bytes added to the channel's credit[dev] with this answer */
 } rota_msg_result_t;
 
-#define ROTA_MSG_MAX 128
+/* PLACE (issue 5): `rota run` asks which of the GPUs it can see a new process should use. rotad answers with a
+ * RESULT whose dev is the chosen index in cand[] (status 0), and counts the placement as pending for the asking
+ * pid (SO_PEERCRED; rota run execs, so it is the job's pid) until that pid reserves memory on a GPU, dies, or
+ * ROTA_PLACE_PENDING_MS pass. See runtime/place.h. */
+#define ROTA_PLACE_PENDING_MS 30000u
+typedef struct rota_place_cand {
+    uint8_t uuid[ROTA_UUID_LEN];
+    uint64_t total_mem;    /* 1..ROTA_MAX_BYTES, as the asker's driver reports it */
+} rota_place_cand_t;
+
+typedef struct rota_msg_place {
+    rota_msg_hdr_t h;
+    uint32_t ncand;        /* 1..ROTA_MAX_DEVICES */
+    uint32_t flags;        /* none defined: must be 0 */
+    uint64_t mem;          /* the job's expected memory (its --mem limit), counted while pending; 0 = unknown */
+    rota_place_cand_t cand[ROTA_MAX_DEVICES]; /* entries past ncand must be zero */
+} rota_msg_place_t;
+
+/* Largest message (PLACE); receive buffers have this size. 128 before PLACE existed: only rotad receives PLACE,
+ * so a peer built with the smaller buffer never sees a longer packet. */
+#define ROTA_MSG_MAX 512
 
 _Static_assert(sizeof(rota_msg_hdr_t) == 16, "message header");
 _Static_assert(sizeof(rota_msg_hello_t) == 64, "hello");
@@ -227,6 +277,9 @@ _Static_assert(sizeof(rota_msg_welcome_t) == 112, "welcome");
 _Static_assert(sizeof(rota_msg_mem_t) == 56, "mem message");
 _Static_assert(sizeof(rota_msg_result_t) == 40, "result");
 _Static_assert(sizeof(rota_msg_welcome_t) <= ROTA_MSG_MAX, "messages fit ROTA_MSG_MAX");
+_Static_assert(sizeof(rota_place_cand_t) == 24, "place candidate");
+_Static_assert(sizeof(rota_msg_place_t) == 32 + 24 * ROTA_MAX_DEVICES, "place");
+_Static_assert(sizeof(rota_msg_place_t) <= ROTA_MSG_MAX, "place fits ROTA_MSG_MAX");
 _Static_assert(offsetof(rota_msg_hdr_t, type) == 6 && offsetof(rota_msg_hdr_t, seq) == 12, "header layout");
 _Static_assert(offsetof(rota_msg_mem_t, bytes) == 40, "mem layout");
 
@@ -240,5 +293,10 @@ _Static_assert(offsetof(rota_region_t, slots) % 64 == 0, "slots are cache-line a
 _Static_assert(offsetof(rota_channel_t, inflight) == 24, "channel layout");
 _Static_assert(offsetof(rota_channel_t, credit) == 128, "channel credit");
 _Static_assert(sizeof(rota_channel_t) == 128 + 8 * ROTA_MAX_DEVICES, "channel");
+/* scheduling (issue 5) */
+_Static_assert(offsetof(rota_channel_t, sched_dev) == 60 && offsetof(rota_channel_t, active_since_ns) == 72,
+               "channel scheduling layout");
+_Static_assert(offsetof(rota_dev_t, busy_permille) == 56 && offsetof(rota_dev_t, hold_lat_max_ns) == 80,
+               "device scheduling layout");
 
 #endif

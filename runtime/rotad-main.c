@@ -17,7 +17,8 @@
 #include <unistd.h>
 
 static const char usage[] =
-    "usage: rotad [--socket PATH] [--config FILE] [--foreground] [--notify-fd N]\n"
+    "usage: rotad [--socket PATH] [--config FILE] [--foreground] [--notify-fd N] [--idle-ms MS]\n"
+    "             [--tick-ms MS] [--quantum-ms MS]\n"
     "\n"
     "rota's per-node coordinator: the node-wide GPU memory ledger, queue-instead-of-OOM, launch scheduling.\n"
     "\n"
@@ -27,6 +28,11 @@ static const char usage[] =
     "                  'credit SIZE' (fast-path memory credit per client, default 64M, 0 = off)\n"
     "  --foreground    do not detach (default: detach once listening)\n"
     "  --notify-fd N   write a newline to descriptor N once listening, then close it (s6 readiness)\n"
+    "  --idle-ms MS    launch scheduling: a client is idle after MS without launches and with nothing\n"
+    "                  in flight; a high-priority client's holds on lower classes end then (default 2)\n"
+    "  --tick-ms MS    scheduling decision period while GPUs are contended (default 1)\n"
+    "  --quantum-ms MS exclusive-quantum mode: one client of a class runs at a time, MS each (default 0:\n"
+    "                  weighted fair share of device time by ROTA_WEIGHT)\n"
     "  --help          print this and exit\n"
     "\n"
     "Environment: ROTA_SOCKET (as --socket), ROTA_LOG=quiet|info|debug (default info).\n"
@@ -84,6 +90,7 @@ int main(int argc, char **argv)
     const char *sock = NULL, *cfgpath = NULL;
     bool foreground = false;
     int notify_fd = -1;
+    uint64_t sched_idle_ns = 0, sched_tick_ns = 0, sched_quantum_ns = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;
@@ -105,7 +112,19 @@ int main(int argc, char **argv)
             if (fcntl((int)v, F_GETFD) < 0)
                 return rotad_fatal(ROTAD_EXIT_USAGE, "--notify-fd: descriptor %s is not open", arg);
             notify_fd = (int)v;
-        } else if (!strcmp(a, "--socket") || !strcmp(a, "--config") || !strcmp(a, "--notify-fd")) {
+        } else if ((!strcmp(a, "--idle-ms") || !strcmp(a, "--tick-ms") || !strcmp(a, "--quantum-ms")) && has_val) {
+            double v;
+            const char *arg = argv[++i];
+            double lo = !strcmp(a, "--quantum-ms") ? 0 : 0.05;
+            if (parse_double(arg, lo, 10000, &v))
+                return rotad_fatal(ROTAD_EXIT_USAGE, "%s: '%s' is not a number of milliseconds in %g..10000", a, arg,
+                                   lo);
+            uint64_t ns = (uint64_t)(v * 1e6 + 0.5);
+            if (!strcmp(a, "--idle-ms")) sched_idle_ns = ns;
+            else if (!strcmp(a, "--tick-ms")) sched_tick_ns = ns;
+            else sched_quantum_ns = ns;
+        } else if (!strcmp(a, "--socket") || !strcmp(a, "--config") || !strcmp(a, "--notify-fd") ||
+                   !strcmp(a, "--idle-ms") || !strcmp(a, "--tick-ms") || !strcmp(a, "--quantum-ms")) {
             fprintf(stderr, "rotad: fatal: %s needs a value\n%s", a, usage);
             return ROTAD_EXIT_USAGE;
         } else {
@@ -145,7 +164,8 @@ int main(int argc, char **argv)
     sigprocmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    server_opts_t o = {.socket_path = path, .cfg = &cfg, .log_level = log_level};
+    server_opts_t o = {.socket_path = path, .cfg = &cfg, .log_level = log_level, .sched_idle_ns = sched_idle_ns,
+                       .sched_tick_ns = sched_tick_ns, .sched_quantum_ns = sched_quantum_ns};
     server_t *s;
     char err[512];
     int rc = server_open(&o, &s, err, sizeof err);

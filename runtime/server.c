@@ -3,7 +3,9 @@
 
 #include "runtime/ledger.h"
 #include "runtime/lib/proto.h"
+#include "runtime/place.h"
 #include "runtime/region.h"
+#include "runtime/sched.h"
 #include "runtime/waitq.h"
 
 #include <errno.h>
@@ -47,6 +49,8 @@ struct server {
     int lock_fd, listen_fd, epoll_fd, signal_fd;
     region_t rg;
     waitq_t q;
+    sched_t *sched;    /* launch scheduling thread (runtime/sched.c) */
+    place_t pl;            /* pending GPU placements (issue 5) */
     client_t *clients;
     client_t *by_slot[ROTA_MAX_CLIENTS];
     uint32_t next_gen;
@@ -407,6 +411,7 @@ static void server_on_hello(server_t *s, client_t *c, const rota_msg_hello_t *h)
     atomic_store_explicit(&sl->state, ROTA_SLOT_LIVE, memory_order_release);
     ST(&r->nclients, LD(&r->nclients) + 1);
     atomic_fetch_add_explicit(&r->seq, 1, memory_order_release);
+    sched_client_add(s->sched, (unsigned)slot, c->ch, h->priority, h->weight);
     int fds[2] = {s->rg.ro_fd, chfd};
     server_welcome(s, c, 0, NULL, fds, 2);
     close(chfd);
@@ -417,6 +422,7 @@ static void server_on_hello(server_t *s, client_t *c, const rota_msg_hello_t *h)
 static void server_use_dev(server_t *s, client_t *c, int dev)
 {
     if (c->devmask & (1u << dev)) return;
+    if (!c->devmask) place_settle(&s->pl, c->pid); /* counted in devices[].clients from now on */
     c->devmask |= 1u << dev;
     rota_dev_t *d = &s->rg.r->devices[dev];
     ST(&d->clients, LD(&d->clients) + 1);
@@ -494,6 +500,18 @@ static void server_on_adopt(server_t *s, client_t *c, const rota_msg_mem_t *m)
     server_log(s, 2, "pid %d re-registered %llu bytes on GPU %d", (int)c->pid, (unsigned long long)m->bytes, dev);
 }
 
+static void server_on_place(server_t *s, client_t *c, const rota_msg_place_t *m)
+{
+    int i = place_choose(&s->pl, s->rg.r, c->pid, m, server_now_ns());
+    if (i >= 0)
+        server_log(s, 2, "pid %d: placed on candidate %d of %u", (int)c->pid, i, (unsigned)m->ncand);
+    rota_msg_result_t res = {0};
+    proto_hdr_init(&res.h, ROTA_MSG_RESULT, sizeof res, m->h.seq);
+    res.status = i < 0 ? i : 0;
+    res.dev = i < 0 ? -1 : i;
+    server_send(s, c, &res, sizeof res, NULL, 0);
+}
+
 static void server_on_message(server_t *s, client_t *c, const void *buf, size_t n)
 {
     uint32_t abi = 0;
@@ -518,6 +536,10 @@ static void server_on_message(server_t *s, client_t *c, const void *buf, size_t 
             return;
         }
         server_on_hello(s, c, buf);
+        return;
+    }
+    if (type == ROTA_MSG_PLACE) { /* observers (rota run) ask too */
+        server_on_place(s, c, buf);
         return;
     }
     if (c->role != ROTA_ROLE_CLIENT) {
@@ -561,6 +583,7 @@ static void server_drop(server_t *s, client_t *c)
     uint32_t mask = 0;
     if (c->slot >= 0) {
         rota_slot_t *sl = &r->slots[c->slot];
+        sched_client_remove(s->sched, (unsigned)c->slot); /* before its channel goes; releases whom it held */
         waitq_drop_slot(&s->q, (unsigned)c->slot);
         mask = ledger_reclaim(r, (unsigned)c->slot);
         for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++)
@@ -649,6 +672,11 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
     if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->listen_fd, &ev) < 0 ||
         epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->signal_fd, &sev) < 0)
         return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to set up the event loop: %s", strerror(errno));
+    /* The scheduler thread starts here, in the process that serves (rotad detaches between open and loop). */
+    sched_opts_t so = {.idle_ns = s->o.sched_idle_ns, .tick_ns = s->o.sched_tick_ns,
+                       .quantum_ns = s->o.sched_quantum_ns, .log_level = s->o.log_level};
+    int se = sched_start(s->rg.r, &so, &s->sched);
+    if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start the scheduler: %s", strerror(-se));
     server_log(s, 1, "listening on %s (pid %d, rota ABI %u)", s->path, (int)getpid(), ROTA_ABI_VERSION);
     for (int i = 0; i < nnotify; i++) {
         ssize_t w;
@@ -708,6 +736,7 @@ void server_close(server_t *s)
     }
     if (s->epoll_fd >= 0) close(s->epoll_fd);
     if (s->signal_fd >= 0) close(s->signal_fd);
+    sched_stop(s->sched);
     region_destroy(&s->rg);
     if (s->lock_fd >= 0) close(s->lock_fd);
     free(s);

@@ -5,6 +5,7 @@
 #include "runtime/config.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* rotad's exit codes (documented in its USAGE). */
 enum rotad_exit {
@@ -21,6 +22,9 @@ typedef struct server_opts {
     const char *socket_path;  /* resolved path */
     const config_t *cfg;      /* may be NULL */
     int log_level;            /* 0 warnings, 1 info, 2 debug */
+    uint64_t sched_idle_ns;   /* launch scheduling (runtime/sched.h): idle window, 0 = default 2 ms */
+    uint64_t sched_tick_ns;   /* decision period, 0 = default 1 ms */
+    uint64_t sched_quantum_ns; /* 0 = weighted fair share; else exclusive quanta of this length */
 } server_opts_t;
 
 /* Takes the lock file (PATH.lock), removes a stale socket, binds and listens, creates the region. Returns an

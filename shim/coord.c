@@ -2,6 +2,7 @@
 #include "shim/real.h"
 
 #include "shim/coord.h"
+#include "shim/coord-internal.h"
 #include "shim/log.h"
 #include "shim/options.h"
 
@@ -82,7 +83,7 @@ static pthread_once_t coord_once = PTHREAD_ONCE_INIT;
 /* One line on stderr through the shim's logger (one write, fork-safe, filtered by ROTA_LOG). */
 #define coord_log rota_log
 
-static uint64_t coord_now_ns(void)
+uint64_t coord_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -105,7 +106,7 @@ static void coord_reset_child(void)
     memcpy(&coord.rw, &rw, sizeof rw);
     memcpy(&coord.mu, &mu, sizeof mu);
     if (coord.conn) conn_abandon(coord.conn); /* closes our copy of the socket: the parent's stays up */
-    coord.conn = NULL;
+    __atomic_store_n(&coord.conn, NULL, __ATOMIC_RELEASE); /* peeked at by coord_conn_peek */
     coord.pid = getpid();
     coord.tried = false;
     coord.warned_lost = false;
@@ -170,7 +171,7 @@ static void coord_connect_locked(bool first)
         } else if (o->require) {
             coord.require_failed = true;
             if (!coord.warned_absent)
-                coord_log(ROTA_LOG_ERROR, "ROTA_REQUIRE=1 and %s; CUDA calls fail until rotad is reachable", err);
+                coord_log(ROTA_LOG_ERROR, "ROTA_REQUIRE=1 and %s; CUDA calls fail (cuInit: CUDA_ERROR_NOT_INITIALIZED) until rotad is reachable", err);
         } else if (!coord.warned_absent) {
             coord_log(ROTA_LOG_WARN, "%s; running uncoordinated (memory is not shared fairly)", err);
         }
@@ -185,7 +186,7 @@ static void coord_connect_locked(bool first)
         if (d->usable && d->used) conn_adopt(c, d->uuid, d->total, d->used);
     }
     pthread_mutex_unlock(&coord.mu);
-    coord.conn = c;
+    __atomic_store_n(&coord.conn, c, __ATOMIC_RELEASE);
     coord.warned_lost = false;
     if (!first || coord.warned_absent)
         coord_log(ROTA_LOG_INFO, "connected to rotad (slot %u)%s", conn_slot(c),
@@ -216,7 +217,7 @@ static void coord_maybe_connect(void)
             if (!coord.warned_lost) coord_log(ROTA_LOG_WARN, "lost rotad; running uncoordinated until it returns");
             coord.warned_lost = true;
             conn_close(c); /* no thread is inside: we hold the write lock */
-            coord.conn = NULL;
+            __atomic_store_n(&coord.conn, NULL, __ATOMIC_RELEASE);
         }
         coord.tried = true;
         coord_connect_locked(first);
@@ -224,17 +225,18 @@ static void coord_maybe_connect(void)
     pthread_rwlock_unlock(&coord.rw);
 }
 
-void coord_process_init(void)
-{
-    if (coord_off()) return;
-    coord_enter();
-    if (!coord.tried) coord_maybe_connect();
-}
-
-/* ROTA_REQUIRE=1 without rotad: the error every memory hook returns (coord_process_init cannot return one). */
+/* ROTA_REQUIRE=1 without rotad: the error cuInit and every memory hook return. */
 static CUresult coord_require_error(void)
 {
     return CUDA_ERROR_NOT_INITIALIZED;
+}
+
+CUresult coord_process_init(void)
+{
+    if (coord_off()) return CUDA_SUCCESS;
+    coord_enter();
+    if (!coord.tried || coord.require_failed) coord_maybe_connect();
+    return coord.require_failed ? coord_require_error() : CUDA_SUCCESS;
 }
 
 /* ---- devices and allocations ------------------------------------------------------------------------------ */
@@ -402,11 +404,27 @@ CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_re
     return res;
 }
 
-void coord_mem_commit(coord_resv_t *r, uint64_t key)
+void coord_mem_commit(coord_resv_t *r, uint64_t key, uint64_t actual_bytes)
 {
     if (!r->token) return;
     int di = coord_dev_index(r->dev);
     if (di < 0) return;
+    if (actual_bytes && actual_bytes != r->bytes && actual_bytes <= ROTA_MAX_BYTES) {
+        /* The driver chose the size (pitch): give back the excess, or charge the shortfall (ADOPT: the memory
+         * is already allocated, rotad cannot refuse it). */
+        pthread_rwlock_rdlock(&coord.rw);
+        if (actual_bytes < r->bytes) {
+            coord_give_back_locked(di, r->bytes - actual_bytes);
+        } else {
+            coord_dev_t *d = &coord.devs[di];
+            pthread_mutex_lock(&coord.mu);
+            d->used += actual_bytes - r->bytes;
+            pthread_mutex_unlock(&coord.mu);
+            if (coord.conn) conn_adopt(coord.conn, d->uuid, d->total, actual_bytes - r->bytes);
+        }
+        pthread_rwlock_unlock(&coord.rw);
+        r->bytes = actual_bytes;
+    }
     int old_dev = -1;
     pthread_mutex_lock(&coord.mu);
     uint64_t old = coord_tab_put(key, r->bytes, di, &old_dev);
@@ -491,14 +509,35 @@ void coord_mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes)
     }
 }
 
-CUresult coord_launch_gate(CUstream stream)
+/* ---- for the launch hooks (shim/coord-launch.c) ------------------------------------------------------------ */
+
+bool coord_conn_peek(void)
 {
-    (void)stream;
-    return CUDA_SUCCESS;
+    return __atomic_load_n(&coord.conn, __ATOMIC_RELAXED) != NULL;
 }
 
-void coord_launch_after(CUstream stream, CUresult rc)
+conn_t *coord_conn_lock(void)
 {
-    (void)stream;
-    (void)rc;
+    /* A reconnect holds the write lock while it connects (up to its timeout): launches then go by
+     * uncoordinated rather than wait for it. */
+    if (pthread_rwlock_tryrdlock(&coord.rw)) return NULL;
+    conn_t *c = coord.conn;
+    if (!c) pthread_rwlock_unlock(&coord.rw);
+    return c;
+}
+
+void coord_conn_unlock(void)
+{
+    pthread_rwlock_unlock(&coord.rw);
+}
+
+int coord_region_dev(conn_t *c, CUdevice dev)
+{
+    int di = coord_dev_index(dev);
+    if (di < 0) return -1;
+    pthread_mutex_lock(&coord.mu);
+    uint8_t uuid[ROTA_UUID_LEN];
+    memcpy(uuid, coord.devs[di].uuid, ROTA_UUID_LEN);
+    pthread_mutex_unlock(&coord.mu);
+    return conn_region_device(c, uuid);
 }

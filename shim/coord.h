@@ -16,8 +16,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* First driver call of this process (after fork too): connect to rotad lazily. Idempotent. */
-void coord_process_init(void);
+/* First driver call of this process (after fork too): connect to rotad lazily. Idempotent. Returns
+ * CUDA_SUCCESS, or (ROTA_REQUIRE=1 and rotad unreachable) the error cuInit must return; while it fails, each
+ * call retries the connection (at most once a second). */
+CUresult coord_process_init(void);
 
 /* ---- memory ----------------------------------------------------------------------------------------------
  * Every allocation family goes: reserve -> real allocation -> commit (success) or abort (failure).
@@ -32,8 +34,10 @@ typedef struct coord_resv {
 } coord_resv_t;
 
 CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_resv_t *r);
-/* key: the CUdeviceptr returned, or the CUmemGenericAllocationHandle of cuMemCreate. */
-void coord_mem_commit(coord_resv_t *r, uint64_t key);
+/* key: the CUdeviceptr returned, or the CUmemGenericAllocationHandle of cuMemCreate. actual_bytes: what the
+ * driver really allocated when it differs from the reservation (cuMemAllocPitch: pitch * height), else
+ * r->bytes or 0 (= as reserved). More than reserved is charged, less is given back. */
+void coord_mem_commit(coord_resv_t *r, uint64_t key, uint64_t actual_bytes);
 void coord_mem_abort(coord_resv_t *r);
 /* After a successful free/release of key; keys rota never saw are ignored (counters never underflow). */
 void coord_mem_release(uint64_t key);

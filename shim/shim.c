@@ -6,9 +6,15 @@
 /*
  * States (enum rota_mode): INIT until the first driver call of the process finishes initialising, then
  * ACTIVE, DISABLED, FAILED or NODRIVER for good; ACTIVE becomes FORKED in a fork child until its first
- * driver call re-runs coord_process_init. A process that never calls the driver stays in INIT: the
+ * driver call re-runs coord_process_init; with ROTA_REQUIRE=1 and no rotad the process stays in INIT (every call
+ * retries, cuInit returns the coordinator's error). A process that never calls the driver stays in INIT: the
  * constructor only parses the environment (no I/O, no threads, no dlopen), and an option error is reported
  * at the first driver call, not at load - `ls` with a typo in ROTA_LOG prints nothing.
+ *
+ * GPU placement is `rota run`'s (tools/rota/run.c): it asks rotad and sets CUDA_VISIBLE_DEVICES=GPU-<uuid> before
+ * exec. The shim does not remap a process started without it (ROTA_GPU=auto alone): CUDA_VISIBLE_DEVICES must be
+ * set before the real cuInit, and before cuInit there is no driver to enumerate the GPUs with (rotad knows only
+ * the GPUs some client already used), so a remap here could only guess. ROTA_GPU is parsed and logged only.
  *
  * Thread safety: the one-time work runs under pthread_once (which glibc resets in a fork child), the
  * per-process work under proc_lock (re-initialised in the child). rota_in_shim is set around all of it, so a
@@ -76,9 +82,15 @@ int rota_steady_mode(void)
     return steady_mode;
 }
 
-/* Runs what the process needs before its first hooked call; returns the mode that results. */
-static int process_init(void)
+/*
+ * Runs what the process needs before its first hooked call; returns the mode that results. *res gets what the
+ * coordinator said (CUDA_SUCCESS, or with ROTA_REQUIRE=1 and no rotad the error cuInit returns): then the mode
+ * stays INIT/FORKED, so that every later call comes back here and retries (the coordinator rate-limits that to
+ * once a second) instead of running uncoordinated.
+ */
+static int process_init(CUresult *res)
 {
+    *res = CUDA_SUCCESS;
     rota_driver_init();
     if (steady_mode != ROTA_MODE_ACTIVE) {
         atomic_store_explicit(&rota_mode, steady_mode, memory_order_release);
@@ -87,10 +99,10 @@ static int process_init(void)
     pthread_mutex_lock(&proc_lock);
     if (atomic_load_explicit(&rota_mode, memory_order_acquire) != ROTA_MODE_ACTIVE) {
         rota_in_shim = 1;
-        coord_process_init();
+        *res = coord_process_init();
         rota_count(ROTA_EV_PROCESS_INIT);
         rota_in_shim = 0;
-        atomic_store_explicit(&rota_mode, ROTA_MODE_ACTIVE, memory_order_release);
+        if (*res == CUDA_SUCCESS) atomic_store_explicit(&rota_mode, ROTA_MODE_ACTIVE, memory_order_release);
     }
     pthread_mutex_unlock(&proc_lock);
     return ROTA_MODE_ACTIVE;
@@ -102,10 +114,16 @@ int rota_path_slow(unsigned idx)
     if (rota_in_shim) return rota_real_resolved() ? ROTA_PATH_REAL : CUDA_ERROR_NOT_INITIALIZED;
 
     int m = atomic_load_explicit(&rota_mode, memory_order_acquire);
-    if (m == ROTA_MODE_INIT || m == ROTA_MODE_FORKED) m = process_init();
+    CUresult res = CUDA_SUCCESS;
+    if (m == ROTA_MODE_INIT || m == ROTA_MODE_FORKED) m = process_init(&res);
     switch (m) {
     case ROTA_MODE_ACTIVE:
-        return ROTA_PATH_HOOK;
+        if (res == CUDA_SUCCESS) return ROTA_PATH_HOOK;
+        /* ROTA_REQUIRE=1 and rotad unreachable (the coordinator said so once, in one line): cuInit returns the
+         * coordinator's error; cuGetProcAddress still resolves, so that the application reaches cuInit. */
+        if (idx == ROTA_FN_cuInit) return (int)res;
+        if (idx == ROTA_FN_cuGetProcAddress || idx == ROTA_FN_cuGetProcAddress_v2) return ROTA_PATH_HOOK;
+        return CUDA_ERROR_NOT_INITIALIZED;
     case ROTA_MODE_DISABLED:
         return ROTA_PATH_REAL;
     case ROTA_MODE_FAILED:

@@ -12,7 +12,7 @@
  *
  * Keys: the CUdeviceptr for cuMemAlloc*, the CUmemGenericAllocationHandle for cuMemCreate. A stream-ordered
  * free is released when it is enqueued. cuMemAllocPitch reserves width rounded up to 512 bytes x height, an
- * upper bound of the pitch real devices choose (the contract has no way to correct a reservation).
+ * upper bound of the pitch real devices choose, and commits pitch x height, what the driver really chose.
  */
 typedef struct mem_op {
     coord_resv_t r;
@@ -39,16 +39,22 @@ static CUresult mem_begin(mem_op_t *op, CUdevice dev, uint64_t bytes, bool may_w
     return rc;
 }
 
-static void mem_end(mem_op_t *op, CUresult rc, uint64_t key)
+/* actual: the bytes the driver really allocated when it chose the size (pitch), 0 = as reserved. */
+static void mem_end_sized(mem_op_t *op, CUresult rc, uint64_t key, uint64_t actual)
 {
     if (!op->reserved) return;
     if (rc == CUDA_SUCCESS) {
         rota_count(ROTA_EV_MEM_COMMIT);
-        coord_mem_commit(&op->r, key);
+        coord_mem_commit(&op->r, key, actual);
     } else {
         rota_count(ROTA_EV_MEM_ABORT);
         coord_mem_abort(&op->r);
     }
+}
+
+static void mem_end(mem_op_t *op, CUresult rc, uint64_t key)
+{
+    mem_end_sized(op, rc, key, 0);
 }
 
 static void mem_release(CUresult rc, uint64_t key)
@@ -104,7 +110,7 @@ CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, uns
     CUresult rc = mem_begin(&op, current_device(), pitch_bytes(WidthInBytes, Height), rota_thread_may_wait());
     if (rc == CUDA_SUCCESS) {
         rc = ROTA_REAL(cuMemAllocPitch)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-        mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+        mem_end_sized(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0, rc == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : 0);
     }
     ROTA_LEAVE();
     return rc;
@@ -119,7 +125,7 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
     CUresult rc = mem_begin(&op, current_device(), pitch_bytes(WidthInBytes, Height), rota_thread_may_wait());
     if (rc == CUDA_SUCCESS) {
         rc = ROTA_REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-        mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+        mem_end_sized(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0, rc == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : 0);
     }
     ROTA_LEAVE();
     return rc;

@@ -25,6 +25,7 @@ static size_t proto_type_size(unsigned type)
     case ROTA_MSG_RELEASE:
     case ROTA_MSG_ADOPT: return sizeof(rota_msg_mem_t);
     case ROTA_MSG_RESULT: return sizeof(rota_msg_result_t);
+    case ROTA_MSG_PLACE: return sizeof(rota_msg_place_t);
     default: return 0;
     }
 }
@@ -127,6 +128,23 @@ int proto_check(const void *buf, size_t n, uint32_t *abi, const char **why)
         if (m->flags) {
             *why = "memory message: reserved flags are not zero";
             return -EBADMSG;
+        }
+        break;
+    }
+    case ROTA_MSG_PLACE: {
+        const rota_msg_place_t *m = buf;
+        if (m->ncand < 1 || m->ncand > ROTA_MAX_DEVICES || m->flags || m->mem > ROTA_MAX_BYTES) {
+            *why = "place: candidate count, flags or memory out of range";
+            return -EBADMSG;
+        }
+        static const rota_place_cand_t zero;
+        for (unsigned i = 0; i < ROTA_MAX_DEVICES; i++) {
+            const rota_place_cand_t *c = &m->cand[i];
+            if (i < m->ncand ? (c->total_mem < 1 || c->total_mem > ROTA_MAX_BYTES)
+                             : memcmp(c, &zero, sizeof zero) != 0) {
+                *why = "place: candidate memory out of range, or unused candidates not zero";
+                return -EBADMSG;
+            }
         }
         break;
     }

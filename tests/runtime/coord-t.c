@@ -388,11 +388,14 @@ int main(void)
     is_int(nwarn, 1, "with exactly one warning");
     const char *req[] = {"ROTA_REQUIRE=1", NULL};
     spawn(&a, req);
-    say(&a, NULL, 10000);
+    is_str(say(&a, NULL, 10000), "init 3", "ROTA_REQUIRE=1 without rotad: cuInit fails with CUDA_ERROR_NOT_INITIALIZED");
     rc = alloc_rc(&a, "10M", 5000, NULL);
-    ok(rc != 0 && rc != -1, "ROTA_REQUIRE=1 without rotad: the allocation fails (rc %d)", rc);
+    ok(rc != 0 && rc != -1, "and an allocation fails too (rc %d)", rc);
     finish(&a);
-    ok(err_has(&a, "ROTA_REQUIRE=1 and rotad is not running", NULL), "with a clear error");
+    nwarn = 0;
+    err_has(&a, "ROTA_REQUIRE=1 and rotad is not running", &nwarn);
+    is_int(nwarn, 1, "with exactly one clear error");
+    ok(err_has(&a, "cuInit: CUDA_ERROR_NOT_INITIALIZED", NULL), "which names cuInit's error");
     th_cleanup();
     char p[192];
     for (int i = 0; i < nchild; i++) {

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "tests/simcuda/api-test.h"
 #include "tests/tap/kernels.h"
 #include "tests/tap/tap.h"
 
@@ -73,7 +74,6 @@ int posix_memalign(void **out, size_t align, size_t n)
 }
 #endif
 
-static char node[64];
 static CUcontext mc;
 static CUstream sb;              /* a blocking stream */
 static CUfunction fill, spin;
@@ -271,6 +271,19 @@ out:
     return rc;
 }
 
+/* The cleanup of the graph scenarios: what they created, the stream drained first. */
+static void graph_scenario_free(CUgraphExec x, CUgraph gr, CUstream s)
+{
+    if (x)
+        cuGraphExecDestroy(x);
+    if (gr)
+        cuGraphDestroy(gr);
+    if (s) {
+        cuStreamSynchronize(s);
+        cuStreamDestroy(s);
+    }
+}
+
 static CUresult sc_graph(void)
 {
     CUstream s = NULL;
@@ -300,14 +313,7 @@ static CUresult sc_graph(void)
     TRY(cuGraphLaunch(x, s));
     TRY(cuStreamSynchronize(s));
 out:
-    if (x)
-        cuGraphExecDestroy(x);
-    if (gr)
-        cuGraphDestroy(gr);
-    if (s) {
-        cuStreamSynchronize(s);
-        cuStreamDestroy(s);
-    }
+    graph_scenario_free(x, gr, s);
     return rc;
 }
 
@@ -341,14 +347,7 @@ static CUresult sc_graphmem(void)
     TRY(cuGraphLaunch(x, s));
     TRY(cuStreamSynchronize(s));
 out:
-    if (x)
-        cuGraphExecDestroy(x);
-    if (gr)
-        cuGraphDestroy(gr);
-    if (s) {
-        cuStreamSynchronize(s);
-        cuStreamDestroy(s);
-    }
+    graph_scenario_free(x, gr, s);
     return rc;
 }
 
@@ -382,9 +381,7 @@ int main(void)
 {
     if (!ALLOC_HOOKS)
         return skip_all("the address and thread sanitizers own malloc: no failure injection under them");
-    snprintf(node, sizeof node, "api-alloc-%ld", (long)getpid());
-    setenv("SIMCUDA_NODE", node, 1);
-    setenv("SIMCUDA_MEM", "1G", 1);
+    node_setup("alloc", "1G");
     alarm(120);
 
     fail_at = 0;
@@ -428,8 +425,6 @@ int main(void)
     ok_cu(cuStreamDestroy(sb));
     ok_cu(cuModuleUnload(mod));
     ok_cu(cuCtxDestroy(mc));
-    char p[80];
-    snprintf(p, sizeof p, "/%s", node);
-    shm_unlink(p);
+    node_remove();
     return done_testing();
 }

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "tests/simcuda/api-test.h"
 #include "tests/tap/kernels.h"
 #include "tests/tap/tap.h"
 
@@ -16,15 +17,6 @@ CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
 CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams, unsigned int flags,
                         CUdevice dev);
 CUresult cuDevicePrimaryCtxSetFlags_v1(CUdevice dev, unsigned int flags) __asm__("cuDevicePrimaryCtxSetFlags");
-
-static char node[64];
-
-static void node_remove(void)
-{
-    char p[80];
-    snprintf(p, sizeof p, "/%s", node);
-    shm_unlink(p);
-}
 
 static CUcontext shared;
 
@@ -45,9 +37,7 @@ static void *other_thread(void *arg)
 
 int main(void)
 {
-    snprintf(node, sizeof node, "api-ctx-%ld", (long)getpid());
-    setenv("SIMCUDA_NODE", node, 1);
-    setenv("SIMCUDA_MEM", "1G", 1);
+    node_setup("ctx", "1G");
     alarm(60);
     CUcontext c1, c2, c3, cur;
     CUdevice dev;

@@ -10,54 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/simcuda/api-test.h"
 #include "tests/tap/kernels.h"
 #include "tests/tap/tap.h"
-
-static char node[64];
-
-static void node_setup(const char *tag)
-{
-    snprintf(node, sizeof node, "api-%s-%ld", tag, (long)getpid());
-    setenv("SIMCUDA_NODE", node, 1);
-    setenv("SIMCUDA_MEM", "1G", 1);
-}
-
-static void node_remove(void)
-{
-    char p[80];
-    snprintf(p, sizeof p, "/%s", node);
-    shm_unlink(p);
-}
-
-typedef struct gate {
-    pthread_mutex_t m;
-    pthread_cond_t c;
-    int open;
-} gate_t;
-
-static void gate_init(gate_t *g)
-{
-    pthread_mutex_init(&g->m, NULL);
-    pthread_cond_init(&g->c, NULL);
-    g->open = 0;
-}
-
-static void CUDA_CB gate_fn(void *p)
-{
-    gate_t *g = p;
-    pthread_mutex_lock(&g->m);
-    while (!g->open)
-        pthread_cond_wait(&g->c, &g->m);
-    pthread_mutex_unlock(&g->m);
-}
-
-static void gate_open(gate_t *g)
-{
-    pthread_mutex_lock(&g->m);
-    g->open = 1;
-    pthread_cond_broadcast(&g->c);
-    pthread_mutex_unlock(&g->m);
-}
 
 static double thread_cpu_ms(void)
 {
@@ -68,7 +23,7 @@ static double thread_cpu_ms(void)
 
 int main(void)
 {
-    node_setup("event");
+    node_setup("event", "1G");
     alarm(60);
     CUevent e1, e2, e3;
     is_int(cuEventCreate(&e1, 0), CUDA_ERROR_NOT_INITIALIZED, "cuEventCreate before cuInit");

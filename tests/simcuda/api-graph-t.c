@@ -10,24 +10,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "tests/simcuda/api-test.h"
 #include "tests/tap/kernels.h"
 #include "tests/tap/tap.h"
-
-static char node[64];
-
-static void node_setup(const char *tag)
-{
-    snprintf(node, sizeof node, "api-%s-%ld", tag, (long)getpid());
-    setenv("SIMCUDA_NODE", node, 1);
-    setenv("SIMCUDA_MEM", "1G", 1);
-}
-
-static void node_remove(void)
-{
-    char p[80];
-    snprintf(p, sizeof p, "/%s", node);
-    shm_unlink(p);
-}
 
 static atomic_int calls;
 static void CUDA_CB count(void *p)
@@ -64,7 +49,7 @@ static size_t nodes_of(CUgraph g)
 
 int main(void)
 {
-    node_setup("graph");
+    node_setup("graph", "1G");
     alarm(60);
     need_cu(cuInit(0));
     need_cu(cuCtxCreate(&ctx, NULL, 0, 0));

@@ -13,13 +13,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/simcuda/api-test.h"
 #include "tests/tap/tap.h"
 
 CUresult cuDeviceGetUuid_v1(CUuuid *uuid, CUdevice dev) __asm__("cuDeviceGetUuid");
 /* deprecated in cuda.h, still exported: declared again without the attribute */
 CUresult compute_capability(int *major, int *minor, CUdevice dev) __asm__("cuDeviceComputeCapability");
-
-static char node[64];
 
 /* Interposes getpid() for the whole process (libcuda.so.1 included): API calls must not make a syscall
  * each to detect fork. */
@@ -28,13 +27,6 @@ pid_t getpid(void)
 {
     atomic_fetch_add(&getpid_calls, 1);
     return (pid_t)syscall(SYS_getpid);
-}
-
-static void node_remove(void)
-{
-    char p[80];
-    snprintf(p, sizeof p, "/%s", node);
-    shm_unlink(p);
 }
 
 /* Runs cuInit twice in a child with a bad SIMCUDA_MEM; returns its stderr and cuInit results. */
@@ -291,9 +283,7 @@ static int child_after_fork(void)
 
 int main(void)
 {
-    snprintf(node, sizeof node, "api-init-%ld", (long)getpid());
-    setenv("SIMCUDA_NODE", node, 1);
-    setenv("SIMCUDA_MEM", "2G", 1);
+    node_setup("init", "2G");
     setenv("SIMCUDA_DEVICES", "2", 1);
     alarm(60);
 

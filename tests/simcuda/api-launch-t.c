@@ -8,28 +8,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "tests/simcuda/api-test.h"
 #include "tests/tap/kernels.h"
 #include "tests/tap/tap.h"
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                              unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                              unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
-
-static char node[64];
-
-static void node_setup(const char *tag)
-{
-    snprintf(node, sizeof node, "api-%s-%ld", tag, (long)getpid());
-    setenv("SIMCUDA_NODE", node, 1);
-    setenv("SIMCUDA_MEM", "1G", 1);
-}
-
-static void node_remove(void)
-{
-    char p[80];
-    snprintf(p, sizeof p, "/%s", node);
-    shm_unlink(p);
-}
 
 #define N 4096
 
@@ -41,7 +26,7 @@ static void CUDA_CB mark(void *p)
 
 int main(void)
 {
-    node_setup("launch");
+    node_setup("launch", "1G");
     CUmodule mod;
     CUfunction fill, add, spin, f;
     is_int(cuModuleLoadData(&mod, rota_kernels_ptx), CUDA_ERROR_NOT_INITIALIZED, "module load before cuInit");

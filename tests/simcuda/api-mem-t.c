@@ -9,30 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/simcuda/api-test.h"
 #include "tests/tap/kernels.h"
 #include "tests/tap/tap.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 
-static atomic_int gate_open_flag;
-static void CUDA_CB gate_fn(void *p)
-{
-    (void)p;
-    while (!atomic_load(&gate_open_flag))
-        usleep(1000);
-}
-
 #define MIB (1024ull * 1024ull)
-
-static char node[64];
-
-static void node_remove(void)
-{
-    char p[80];
-    snprintf(p, sizeof p, "/%s", node);
-    shm_unlink(p);
-}
 
 static size_t free_mem(void)
 {
@@ -58,9 +42,7 @@ static int child_hold(int ready, int release)
 
 int main(void)
 {
-    snprintf(node, sizeof node, "api-mem-%ld", (long)getpid());
-    setenv("SIMCUDA_NODE", node, 1);
-    setenv("SIMCUDA_MEM", "64M", 1);
+    node_setup("mem", "64M");
     alarm(60);
 
     /* another process holds 40 MiB: the capacity is the node's, not this process's (forked before any
@@ -140,8 +122,10 @@ int main(void)
     is_int(cuMemsetD32(d2 + 2, 0, 4), CUDA_ERROR_INVALID_VALUE, "misaligned cuMemsetD32");
 
     /* synchronous memsets and copies run on the legacy stream, after its earlier work */
-    ok_cu(cuLaunchHostFunc(NULL, gate_fn, NULL));
-    atomic_store(&gate_open_flag, 1);
+    gate_t g;
+    gate_init(&g);
+    ok_cu(cuLaunchHostFunc(NULL, gate_fn, &g));
+    gate_open(&g);
     ok_cu(cuMemsetD32(d2, 0x11111111u, 8));
     ok_cu(cuMemcpyDtoD(d2 + 32, d2, 32));
     uint32_t *peek = (uint32_t *)(uintptr_t)d2;   /* device memory is host memory in simcuda */

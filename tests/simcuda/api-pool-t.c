@@ -8,19 +8,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "tests/simcuda/api-test.h"
 #include "tests/tap/kernels.h"
 #include "tests/tap/tap.h"
 
 #define MIB (1024ull * 1024ull)
-
-static char node[64];
-
-static void node_remove(void)
-{
-    char p[80];
-    snprintf(p, sizeof p, "/%s", node);
-    shm_unlink(p);
-}
 
 static cuuint64_t attr(CUmemoryPool p, CUmemPool_attribute a)
 {
@@ -37,9 +29,7 @@ static size_t used_mem(void)
 
 int main(void)
 {
-    snprintf(node, sizeof node, "api-pool-%ld", (long)getpid());
-    setenv("SIMCUDA_NODE", node, 1);
-    setenv("SIMCUDA_MEM", "64M", 1);
+    node_setup("pool", "64M");
     alarm(60);
     need_cu(cuInit(0));
     CUcontext ctx;

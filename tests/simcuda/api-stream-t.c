@@ -13,58 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/simcuda/api-test.h"
 #include "tests/tap/tap.h"
 
 CUresult cuStreamSynchronize_ptsz(CUstream hStream);
 CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData);
 CUresult cuStreamQuery_ptsz(CUstream hStream);
-
-static char node[64];
-
-static void node_setup(const char *tag)
-{
-    snprintf(node, sizeof node, "api-%s-%ld", tag, (long)getpid());
-    setenv("SIMCUDA_NODE", node, 1);
-    setenv("SIMCUDA_MEM", "1G", 1);
-}
-
-static void node_remove(void)
-{
-    char p[80];
-    snprintf(p, sizeof p, "/%s", node);
-    shm_unlink(p);
-}
-
-/* A gate: a host function that blocks its stream until the test opens it. */
-typedef struct gate {
-    pthread_mutex_t m;
-    pthread_cond_t c;
-    int open;
-} gate_t;
-
-static void gate_init(gate_t *g)
-{
-    pthread_mutex_init(&g->m, NULL);
-    pthread_cond_init(&g->c, NULL);
-    g->open = 0;
-}
-
-static void CUDA_CB gate_fn(void *p)
-{
-    gate_t *g = p;
-    pthread_mutex_lock(&g->m);
-    while (!g->open)
-        pthread_cond_wait(&g->c, &g->m);
-    pthread_mutex_unlock(&g->m);
-}
-
-static void gate_open(gate_t *g)
-{
-    pthread_mutex_lock(&g->m);
-    g->open = 1;
-    pthread_cond_broadcast(&g->c);
-    pthread_mutex_unlock(&g->m);
-}
 
 static atomic_int seq;
 static void CUDA_CB mark(void *p)
@@ -118,7 +72,7 @@ static void *other_thread(void *arg)
 
 int main(void)
 {
-    node_setup("stream");
+    node_setup("stream", "1G");
     alarm(60); /* a missing wake-up is a failure, not a stuck prove */
     CUstream s1, s2, s3;
     is_int(cuStreamCreate(&s1, 0), CUDA_ERROR_NOT_INITIALIZED, "cuStreamCreate before cuInit");

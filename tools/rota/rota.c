@@ -1,4 +1,4 @@
-/* rota.c - the rota tool: dispatches to subcommands through one table (status; run and top come next). */
+/* rota.c - the rota tool: dispatches to subcommands through one table (status, run, top). */
 #include "tools/rota/rota.h"
 
 #include <stdio.h>
@@ -12,6 +12,8 @@ typedef struct rota_cmd {
 
 static const rota_cmd_t rota_cmds[] = {
     {"status", rota_status_main, "show GPUs, memory ledger and clients of this node's rotad [--json]"},
+    {"run", rota_run_main, "run a command under rota: GPU placement, priority, weight, memory limit"},
+    {"top", rota_top_main, "live per-GPU busy fraction and memory, per-client state, launches/s, device time"},
 };
 
 static void rota_usage(FILE *f)
@@ -20,7 +22,8 @@ static void rota_usage(FILE *f)
     for (size_t i = 0; i < sizeof rota_cmds / sizeof rota_cmds[0]; i++)
         fprintf(f, "  %-8s %s\n", rota_cmds[i].name, rota_cmds[i].summary);
     fprintf(f, "\n'rota COMMAND --help' describes a command.\n"
-               "Exit codes: 0 success; 1 the command failed (e.g. rotad is not running); 2 usage error.\n");
+               "Exit codes: 0 success; 1 the command failed (e.g. rotad is not running); 2 usage error.\n"
+               "rota run returns its command's status instead (125 its own error, 126/127 cannot execute/no such command).\n");
 }
 
 int main(int argc, char **argv)

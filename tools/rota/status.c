@@ -3,7 +3,11 @@
 
 #include "runtime/abi.h"
 #include "runtime/lib/conn.h"
+#include "runtime/lib/parse.h"
 #include "runtime/lib/proto.h"
+
+#include <errno.h>
+#include <time.h>
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -13,11 +17,15 @@
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
 
 static const char status_usage[] =
-    "usage: rota status [--json] [--socket PATH]\n"
+    "usage: rota status [--json] [--sample SECONDS] [--socket PATH]\n"
     "\n"
     "Prints every GPU rotad tracks (uuid, capacity, reserved, waiters) and every client (pid, uid, priority,\n"
     "device, used, limit, waiting). --socket (default $ROTA_SOCKET, else rotad's default path) names rotad.\n"
-    "used counts a client's unused fast-path credit too (JSON: credit). Sizes are in bytes in --json output. Exit codes: 0 ok; 1 rotad unreachable; 2 usage error.\n";
+    "used counts a client's unused fast-path credit too (JSON: credit). Sizes are in bytes in --json output.\n"
+    "--json also carries what rota top shows: per GPU busy_permille (rotad's measure), held clients, device\n"
+    "time (busy_ns) and devtime_per_s; per client state (idle|running|held|memwait), hold bits, launches,\n"
+    "launches_per_s, busy_ns and devtime_per_s. Rates come from two samples --sample seconds apart (default\n"
+    "0.2, 0..10; 0 = no rates: null). Exit codes: 0 ok; 1 rotad unreachable; 2 usage error.\n";
 
 static void status_size(char *out, size_t n, uint64_t v)
 {
@@ -51,7 +59,13 @@ static uint64_t status_used(const rota_slot_t *s)
     return t;
 }
 
-static void status_print_json(FILE *f, const rota_region_t *r)
+static void status_json_rate(FILE *f, const char *name, bool known, double v)
+{
+    if (known) fprintf(f, ",\"%s\":%.3f", name, v);
+    else fprintf(f, ",\"%s\":null", name);
+}
+
+static void status_print_json(FILE *f, const rota_region_t *r, const rota_sample_t *a, const rota_sample_t *b)
 {
     unsigned nd = LD(&r->ndevices);
     if (nd > ROTA_MAX_DEVICES) nd = ROTA_MAX_DEVICES;
@@ -62,8 +76,15 @@ static void status_print_json(FILE *f, const rota_region_t *r)
         proto_uuid_str(d->uuid, u);
         fprintf(f,
                 "%s{\"index\":%u,\"uuid\":\"%s\",\"capacity\":%" PRIu64 ",\"reserved\":%" PRIu64
-                ",\"waiters\":%u,\"clients\":%u}",
-                i ? "," : "", i, u, LD(&d->capacity), LD(&d->reserved), LD(&d->waiters), LD(&d->clients));
+                ",\"waiters\":%u,\"clients\":%u,\"busy_permille\":%u,\"held\":%u,\"high_active\":%u,\"busy_ns\":%" PRIu64
+                ",\"hold_events\":%" PRIu64 ",\"hold_lat_sum_ns\":%" PRIu64 ",\"hold_lat_max_ns\":%" PRIu64,
+                i ? "," : "", i, u, LD(&d->capacity), LD(&d->reserved), LD(&d->waiters), LD(&d->clients),
+                LD(&d->busy_permille), LD(&d->held), LD(&d->high_active), LD(&d->busy_ns), LD(&d->hold_events),
+                LD(&d->hold_lat_sum_ns), LD(&d->hold_lat_max_ns));
+        double db = 0;
+        bool known = rota_sample_dev_busy(a, b, i, &db);
+        status_json_rate(f, "devtime_per_s", known, db);
+        fputc('}', f);
     }
     fprintf(f, "],\"groups\":[");
     unsigned ng = LD(&r->ngroups);
@@ -100,8 +121,13 @@ static void status_print_json(FILE *f, const rota_region_t *r)
         fprintf(f, ",\"group\":%d,\"waiting\":%" PRIu64 ",\"wait_device\":", LD(&s->group), LD(&s->waiting));
         if (wdev >= 0 && wdev < ROTA_MAX_DEVICES) fprintf(f, "%d", wdev);
         else fprintf(f, "null");
-        fprintf(f, ",\"launches\":%" PRIu64 ",\"busy_ns\":%" PRIu64 ",\"inflight\":%u}", LD(&s->launches),
-                LD(&s->busy_ns), LD(&s->inflight));
+        fprintf(f, ",\"state\":\"%s\",\"hold\":%u,\"launches\":%" PRIu64 ",\"busy_ns\":%" PRIu64 ",\"inflight\":%u",
+                rota_client_state(s), LD(&s->hold), LD(&s->launches), LD(&s->busy_ns), LD(&s->inflight));
+        double lps = 0, bf = 0;
+        bool known = rota_sample_rates(a, b, i, &lps, &bf);
+        status_json_rate(f, "launches_per_s", known, lps);
+        status_json_rate(f, "devtime_per_s", known, bf);
+        fputc('}', f);
         first = false;
     }
     fprintf(f, "]}\n");
@@ -122,8 +148,8 @@ static void status_print_text(FILE *f, const rota_region_t *r)
         status_size(res, sizeof res, LD(&d->reserved));
         fprintf(f, "%-3u %-40s %10s %10s %7u\n", i, u, cap, res, LD(&d->waiters));
     }
-    fprintf(f, "\n%-8s %-6s %-16s %-8s %3s %10s %10s %10s\n", "PID", "UID", "COMMAND", "PRIORITY", "DEV", "USED",
-            "LIMIT", "WAITING");
+    fprintf(f, "\n%-8s %-6s %-16s %-8s %3s %10s %10s %10s %-8s\n", "PID", "UID", "COMMAND", "PRIORITY", "DEV", "USED",
+            "LIMIT", "WAITING", "STATE");
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         const rota_slot_t *s = &r->slots[i];
         if (atomic_load_explicit(&s->state, memory_order_acquire) != ROTA_SLOT_LIVE) continue;
@@ -137,18 +163,25 @@ static void status_print_text(FILE *f, const rota_region_t *r)
         int d = LD(&s->device);
         if (d >= 0) snprintf(dev, sizeof dev, "%d", d);
         else snprintf(dev, sizeof dev, "-");
-        fprintf(f, "%-8d %-6u %-16s %-8s %3s %10s %10s %10s\n", LD(&s->pid), LD(&s->uid), comm,
-                proto_prio_name(LD(&s->priority)), dev, used, lim, wait);
+        fprintf(f, "%-8d %-6u %-16s %-8s %3s %10s %10s %10s %-8s\n", LD(&s->pid), LD(&s->uid), comm,
+                proto_prio_name(LD(&s->priority)), dev, used, lim, wait, rota_client_state(s));
     }
 }
 
 int rota_status_main(int argc, char **argv)
 {
     bool json = false;
+    double sample = 0.2;
     const char *sock = getenv("ROTA_SOCKET");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             json = true;
+        } else if (!strcmp(argv[i], "--sample") && i + 1 < argc) {
+            if (parse_double(argv[++i], 0, 10, &sample)) {
+                fprintf(stderr, "rota status: fatal: --sample '%s': expected seconds from 0 to 10\n%s", argv[i],
+                        status_usage);
+                return ROTA_EXIT_USAGE;
+            }
         } else if (!strcmp(argv[i], "--socket") && i + 1 < argc) {
             sock = argv[++i];
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -167,8 +200,20 @@ int rota_status_main(int argc, char **argv)
         fprintf(stderr, "rota status: fatal: %s\n", err);
         return ROTA_EXIT_FAIL;
     }
-    if (json) status_print_json(stdout, conn_region(c));
-    else status_print_text(stdout, conn_region(c));
+    if (json) {
+        rota_sample_t *sa = sample > 0 ? calloc(2, sizeof *sa) : NULL;
+        if (sa) {
+            rota_sample_take(conn_region(c), &sa[0]);
+            struct timespec ts = {(time_t)sample, (long)((sample - (double)(time_t)sample) * 1e9)};
+            while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+            }
+            rota_sample_take(conn_region(c), &sa[1]);
+        }
+        status_print_json(stdout, conn_region(c), sa, sa ? &sa[1] : NULL);
+        free(sa);
+    } else {
+        status_print_text(stdout, conn_region(c));
+    }
     conn_close(c);
     return fflush(stdout) ? ROTA_EXIT_FAIL : ROTA_EXIT_OK;
 }

@@ -112,18 +112,31 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     return CUDA_SUCCESS;
 }
 
-CUresult cuEventDestroy_v2(CUevent hEvent)
+/* The checks of the calls that take one event: the driver is ready and e is a live event. */
+static CUresult event_check(CUevent e)
 {
     CUresult rc = api_ready();
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!hEvent || !api_handle_is(hEvent, API_KIND_EVENT))
-        return CUDA_ERROR_INVALID_HANDLE;
-    api_handle_del(hEvent);
+    return e && api_handle_is(e, API_KIND_EVENT) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* Forgets the capture e was last recorded in (it is recorded outside one now, or destroyed). */
+static void event_uncapture(CUevent e)
+{
     pthread_mutex_lock(&api_capture_lock);
-    hEvent->cap = NULL;
-    hEvent->cap_stream = NULL;
+    e->cap = NULL;
+    e->cap_stream = NULL;
     pthread_mutex_unlock(&api_capture_lock);
+}
+
+CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    CUresult rc = event_check(hEvent);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    api_handle_del(hEvent);
+    event_uncapture(hEvent);
     /* Queued records and waits hold references: the event is freed when the last of them ran. */
     api_event_unref(hEvent);
     return CUDA_SUCCESS;
@@ -150,10 +163,7 @@ static CUresult event_record(CUevent e, CUstream h, unsigned flags, bool ptds)
     }
     if (s->kind == API_STREAM_LEGACY && (rc = api_capture_check_legacy(s->ctx)) != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&api_capture_lock);
-    e->cap = NULL;
-    e->cap_stream = NULL;
-    pthread_mutex_unlock(&api_capture_lock);
+    event_uncapture(e);
     api_op_t *op = api_op_new(API_OP_EVENT_RECORD);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -203,11 +213,9 @@ static bool event_in_capture(CUevent e)
 
 CUresult cuEventQuery(CUevent hEvent)
 {
-    CUresult rc = api_ready();
+    CUresult rc = event_check(hEvent);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!hEvent || !api_handle_is(hEvent, API_KIND_EVENT))
-        return CUDA_ERROR_INVALID_HANDLE;
     if (event_in_capture(hEvent))
         return CUDA_ERROR_CAPTURED_EVENT;   /* last recorded in a capturing stream */
     pthread_mutex_lock(&hEvent->lock);
@@ -218,11 +226,9 @@ CUresult cuEventQuery(CUevent hEvent)
 
 CUresult cuEventSynchronize(CUevent hEvent)
 {
-    CUresult rc = api_ready();
+    CUresult rc = event_check(hEvent);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!hEvent || !api_handle_is(hEvent, API_KIND_EVENT))
-        return CUDA_ERROR_INVALID_HANDLE;
     if (event_in_capture(hEvent))
         return CUDA_ERROR_CAPTURED_EVENT;   /* last recorded in a capturing stream */
     pthread_mutex_lock(&hEvent->lock);

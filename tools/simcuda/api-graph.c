@@ -560,19 +560,20 @@ CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
     return *phGraph ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-static CUresult check_graph(CUgraph g)
+/* The checks of the calls that take a graph or an executable graph: h is a live handle of kind. */
+static CUresult check_handle(const void *h, int kind)
 {
     CUresult rc = api_ready();
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!g)
+    if (!h)
         return CUDA_ERROR_INVALID_VALUE;
-    return api_handle_is(g, API_KIND_GRAPH) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return api_handle_is(h, kind) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 CUresult cuGraphDestroy(CUgraph hGraph)
 {
-    CUresult rc = check_graph(hGraph);
+    CUresult rc = check_handle(hGraph, API_KIND_GRAPH);
     if (rc != CUDA_SUCCESS)
         return rc;
     graph_free(hGraph);
@@ -581,7 +582,7 @@ CUresult cuGraphDestroy(CUgraph hGraph)
 
 CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
 {
-    CUresult rc = check_graph(hGraph);
+    CUresult rc = check_handle(hGraph, API_KIND_GRAPH);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!numNodes)
@@ -620,7 +621,7 @@ CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
 {
-    CUresult rc = check_graph(hGraph);
+    CUresult rc = check_handle(hGraph, API_KIND_GRAPH);
     if (rc != CUDA_SUCCESS)
         return rc;
     if (!phGraphExec || (flags & ~(unsigned long long)INSTANTIATE_FLAGS))
@@ -666,19 +667,9 @@ CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNod
     return api_cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
-static CUresult check_exec(CUgraphExec x)
-{
-    CUresult rc = api_ready();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!x)
-        return CUDA_ERROR_INVALID_VALUE;
-    return api_handle_is(x, API_KIND_GRAPHEXEC) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
-    CUresult rc = check_exec(hGraphExec);
+    CUresult rc = check_handle(hGraphExec, API_KIND_GRAPHEXEC);
     if (rc != CUDA_SUCCESS)
         return rc;
     api_handle_del(hGraphExec);
@@ -690,7 +681,7 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 
 static CUresult graph_launch(CUgraphExec x, CUstream h, bool ptds)
 {
-    CUresult rc = check_exec(x);
+    CUresult rc = check_handle(x, API_KIND_GRAPHEXEC);
     if (rc != CUDA_SUCCESS)
         return rc;
     api_stream_t *s;

@@ -173,7 +173,7 @@ CUresult api_gmem_launch(const api_op_t *v, size_t n)
             v[i].u.gm.m->live = true;
             v[i].u.gm.m->held++;
         } else if (v[i].kind == API_OP_MEM_FREE) {
-            v[i].u.gm.m->live = false;   /* given back when its queued free op is done (api_op_free) */
+            v[i].u.gm.m->live = false;   /* given back when its queued free op runs (or is dropped) */
         }
     }
     goto out_unlock;

@@ -138,6 +138,7 @@ struct CUstream_st {
     uint64_t submitted, completed;
     unsigned refs;               /* 1 while not destroyed + 1 per op of another stream waiting on it */
     bool has_thread, stopping, exited, destroyed;
+    bool draining;               /* a caller runs the queue itself (no thread could be started): no other may */
     pthread_t thread;
     pthread_t owner;             /* per-thread default stream: its thread */
     api_stream_t *next;

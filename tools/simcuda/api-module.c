@@ -67,6 +67,56 @@ static int funcs_init(struct CUfunc_st *f, CUcontext ctx, bool is_kernel)
     return 0;
 }
 
+/* Fills funcs and registers obj (a module or library holding them) as a handle of kind: 0 or -ENOMEM,
+ * with nothing left registered on failure. */
+static int funcs_owner_add(void *obj, int kind, struct CUfunc_st *funcs, CUcontext ctx, bool is_kernel)
+{
+    if (funcs_init(funcs, ctx, is_kernel) < 0)
+        return -ENOMEM;
+    if (api_handle_add(obj, kind) < 0) {
+        funcs_fini(funcs);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Undoes funcs_owner_add and frees obj. */
+static void funcs_owner_free(void *obj, struct CUfunc_st *funcs)
+{
+    api_handle_del(obj);
+    funcs_fini(funcs);
+    free(obj);
+}
+
+/* The checks that cuModuleGetFunction and cuLibraryGetKernel share: *id is the kernel called name in owner,
+ * a handle of kind (a module or library). */
+static CUresult funcs_find(int *id, const void *out, const void *owner, int kind, const char *name)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!out || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!owner || !api_handle_is(owner, kind))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *id = api_kernel_lookup(name);
+    return *id < 0 ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
+}
+
+/* cuModuleGetFunctionCount and cuLibraryGetKernelCount: every module and library holds every kernel. */
+static CUresult funcs_count(unsigned int *count, const void *owner, int kind)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!owner || !api_handle_is(owner, kind))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *count = API_KERNEL_COUNT;
+    return CUDA_SUCCESS;
+}
+
 static CUresult options_ok(unsigned int n, const void *opts, void *const *vals)
 {
     return n > 0 && (!opts || !vals) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
@@ -82,32 +132,16 @@ static CUresult module_new(CUmodule *module)
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
     m->ctx = c;
-    if (funcs_init(m->funcs, c, false) < 0)
-        goto out_free;
-    if (api_handle_add(m, API_KIND_MODULE) < 0)
-        goto out_funcs;
+    if (funcs_owner_add(m, API_KIND_MODULE, m->funcs, c, false) < 0) {
+        free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     pthread_mutex_lock(&c->lock);
     m->next = c->modules;
     c->modules = m;
     pthread_mutex_unlock(&c->lock);
     *module = m;
     return CUDA_SUCCESS;
-out_funcs:
-    funcs_fini(m->funcs);
-out_free:
-    free(m);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-CUresult cuModuleLoadData(CUmodule *module, const void *image)
-{
-    CUcontext c;
-    CUresult rc = api_ctx_current(&c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!module || !image)
-        return CUDA_ERROR_INVALID_VALUE;
-    return module_new(module);
 }
 
 CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options,
@@ -122,6 +156,11 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int nu
     if ((rc = options_ok(numOptions, options, optionValues)) != CUDA_SUCCESS)
         return rc;
     return module_new(module);
+}
+
+CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    return api_cuModuleLoadDataEx(module, image, 0, NULL, NULL);
 }
 
 CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
@@ -151,13 +190,6 @@ CUresult cuModuleLoad(CUmodule *module, const char *fname)
     return module_new(module);
 }
 
-static void module_free(struct CUmod_st *m)
-{
-    api_handle_del(m);
-    funcs_fini(m->funcs);
-    free(m);
-}
-
 CUresult cuModuleUnload(CUmodule hmod)
 {
     CUresult rc = api_ready();
@@ -174,7 +206,7 @@ CUresult cuModuleUnload(CUmodule hmod)
         }
     }
     pthread_mutex_unlock(&c->lock);
-    module_free(hmod);
+    funcs_owner_free(hmod, hmod->funcs);
     return CUDA_SUCCESS;
 }
 
@@ -186,38 +218,23 @@ void api_module_drop_ctx(CUcontext ctx)
     pthread_mutex_unlock(&ctx->lock);
     while (m) {
         struct CUmod_st *next = m->next;
-        module_free(m);
+        funcs_owner_free(m, m->funcs);
         m = next;
     }
 }
 
 CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
-    CUresult rc = api_ready();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!hfunc || !name)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!hmod || !api_handle_is(hmod, API_KIND_MODULE))
-        return CUDA_ERROR_INVALID_HANDLE;
-    int id = api_kernel_lookup(name);
-    if (id < 0)
-        return CUDA_ERROR_NOT_FOUND;
-    *hfunc = &hmod->funcs[id];
-    return CUDA_SUCCESS;
+    int id;
+    CUresult rc = funcs_find(&id, hfunc, hmod, API_KIND_MODULE, name);
+    if (rc == CUDA_SUCCESS)
+        *hfunc = &hmod->funcs[id];
+    return rc;
 }
 
 CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
 {
-    CUresult rc = api_ready();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!count)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!mod || !api_handle_is(mod, API_KIND_MODULE))
-        return CUDA_ERROR_INVALID_HANDLE;
-    *count = API_KERNEL_COUNT;
-    return CUDA_SUCCESS;
+    return funcs_count(count, mod, API_KIND_MODULE);
 }
 
 /* ---- libraries (context-independent) ------------------------------------------------------------------ */
@@ -233,17 +250,12 @@ static CUresult library_new(CUlibrary *library, unsigned int numJitOptions, CUji
     struct CUlib_st *l = api_calloc(1, sizeof(*l));
     if (!l)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (funcs_init(l->funcs, NULL, true) < 0)
-        goto out_free;
-    if (api_handle_add(l, API_KIND_LIBRARY) < 0)
-        goto out_funcs;
+    if (funcs_owner_add(l, API_KIND_LIBRARY, l->funcs, NULL, true) < 0) {
+        free(l);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     *library = l;
     return CUDA_SUCCESS;
-out_funcs:
-    funcs_fini(l->funcs);
-out_free:
-    free(l);
-    return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
@@ -282,39 +294,22 @@ CUresult cuLibraryUnload(CUlibrary library)
         return rc;
     if (!library || !api_handle_is(library, API_KIND_LIBRARY))
         return CUDA_ERROR_INVALID_HANDLE;
-    api_handle_del(library);
-    funcs_fini(library->funcs);
-    free(library);
+    funcs_owner_free(library, library->funcs);
     return CUDA_SUCCESS;
 }
 
 CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
-    CUresult rc = api_ready();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!pKernel || !name)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!library || !api_handle_is(library, API_KIND_LIBRARY))
-        return CUDA_ERROR_INVALID_HANDLE;
-    int id = api_kernel_lookup(name);
-    if (id < 0)
-        return CUDA_ERROR_NOT_FOUND;
-    *pKernel = (CUkernel)(void *)&library->funcs[id];
-    return CUDA_SUCCESS;
+    int id;
+    CUresult rc = funcs_find(&id, pKernel, library, API_KIND_LIBRARY, name);
+    if (rc == CUDA_SUCCESS)
+        *pKernel = (CUkernel)(void *)&library->funcs[id];
+    return rc;
 }
 
 CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
 {
-    CUresult rc = api_ready();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!count)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!lib || !api_handle_is(lib, API_KIND_LIBRARY))
-        return CUDA_ERROR_INVALID_HANDLE;
-    *count = API_KERNEL_COUNT;
-    return CUDA_SUCCESS;
+    return funcs_count(count, lib, API_KIND_LIBRARY);
 }
 
 static api_func_t *as_func(const void *h)

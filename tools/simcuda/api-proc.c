@@ -238,7 +238,7 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 }
 
 /* ---- errors: every CUresult of cuda.h, with the strings the real driver gives for the common ones ------ */
-static const struct {
+static const struct error_row {
     CUresult code;
     const char *name;
     const char *str;
@@ -474,32 +474,31 @@ static const struct {
 
 };
 
+/* The row of error, or NULL when cuda.h has no such CUresult. */
+static const struct error_row *error_find(CUresult error)
+{
+    for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
+        if (errors[i].code == error)
+            return &errors[i];
+    return NULL;
+}
+
 CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
-        if (errors[i].code == error) {
-            *pStr = errors[i].name;
-            return CUDA_SUCCESS;
-        }
-    }
-    *pStr = NULL;
-    return CUDA_ERROR_INVALID_VALUE;
+    const struct error_row *e = error_find(error);
+    *pStr = e ? e->name : NULL;
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuGetErrorString(CUresult error, const char **pStr)
 {
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
-        if (errors[i].code == error) {
-            *pStr = errors[i].str;
-            return CUDA_SUCCESS;
-        }
-    }
-    *pStr = NULL;
-    return CUDA_ERROR_INVALID_VALUE;
+    const struct error_row *e = error_find(error);
+    *pStr = e ? e->str : NULL;
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */

@@ -60,7 +60,8 @@ void api_op_free(api_op_t *op)
         free(op->u.copy.staged);
         break;
     case API_OP_MEM_FREE:
-        api_gmem_free_done(op->u.gm.m);   /* queued (and now run, or never run): the free is done */
+        if (op->u.gm.m)
+            api_gmem_free_done(op->u.gm.m);   /* queued but never run: the free is done all the same */
         break;
     default:
         break;
@@ -151,16 +152,29 @@ void api_op_exec(api_stream_t *s, api_op_t *op)
     case API_OP_POOL_FREE:
         api_pool_free_block(op->u.free.ptr);
         break;
+    case API_OP_MEM_FREE:
+        /* before the op counts as complete, so a synchronize that sees it done sees the memory back */
+        api_gmem_free_done(op->u.gm.m);
+        op->u.gm.m = NULL;
+        break;
     default:
         break;
     }
 }
 
 /* ---- the executor ------------------------------------------------------------------------------------- */
-/* Runs the queue in order; with until_empty (no thread could be started) it returns once the queue is empty. */
+/* Runs the queue in order; with until_empty (no thread could be started) it returns once the queue is empty,
+ * or at once when the stream's thread or another caller already runs it: one runner at a time. */
 static void stream_run(api_stream_t *s, bool until_empty)
 {
     pthread_mutex_lock(&s->lock);
+    if (until_empty) {
+        if (s->has_thread || s->draining) {
+            pthread_mutex_unlock(&s->lock);
+            return;
+        }
+        s->draining = true;
+    }
     for (;;) {
         while (!s->head && !s->stopping && !until_empty)
             pthread_cond_wait(&s->cond, &s->lock);
@@ -186,7 +200,9 @@ static void stream_run(api_stream_t *s, bool until_empty)
         api_op_free(op);
         pthread_mutex_lock(&s->lock);
     }
-    if (!until_empty)
+    if (until_empty)
+        s->draining = false;
+    else
         s->exited = true;
     pthread_mutex_unlock(&s->lock);
 }
@@ -211,8 +227,8 @@ static bool enqueue_locked(api_stream_t *s, api_op_t *op)
         s->head = op;
     s->tail = op;
     pthread_cond_broadcast(&s->cond);
-    if (s->has_thread)
-        return false;
+    if (s->has_thread || s->draining)
+        return false;            /* its runner takes this op too */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -486,7 +502,7 @@ static void reap_zombies_locked(CUcontext c)
     for (api_stream_t **pp = &c->zombies; *pp;) {
         api_stream_t *z = *pp;
         pthread_mutex_lock(&z->lock);
-        bool done = (z->exited || !z->has_thread) && !z->head;
+        bool done = (z->exited || !z->has_thread) && !z->draining && !z->head;
         pthread_mutex_unlock(&z->lock);
         if (done && z->refs == 0) {
             *pp = z->next;
@@ -732,16 +748,22 @@ CUresult cuStreamQuery_ptsz(CUstream hStream)
     return stream_query(hStream, true);
 }
 
+/* The checks of the stream getters: *s is the stream h names and out, where the answer goes, is set. */
+static CUresult stream_getter(CUstream h, bool ptds, const void *out, api_stream_t **s)
+{
+    CUresult rc = api_stream_resolve(h, ptds, s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult stream_get_priority(CUstream h, int *priority, bool ptds)
 {
     api_stream_t *s;
-    CUresult rc = api_stream_resolve(h, ptds, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!priority)
-        return CUDA_ERROR_INVALID_VALUE;
-    *priority = s->prio;
-    return CUDA_SUCCESS;
+    CUresult rc = stream_getter(h, ptds, priority, &s);
+    if (rc == CUDA_SUCCESS)
+        *priority = s->prio;
+    return rc;
 }
 
 CUresult cuStreamGetPriority(CUstream hStream, int *priority)
@@ -757,13 +779,10 @@ CUresult cuStreamGetPriority_ptsz(CUstream hStream, int *priority)
 static CUresult stream_get_flags(CUstream h, unsigned int *flags, bool ptds)
 {
     api_stream_t *s;
-    CUresult rc = api_stream_resolve(h, ptds, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!flags)
-        return CUDA_ERROR_INVALID_VALUE;
-    *flags = s->flags;
-    return CUDA_SUCCESS;
+    CUresult rc = stream_getter(h, ptds, flags, &s);
+    if (rc == CUDA_SUCCESS)
+        *flags = s->flags;
+    return rc;
 }
 
 CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)
@@ -779,13 +798,10 @@ CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int *flags)
 static CUresult stream_get_ctx(CUstream h, CUcontext *pctx, bool ptds)
 {
     api_stream_t *s;
-    CUresult rc = api_stream_resolve(h, ptds, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    *pctx = s->ctx;
-    return CUDA_SUCCESS;
+    CUresult rc = stream_getter(h, ptds, pctx, &s);
+    if (rc == CUDA_SUCCESS)
+        *pctx = s->ctx;
+    return rc;
 }
 
 CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)
@@ -827,13 +843,10 @@ CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext *pCtx, CUgreenCtx *p
 static CUresult stream_get_id(CUstream h, unsigned long long *id, bool ptds)
 {
     api_stream_t *s;
-    CUresult rc = api_stream_resolve(h, ptds, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!id)
-        return CUDA_ERROR_INVALID_VALUE;
-    *id = s->id;
-    return CUDA_SUCCESS;
+    CUresult rc = stream_getter(h, ptds, id, &s);
+    if (rc == CUDA_SUCCESS)
+        *id = s->id;
+    return rc;
 }
 
 CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)

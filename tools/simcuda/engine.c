@@ -271,7 +271,9 @@ static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me)
     }
 }
 
-int simnode_kernel_exec_submitted(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns)
+/* Both submissions: a kernel of ns on device dev_i for ctx_id. token NULL: wait for it and run it (the
+ * blocking path); else register it without waiting and name it in *token for simnode_kernel_wait. */
+static int kernel_submit(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t *token)
 {
     int rc = simnode_attach();
     if (rc) return rc;
@@ -289,12 +291,20 @@ int simnode_kernel_exec_submitted(int dev_i, uint32_t ctx_id, int prio, uint64_t
         goto out_unlock;
     }
     uint32_t me;
-    rc = waiter_register(shm, fd, d, ctx_id, prio, ns, submit_ns, true, &me);
+    rc = waiter_register(shm, fd, d, ctx_id, prio, ns, submit_ns, token == NULL, &me);
     if (rc) goto out_unlock;
-    rc = waiter_serve(shm, fd, d, me);
+    if (token)
+        *token = dev->w[me].ticket * SIMNODE_MAX_WAITERS + me;
+    else
+        rc = waiter_serve(shm, fd, d, me);
 out_unlock:
     simnode_dev_unlock(shm, d);
     return rc;
+}
+
+int simnode_kernel_exec_submitted(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns)
+{
+    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, NULL);
 }
 
 /* A token names a waiter slot and its ticket, so a stale token is detected; 0 means nothing to wait for. */
@@ -302,28 +312,7 @@ int simnode_kernel_enqueue(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, ui
                            uint64_t *token)
 {
     *token = 0;
-    int rc = simnode_attach();
-    if (rc) return rc;
-    if (dev_i < 0 || dev_i >= simnode_g.cfg.devices) return -ENODEV;
-    simnode_shm_t *shm = simnode_g.shm;
-    int fd = simnode_g.fd;
-    uint32_t d = (uint32_t)dev_i;
-    simnode_dev_t *dev = &shm->dev[d];
-
-    simnode_dev_lock(shm, fd, d);
-    rc = ctx_check(dev, ctx_id);
-    if (rc) goto out_unlock;
-    if (ns == 0) {
-        atomic_fetch_add(&dev->c.kernels, 1);
-        goto out_unlock;
-    }
-    uint32_t me;
-    rc = waiter_register(shm, fd, d, ctx_id, prio, ns, submit_ns, false, &me);
-    if (rc) goto out_unlock;
-    *token = dev->w[me].ticket * SIMNODE_MAX_WAITERS + me;
-out_unlock:
-    simnode_dev_unlock(shm, d);
-    return rc;
+    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, token);
 }
 
 int simnode_kernel_wait(int dev_i, uint64_t token)

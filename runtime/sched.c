@@ -1,0 +1,361 @@
+/* sched.c - rotad's launch scheduler thread: priority holds, weighted fair share, exclusive quanta (see sched.h). */
+#include "runtime/sched.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449
+#endif
+
+#define LD(p) atomic_load_explicit((p), memory_order_relaxed)
+#define ST(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
+
+#define SCHED_POOLS (ROTA_MAX_DEVICES + 1) /* pool 0: clients whose GPU rotad does not know */
+#define SCHED_BUSY_WINDOW_NS 100000000ull
+#define SCHED_MAX_LAT_NS 1000000000ull     /* an activation stamp older than this is not a measurement */
+
+typedef struct sched_client {
+    bool live;
+    bool active;          /* rotad's view of channel.active after the idle check */
+    rota_channel_t *ch;
+    unsigned prio;
+    unsigned weight;      /* thousandths, >= 1 */
+    unsigned pool;
+    uint64_t vtime;       /* device time * 1000 / weight, ns */
+} sched_client_t;
+
+struct sched {
+    rota_region_t *r;
+    sched_opts_t o;
+    pthread_t th;
+    pthread_mutex_t mu;
+    _Atomic uint32_t ctl; /* private futex word: bumped on add/remove/stop */
+    _Atomic bool stop;
+    bool waitv_ok;
+    uint64_t last_tick;
+    bool hi[SCHED_POOLS];
+    uint64_t win_start[SCHED_POOLS], win_busy[SCHED_POOLS];
+    int runner[SCHED_POOLS][ROTA_PRIO_COUNT];
+    uint64_t run_since[SCHED_POOLS][ROTA_PRIO_COUNT];
+    sched_client_t c[ROTA_MAX_CLIENTS];
+};
+
+static uint64_t sched_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sched_wake_shared(_Atomic uint32_t *w)
+{
+    syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void sched_set_hold(sched_t *s, unsigned slot, uint32_t hold)
+{
+    rota_slot_t *sl = &s->r->slots[slot];
+    if (LD(&sl->hold) == hold) return;
+    atomic_store_explicit(&sl->hold, hold, memory_order_seq_cst);
+    sched_wake_shared(&sl->hold);
+    if (s->o.log_level >= 2)
+        fprintf(stderr, "rotad: debug: slot %u (pid %d) %s%s%s%s\n", slot, (int)LD(&sl->pid),
+                hold ? "held:" : "released", hold & ROTA_HOLD_PRIO ? " priority" : "",
+                hold & ROTA_HOLD_SHARE ? " share" : "", hold & ROTA_HOLD_QUANTUM ? " quantum" : "");
+}
+
+/* Refreshes activity of every client, samples device time, and decides holds. With s->mu held. */
+static bool sched_tick(sched_t *s, uint64_t now)
+{
+    rota_region_t *r = s->r;
+    uint64_t dt = s->last_tick && now > s->last_tick ? now - s->last_tick : 0;
+    if (dt > 10 * s->o.tick_ns) dt = 10 * s->o.tick_ns; /* we slept: nothing was active meanwhile */
+    s->last_tick = now;
+    unsigned ndev = atomic_load_explicit(&r->ndevices, memory_order_acquire);
+    if (ndev > ROTA_MAX_DEVICES) ndev = ROTA_MAX_DEVICES;
+    bool hi[SCHED_POOLS] = {0};
+    unsigned nbusy[SCHED_POOLS] = {0};
+    bool fresh[ROTA_MAX_CLIENTS] = {0};
+    uint32_t inflight[ROTA_MAX_CLIENTS] = {0};
+    bool any_active = false;
+
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        sched_client_t *c = &s->c[i];
+        if (!c->live) continue;
+        rota_channel_t *ch = c->ch;
+        uint32_t dv = LD(&ch->sched_dev);
+        c->pool = dv <= ndev ? dv : 0;
+        uint32_t infl = LD(&ch->inflight);
+        uint32_t act = atomic_load(&ch->active);
+        if (act) {
+            uint64_t last = atomic_load(&ch->last_launch_ns);
+            /* A thread waiting in the gate (held, or for a completion) keeps its client active. */
+            bool waiting = LD(&ch->held_waiting) || LD(&ch->inflight_waiting);
+            if (!infl && !waiting && now > last && now - last >= s->o.idle_ns &&
+                atomic_compare_exchange_strong(&ch->active, &act, 0)) {
+                /* Dekker with the launch gate (store last_launch_ns, then load active): a launch we raced with
+                 * either saw active == 0 (and rang) or shows here. */
+                act = 0;
+                if (atomic_load(&ch->last_launch_ns) != last || LD(&ch->inflight)) {
+                    uint32_t z = 0;
+                    atomic_compare_exchange_strong(&ch->active, &z, 1);
+                    act = 1;
+                }
+            }
+        }
+        /* Statistics for rota status/top, validated: counters only grow, in-flight is capped. */
+        rota_slot_t *sl = &r->slots[i];
+        uint64_t la = LD(&ch->launches), bu = LD(&ch->busy_ns);
+        if (la > LD(&sl->launches)) ST(&sl->launches, la);
+        if (bu > LD(&sl->busy_ns)) ST(&sl->busy_ns, bu);
+        ST(&sl->inflight, infl > 65535 ? 65535 : infl);
+        fresh[i] = act && !c->active;
+        c->active = act != 0;
+        inflight[i] = infl;
+        any_active |= c->active || infl;
+        if (c->active && c->prio == ROTA_PRIO_HIGH) hi[c->pool] = true;
+        if (infl) nbusy[c->pool]++;
+    }
+
+    /* Device time, sampled: every client with work in flight had dt / n of its GPU. */
+    for (unsigned p = 0; p < SCHED_POOLS; p++) {
+        if (nbusy[p]) {
+            s->win_busy[p] += dt;
+            if (p >= 1) ST(&r->devices[p - 1].busy_ns, LD(&r->devices[p - 1].busy_ns) + dt);
+        }
+        if (now - s->win_start[p] >= SCHED_BUSY_WINDOW_NS) {
+            uint64_t len = now - s->win_start[p];
+            if (p >= 1 && s->win_start[p])
+                ST(&r->devices[p - 1].busy_permille, (uint32_t)(s->win_busy[p] * 1000 / (len ? len : 1)));
+            s->win_start[p] = now;
+            s->win_busy[p] = 0;
+        }
+    }
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        sched_client_t *c = &s->c[i];
+        if (c->live && inflight[i] && nbusy[c->pool]) c->vtime += dt * 1000 / nbusy[c->pool] / c->weight;
+    }
+
+    uint32_t hold[ROTA_MAX_CLIENTS] = {0};
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        sched_client_t *c = &s->c[i];
+        if (c->live && c->prio != ROTA_PRIO_HIGH && hi[c->pool]) hold[i] = ROTA_HOLD_PRIO;
+    }
+
+    /* Share among one class on one GPU: only clients that are active and not held for priority compete. */
+    uint64_t slack = 8 * s->o.tick_ns;
+    for (unsigned p = 0; p < SCHED_POOLS; p++) {
+        for (unsigned k = ROTA_PRIO_NORMAL; k < ROTA_PRIO_COUNT; k++) {
+            unsigned n = 0;
+            uint64_t vmin = UINT64_MAX, vmin_old = UINT64_MAX;
+            for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+                sched_client_t *c = &s->c[i];
+                if (!c->live || !c->active || c->pool != p || c->prio != k || hold[i]) continue;
+                n++;
+                if (!fresh[i] && c->vtime < vmin_old) vmin_old = c->vtime;
+            }
+            if (n < 2) {
+                s->runner[p][k] = -1;
+                continue;
+            }
+            for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+                sched_client_t *c = &s->c[i];
+                if (!c->live || !c->active || c->pool != p || c->prio != k || hold[i]) continue;
+                /* A newcomer joins at the least-served client's virtual time: idle time is not banked. */
+                if (fresh[i] && vmin_old != UINT64_MAX) c->vtime = vmin_old;
+                if (c->vtime < vmin) vmin = c->vtime;
+            }
+            if (s->o.quantum_ns) {
+                int run = s->runner[p][k];
+                bool keep = run >= 0 && s->c[run].live && s->c[run].active && s->c[run].pool == p &&
+                            s->c[run].prio == k && !hold[run] && now - s->run_since[p][k] < s->o.quantum_ns;
+                if (!keep) {
+                    int best = -1;
+                    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+                        sched_client_t *c = &s->c[i];
+                        if (!c->live || !c->active || c->pool != p || c->prio != k || hold[i] || (int)i == run)
+                            continue;
+                        if (best < 0 || c->vtime < s->c[best].vtime) best = (int)i;
+                    }
+                    if (best >= 0) {
+                        s->runner[p][k] = best;
+                        s->run_since[p][k] = now;
+                    }
+                }
+                run = s->runner[p][k];
+                for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+                    sched_client_t *c = &s->c[i];
+                    if (!c->live || !c->active || c->pool != p || c->prio != k || hold[i]) continue;
+                    if ((int)i != run) hold[i] = ROTA_HOLD_QUANTUM;
+                }
+            } else {
+                for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+                    sched_client_t *c = &s->c[i];
+                    if (!c->live || !c->active || c->pool != p || c->prio != k || hold[i]) continue;
+                    /* Hysteresis: held once slack ahead, released once caught up (fewer switches, less
+                     * overlap of the two clients' work, whose split the sampling can only estimate). */
+                    bool was = LD(&r->slots[i].hold) & ROTA_HOLD_SHARE;
+                    if (c->vtime > vmin + (was ? 0 : slack)) hold[i] = ROTA_HOLD_SHARE;
+                }
+            }
+        }
+    }
+
+    unsigned held[SCHED_POOLS] = {0};
+    bool changed[SCHED_POOLS] = {0};
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        sched_client_t *c = &s->c[i];
+        if (!c->live) continue;
+        rota_slot_t *sl = &r->slots[i];
+        if (LD(&sl->hold) != hold[i]) changed[c->pool] = true;
+        sched_set_hold(s, i, hold[i]);
+        if (hold[i]) held[c->pool]++;
+        uint32_t st = LD(&sl->waiting) ? ROTA_SCHED_MEMWAIT
+                      : hold[i]        ? ROTA_SCHED_HELD
+                      : c->active      ? ROTA_SCHED_RUNNING
+                                       : ROTA_SCHED_IDLE;
+        ST(&sl->sched_state, st);
+    }
+    uint64_t done = sched_now_ns();
+    for (unsigned p = 1; p < SCHED_POOLS; p++) {
+        if (p > ndev) break;
+        rota_dev_t *d = &r->devices[p - 1];
+        ST(&d->held, held[p]);
+        if (changed[p]) {
+            atomic_fetch_add(&d->hold_epoch, 1);
+            sched_wake_shared(&d->hold_epoch);
+        }
+        ST(&d->high_active, hi[p] ? 1u : 0u);
+    }
+    /* Latency of priority holds: from the high client's activating launch to the holds being published. */
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        sched_client_t *c = &s->c[i];
+        if (!c->live || !fresh[i] || c->prio != ROTA_PRIO_HIGH || s->hi[c->pool] || c->pool == 0) continue;
+        uint64_t t0 = LD(&c->ch->active_since_ns);
+        if (t0 > done || done - t0 > SCHED_MAX_LAT_NS) continue;
+        uint64_t lat = done - t0;
+        rota_dev_t *d = &r->devices[c->pool - 1];
+        ST(&d->hold_lat_sum_ns, LD(&d->hold_lat_sum_ns) + lat);
+        if (lat > LD(&d->hold_lat_max_ns)) ST(&d->hold_lat_max_ns, lat);
+        atomic_fetch_add(&d->hold_events, 1);
+        s->hi[c->pool] = true; /* one measurement per activation of the GPU */
+    }
+    memcpy(s->hi, hi, sizeof hi);
+
+    atomic_fetch_add(&r->sched_epoch, 1);
+    return any_active;
+}
+
+static void *sched_main(void *arg)
+{
+    sched_t *s = arg;
+    struct futex_waitv wv[SCHED_WAITV_MAX + 1];
+    while (!atomic_load(&s->stop)) {
+        pthread_mutex_lock(&s->mu);
+        unsigned n = 0;
+        wv[n++] = (struct futex_waitv){.val = atomic_load(&s->ctl), .uaddr = (uintptr_t)&s->ctl,
+                                       .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG};
+        /* High clients' doorbells first: they are what must be heard at once. */
+        for (int pass = 0; pass < 2; pass++)
+            for (unsigned i = 0; i < ROTA_MAX_CLIENTS && n <= SCHED_WAITV_MAX; i++) {
+                sched_client_t *c = &s->c[i];
+                if (!c->live || (pass == 0) != (c->prio == ROTA_PRIO_HIGH)) continue;
+                wv[n++] = (struct futex_waitv){.val = atomic_load(&c->ch->doorbell), .uaddr = (uintptr_t)&c->ch->doorbell,
+                                               .flags = FUTEX_32};
+            }
+        uint64_t now = sched_now_ns();
+        bool active = sched_tick(s, now);
+        pthread_mutex_unlock(&s->mu);
+        if (atomic_load(&s->stop)) break;
+        uint64_t wait = active ? s->o.tick_ns : 1000000000ull;
+        if (!s->waitv_ok && n > 1 && wait > 200000) wait = 200000; /* no futex_waitv: poll the doorbells */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t dl = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + wait;
+        ts.tv_sec = (time_t)(dl / 1000000000u);
+        ts.tv_nsec = (long)(dl % 1000000000u);
+        if (s->waitv_ok) {
+            long rc = syscall(SYS_futex_waitv, wv, n, 0, &ts, CLOCK_MONOTONIC);
+            if (rc < 0 && errno == ENOSYS) s->waitv_ok = false;
+        } else {
+            syscall(SYS_futex, &s->ctl, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, (uint32_t)wv[0].val, &ts, NULL,
+                    FUTEX_BITSET_MATCH_ANY);
+        }
+    }
+    return NULL;
+}
+
+static void sched_kick(sched_t *s)
+{
+    atomic_fetch_add(&s->ctl, 1);
+    syscall(SYS_futex, &s->ctl, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+}
+
+int sched_start(rota_region_t *r, const sched_opts_t *o, sched_t **out)
+{
+    sched_t *s = calloc(1, sizeof *s);
+    if (!s) return -ENOMEM;
+    s->r = r;
+    s->o = *o;
+    if (!s->o.idle_ns) s->o.idle_ns = SCHED_IDLE_NS_DEFAULT;
+    if (!s->o.tick_ns) s->o.tick_ns = SCHED_TICK_NS_DEFAULT;
+    s->waitv_ok = true;
+    for (unsigned p = 0; p < SCHED_POOLS; p++)
+        for (unsigned k = 0; k < ROTA_PRIO_COUNT; k++) s->runner[p][k] = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    int rc = pthread_create(&s->th, NULL, sched_main, s);
+    if (rc) {
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return -rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void sched_stop(sched_t *s)
+{
+    if (!s) return;
+    atomic_store(&s->stop, true);
+    sched_kick(s);
+    pthread_join(s->th, NULL);
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
+        if (s->c[i].live) sched_set_hold(s, i, 0);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, unsigned prio, unsigned weight)
+{
+    if (!s || slot >= ROTA_MAX_CLIENTS || !ch) return;
+    pthread_mutex_lock(&s->mu);
+    s->c[slot] = (sched_client_t){.live = true, .ch = ch, .prio = prio < ROTA_PRIO_COUNT ? prio : ROTA_PRIO_NORMAL,
+                                  .weight = weight ? weight : 1000};
+    ST(&s->r->slots[slot].hold, 0);
+    ST(&s->r->slots[slot].sched_state, ROTA_SCHED_IDLE);
+    pthread_mutex_unlock(&s->mu);
+    sched_kick(s);
+}
+
+void sched_client_remove(sched_t *s, unsigned slot)
+{
+    if (!s || slot >= ROTA_MAX_CLIENTS) return;
+    pthread_mutex_lock(&s->mu);
+    if (s->c[slot].live) {
+        s->c[slot].live = false;
+        s->c[slot].ch = NULL;
+        sched_set_hold(s, slot, 0);
+        sched_tick(s, sched_now_ns()); /* whom it held goes free now, not at the next tick */
+    }
+    pthread_mutex_unlock(&s->mu);
+    sched_kick(s);
+}

@@ -1,0 +1,54 @@
+/* sched.h - rotad's launch scheduler: priority holds, bounded lower-class work, weighted fair share. */
+#ifndef ROTA_SCHED_H
+#define ROTA_SCHED_H
+
+#include "runtime/abi.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/*
+ * One scheduler thread per rotad. It sleeps in futex_waitv on the doorbells of every registered client's channel
+ * (up to SCHED_WAITV_MAX; more clients are seen at the next tick) and on a private control word, so a high
+ * client's first launch after idling reaches it in microseconds with no socket round trip. Per GPU (the channel's
+ * sched_dev; clients whose GPU rotad does not know share pool 0) it then decides:
+ *
+ *   priority   while a high client is active there, every normal and low client is held (ROTA_HOLD_PRIO);
+ *              released at once when the last high client is idle (nothing in flight, no launch for idle_ns)
+ *              or gone.
+ *   share      among the active clients of one class that are not priority-held, device time is sampled every
+ *              tick: each client with launches in flight gets tick/n of the device (n = clients with work in
+ *              flight on that GPU), which holds on a real GPU as on simcuda because it only uses the in-flight
+ *              counts the clients' completion trackers keep. A client's virtual time grows by its device time
+ *              divided by its weight; a client more than share_slack_ns ahead of the least-served active client
+ *              of its class is held (ROTA_HOLD_SHARE) until the others catch up. Idle clients take no part
+ *              (work-conserving), and a client that becomes active starts at the class's minimum (no banking).
+ *   quantum    with quantum_ns > 0 (rotad --quantum-ms), exclusive mode: one active client of a class runs at a
+ *              time, for a quantum, the least-served first; the others are held (ROTA_HOLD_QUANTUM).
+ *
+ * Writes slot.hold (futex-woken on every change), slot.sched_state, dev.held, dev.busy_permille,
+ * dev.hold_epoch and the hold-latency counters of the devices.
+ */
+typedef struct sched sched_t;
+
+typedef struct sched_opts {
+    uint64_t idle_ns;        /* a client is idle after this long without launches and nothing in flight */
+    uint64_t tick_ns;        /* decision period while something is contended */
+    uint64_t quantum_ns;     /* 0 = weighted fair share, else exclusive quanta of this length */
+    int log_level;           /* 0 warnings, 1 info, 2 debug */
+} sched_opts_t;
+
+#define SCHED_IDLE_NS_DEFAULT 2000000ull
+#define SCHED_TICK_NS_DEFAULT 1000000ull
+#define SCHED_WAITV_MAX 127
+
+/* Starts the thread. 0 or -errno. */
+int sched_start(rota_region_t *r, const sched_opts_t *o, sched_t **out);
+/* Releases every hold and stops the thread. NULL is fine. */
+void sched_stop(sched_t *s);
+/* A registered client (the channel stays mapped until sched_client_remove returned). */
+void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, unsigned prio, unsigned weight);
+/* The client is gone: its holds go, and whom it held is released before this returns. */
+void sched_client_remove(sched_t *s, unsigned slot);
+
+#endif

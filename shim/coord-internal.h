@@ -1,0 +1,35 @@
+/* coord-internal.h - what the coordinator client's files share: the connection, devices, launches, tracker. */
+#ifndef ROTA_SHIM_COORD_INTERNAL_H
+#define ROTA_SHIM_COORD_INTERNAL_H
+
+#include "shim/real.h"
+
+#include "runtime/abi.h"
+#include "runtime/lib/conn.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* coord.c. The connection with its read lock held (pair with coord_conn_unlock), or NULL with no lock held: no
+ * connection, or a reconnect holds the write lock right now (launches never wait for one). */
+conn_t *coord_conn_lock(void);
+/* Whether a connection may exist, without the lock (a hint: false means the launch hooks need do nothing). */
+bool coord_conn_peek(void);
+void coord_conn_unlock(void);
+/* rotad's index of the GPU of CUdevice dev on connection c (with the read lock held), or -1. */
+int coord_region_dev(conn_t *c, CUdevice dev);
+uint64_t coord_now_ns(void);
+
+/* coord-track.c: the completion tracker of gated launches (one thread per process, started on first use). */
+/* An event of ctx to record after a launch (from a small pool, or new); NULL when none can be had. */
+CUevent track_event_get(CUcontext ctx);
+/* Gives an unrecorded event back to the pool. */
+void track_event_put(CUevent ev, CUcontext ctx);
+/* Hands a recorded event to the tracker, which calls launch_complete once it completed. false: the tracker could
+ * not be started or queue the event (the caller then treats the launch as complete). */
+bool track_push(CUevent ev, CUcontext ctx, uint64_t launch_ns);
+
+/* coord-launch.c: one tracked launch completed; busy_ns is the device time the tracker attributes to it. */
+void launch_complete(uint64_t busy_ns);
+
+#endif

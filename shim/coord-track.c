@@ -1,0 +1,178 @@
+/* coord-track.c - the completion tracker: one thread per process waits (blocking sync) on gated launches' events. */
+#include "shim/coord-internal.h"
+
+#include "shim/log.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/*
+ * The tracker thread is started on the first tracked launch (never in a process that launches nothing). It
+ * takes events in the order they were recorded, makes the event's context current (cuCtxSetCurrent, on its
+ * own thread only), waits with cuEventSynchronize (the events are CU_EVENT_BLOCKING_SYNC: the thread sleeps),
+ * and reports each completion to coord-launch.c. Events are recycled through a small pool per context.
+ *
+ * Device time per client is the sum of completion gaps while busy: a launch completing at t after the previous
+ * completion at p, launched at l, adds t - max(p, l). This needs no timing events, so it works on a real GPU as
+ * on simcuda; it is the time the client had work on the GPU, which overstates its device time when the GPU is
+ * time-sliced between processes (rotad's share accounting, runtime/sched.c, divides by the clients in flight).
+ *
+ * A stream destroyed while its events are pending is fine (the events stay valid and complete). A context
+ * destroyed meanwhile makes cuCtxSetCurrent or cuEventSynchronize fail: the launch counts as complete and the
+ * event is dropped with its context.
+ */
+
+#define TRACK_POOL_MAX 64
+
+typedef struct track_entry {
+    CUevent ev;
+    CUcontext ctx;
+    uint64_t launch_ns;
+} track_entry_t;
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    track_entry_t *q;       /* ring */
+    size_t cap, head, len;
+    bool started, failed, sleeping;
+    track_entry_t pool[TRACK_POOL_MAX];
+    size_t npool;
+    uint64_t last_done_ns;  /* tracker thread only */
+} tk = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .cv = PTHREAD_COND_INITIALIZER,
+};
+
+static pthread_once_t track_once = PTHREAD_ONCE_INIT;
+
+static void track_atfork_child(void)
+{
+    /* The thread and the parent's contexts are not ours: start from nothing. */
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+    memcpy(&tk.mu, &mu, sizeof mu);
+    memcpy(&tk.cv, &cv, sizeof cv);
+    free(tk.q);
+    tk.q = NULL;
+    tk.cap = tk.head = tk.len = 0;
+    tk.started = tk.failed = tk.sleeping = false;
+    tk.npool = 0;
+    tk.last_done_ns = 0;
+}
+
+static void track_setup(void)
+{
+    pthread_atfork(NULL, NULL, track_atfork_child);
+}
+
+CUevent track_event_get(CUcontext ctx)
+{
+    pthread_once(&track_once, track_setup);
+    pthread_mutex_lock(&tk.mu);
+    for (size_t i = tk.npool; i-- > 0;)
+        if (tk.pool[i].ctx == ctx) {
+            CUevent ev = tk.pool[i].ev;
+            tk.pool[i] = tk.pool[--tk.npool];
+            pthread_mutex_unlock(&tk.mu);
+            return ev;
+        }
+    pthread_mutex_unlock(&tk.mu);
+    CUevent ev = NULL;
+    if (ROTA_REAL(cuEventCreate)(&ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS) return NULL;
+    return ev;
+}
+
+void track_event_put(CUevent ev, CUcontext ctx)
+{
+    pthread_mutex_lock(&tk.mu);
+    if (tk.npool < TRACK_POOL_MAX) {
+        tk.pool[tk.npool++] = (track_entry_t){.ev = ev, .ctx = ctx};
+        ev = NULL;
+    }
+    pthread_mutex_unlock(&tk.mu);
+    if (ev) ROTA_REAL(cuEventDestroy_v2)(ev);
+}
+
+static void *track_main(void *arg)
+{
+    (void)arg;
+    rota_in_shim = 1; /* whatever this thread calls goes straight to the driver */
+    CUcontext cur = NULL;
+    for (;;) {
+        pthread_mutex_lock(&tk.mu);
+        while (!tk.len) {
+            tk.sleeping = true;
+            pthread_cond_wait(&tk.cv, &tk.mu);
+        }
+        tk.sleeping = false;
+        track_entry_t e = tk.q[tk.head];
+        tk.head = (tk.head + 1) % tk.cap;
+        tk.len--;
+        pthread_mutex_unlock(&tk.mu);
+        CUresult rc = CUDA_SUCCESS;
+        if (e.ctx != cur) {
+            rc = ROTA_REAL(cuCtxSetCurrent)(e.ctx);
+            cur = rc == CUDA_SUCCESS ? e.ctx : NULL;
+        }
+        if (rc == CUDA_SUCCESS) rc = ROTA_REAL(cuEventSynchronize)(e.ev);
+        uint64_t now = coord_now_ns();
+        uint64_t from = tk.last_done_ns > e.launch_ns ? tk.last_done_ns : e.launch_ns;
+        uint64_t busy = now > from ? now - from : 0;
+        tk.last_done_ns = now;
+        if (rc == CUDA_SUCCESS) track_event_put(e.ev, e.ctx);
+        /* else: the context (and the event with it) is gone, or the event failed: drop it. */
+        launch_complete(busy);
+    }
+    return NULL;
+}
+
+bool track_push(CUevent ev, CUcontext ctx, uint64_t launch_ns)
+{
+    pthread_once(&track_once, track_setup);
+    pthread_mutex_lock(&tk.mu);
+    bool ok = !tk.failed;
+    if (ok && !tk.started) {
+        pthread_t th;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        /* The tracker inherits no signal mask worth keeping; it blocks everything so signals go elsewhere. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        int e = pthread_create(&th, &at, track_main, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&at);
+        if (e) {
+            tk.failed = true;
+            ok = false;
+            rota_log(ROTA_LOG_WARN, "unable to start the launch tracker thread; launches are not bounded");
+        } else {
+            tk.started = true;
+        }
+    }
+    if (ok && tk.len == tk.cap) {
+        size_t cap = tk.cap ? tk.cap * 2 : 64;
+        track_entry_t *n = malloc(cap * sizeof *n);
+        if (!n) {
+            ok = false;
+        } else {
+            for (size_t i = 0; i < tk.len; i++) n[i] = tk.q[(tk.head + i) % tk.cap];
+            free(tk.q);
+            tk.q = n;
+            tk.cap = cap;
+            tk.head = 0;
+        }
+    }
+    if (ok) {
+        tk.q[(tk.head + tk.len) % tk.cap] = (track_entry_t){.ev = ev, .ctx = ctx, .launch_ns = launch_ns};
+        tk.len++;
+        if (tk.sleeping) pthread_cond_signal(&tk.cv);
+    }
+    pthread_mutex_unlock(&tk.mu);
+    return ok;
+}

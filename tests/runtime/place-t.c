@@ -1,0 +1,405 @@
+/* place-t.c - TAP tests of GPU placement: runtime/place.c's choice (unit), and `rota run --gpu` over rotad and
+ * four simulated GPUs: four `device 0` jobs started at once spread over the four, --gpu N and
+ * CUDA_VISIBLE_DEVICES are honoured, no rotad means no placement; rota top --once / status --json show the jobs.
+ * Jobs are this program re-executed (ROTA_PLACE_T_JOB=1) under rota run, so under librota.so. */
+#include "runtime/ledger.h"
+#include "runtime/place.h"
+#include "runtime/lib/proto.h"
+#include "tests/runtime/rotad-helpers.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <sys/mman.h>
+
+#define GIB (UINT64_C(1) << 30)
+
+/* ---- the job: report device 0's UUID and the device count, hold 64 MiB until stdin closes ---------------- */
+
+static void *sym(void *h, const char *name)
+{
+    void *p = dlsym(h, name);
+    if (!p) {
+        printf("nosym %s\n", name);
+        exit(2);
+    }
+    return p;
+}
+
+static int job_main(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (!h) {
+        printf("nolib\n");
+        return 2;
+    }
+    CUresult (*init)(unsigned) = sym(RTLD_DEFAULT, "cuInit");
+    CUresult (*count)(int *) = sym(RTLD_DEFAULT, "cuDeviceGetCount");
+    CUresult (*get)(CUdevice *, int) = sym(RTLD_DEFAULT, "cuDeviceGet");
+    CUresult (*uuid)(CUuuid *, CUdevice) = sym(RTLD_DEFAULT, "cuDeviceGetUuid_v2");
+    CUresult (*retain)(CUcontext *, CUdevice) = sym(RTLD_DEFAULT, "cuDevicePrimaryCtxRetain");
+    CUresult (*setcur)(CUcontext) = sym(RTLD_DEFAULT, "cuCtxSetCurrent");
+    CUresult (*alloc)(CUdeviceptr *, size_t) = sym(RTLD_DEFAULT, "cuMemAlloc_v2");
+    int n = 0;
+    CUdevice d;
+    CUuuid u;
+    CUcontext ctx;
+    CUdeviceptr p;
+    CUresult rc = init(0);
+    if (!rc) rc = count(&n);
+    if (!rc) rc = get(&d, 0);
+    if (!rc) rc = uuid(&u, d);
+    if (!rc) rc = retain(&ctx, d);
+    if (!rc) rc = setcur(ctx);
+    if (!rc) rc = alloc(&p, 64u << 20);
+    char s[PROTO_UUID_STR] = "none";
+    if (!rc) proto_uuid_str((const uint8_t *)u.bytes, s);
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    printf("%d %d %s %s\n", (int)rc, n, s, vis ? vis : "-");
+    fflush(stdout);
+    char line[64];
+    while (fgets(line, sizeof line, stdin)) {
+    }
+    return 0;
+}
+
+/* ---- the parent ---------------------------------------------------------------------------------------------- */
+
+static char node[64], rota_bin[512], self[512];
+
+typedef struct job {
+    pid_t pid;
+    int in, out;
+    int rc, count;
+    char uuid[PROTO_UUID_STR + 8], vis[256];
+} job_t;
+
+/* Starts `rota run ARGS... -- self` with stdin/stdout on pipes; extra env "K=V" strings (NULL-terminated). */
+static void job_start(job_t *j, const char *const *args, const char *const *env)
+{
+    int pin[2], pout[2];
+    if (pipe2(pin, O_CLOEXEC) || pipe2(pout, O_CLOEXEC)) bail("pipe");
+    memset(j, 0, sizeof *j);
+    j->pid = fork();
+    if (j->pid < 0) bail("fork");
+    if (j->pid == 0) {
+        dup2(pin[0], 0);
+        dup2(pout[1], 1);
+        close(pin[0]), close(pin[1]), close(pout[0]), close(pout[1]);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        setenv("ROTA_PLACE_T_JOB", "1", 1);
+        setenv("SIMCUDA_NODE", node, 1);
+        setenv("SIMCUDA_DEVICES", "4", 1);
+        setenv("SIMCUDA_MEM", "4G", 1);
+        setenv("ROTA_LOG", "error", 1);
+        unsetenv("CUDA_VISIBLE_DEVICES");
+        /* Under a sanitizer its runtime must come first in the job, before librota.so (rota run keeps it first). */
+        Dl_info di;
+        void *rt = dlsym(RTLD_DEFAULT, "__asan_init");
+        if (!rt) rt = dlsym(RTLD_DEFAULT, "__tsan_init");
+        if (rt && dladdr(rt, &di) && di.dli_fname && strstr(di.dli_fname, ".so")) setenv("LD_PRELOAD", di.dli_fname, 1);
+        for (; env && *env; env++) putenv((char *)*env);
+        const char *argv[24] = {"rota", "run", "--quiet"};
+        int n = 3;
+        for (; args && *args && n < 20; args++) argv[n++] = *args;
+        argv[n++] = "--";
+        argv[n++] = self;
+        argv[n] = NULL;
+        execv(rota_bin, (char **)argv);
+        _exit(127);
+    }
+    close(pin[0]);
+    close(pout[1]);
+    j->in = pin[1];
+    j->out = pout[0];
+}
+
+/* Reads the job's report line (rc count uuid visible); false on EOF or timeout. */
+static bool job_report(job_t *j)
+{
+    char buf[512];
+    size_t n = 0;
+    struct pollfd p = {.fd = j->out, .events = POLLIN};
+    while (n < sizeof buf - 1) {
+        if (poll(&p, 1, 15000) != 1) return false;
+        ssize_t r = read(j->out, buf + n, 1);
+        if (r != 1) return false;
+        if (buf[n] == '\n') break;
+        n++;
+    }
+    buf[n] = 0;
+    return sscanf(buf, "%d %d %48s %255s", &j->rc, &j->count, j->uuid, j->vis) == 4;
+}
+
+/* Closes stdin, reaps; returns the exit status (or 128+signal). */
+static int job_finish(job_t *j)
+{
+    if (j->in >= 0) close(j->in);
+    j->in = -1;
+    int st = 0;
+    waitpid(j->pid, &st, 0);
+    close(j->out);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The simulated GPUs' UUIDs in ordinal order, read through the driver here (all four visible). */
+static int sim_uuids(char u[4][PROTO_UUID_STR])
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return -1;
+    CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(h, "cuInit");
+    CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))dlsym(h, "cuDeviceGet");
+    CUresult (*uuid)(CUuuid *, CUdevice) = (CUresult(*)(CUuuid *, CUdevice))dlsym(h, "cuDeviceGetUuid_v2");
+    if (!init || !get || !uuid || init(0)) return -1;
+    for (int i = 0; i < 4; i++) {
+        CUdevice d;
+        CUuuid x;
+        if (get(&d, i) || uuid(&x, d)) return -1;
+        proto_uuid_str((const uint8_t *)x.bytes, u[i]);
+    }
+    return 0;
+}
+
+static int uuid_index(char u[4][PROTO_UUID_STR], const char *s)
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(u[i], s)) return i;
+    return -1;
+}
+
+/* Output of a command line (popen), or "" */
+static char *run_out(const char *cmd)
+{
+    static char buf[65536];
+    buf[0] = 0;
+    FILE *f = popen(cmd, "r");
+    if (!f) return buf;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    pclose(f);
+    return buf;
+}
+
+/* ---- unit tests of place_choose -------------------------------------------------------------------------- */
+
+static pid_t sleeper(void)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        pause();
+        _exit(0);
+    }
+    return p;
+}
+
+static void cands(rota_msg_place_t *m, unsigned n, uint64_t cap)
+{
+    memset(m, 0, sizeof *m);
+    proto_hdr_init(&m->h, ROTA_MSG_PLACE, sizeof *m, 1);
+    m->ncand = n;
+    for (unsigned i = 0; i < n && i < ROTA_MAX_DEVICES; i++) {
+        memset(m->cand[i].uuid, 0x10 + (int)i, ROTA_UUID_LEN);
+        m->cand[i].total_mem = cap;
+    }
+}
+
+static void unit_tests(void)
+{
+    rota_region_t *r = calloc(1, sizeof *r);
+    place_t *pl = calloc(1, sizeof *pl);
+    if (!r || !pl) bail("calloc");
+    pid_t kids[6];
+    for (int i = 0; i < 6; i++) kids[i] = sleeper();
+    rota_msg_place_t m;
+    cands(&m, 4, 16 * GIB);
+    const char *why = "";
+    is_int(proto_check(&m, sizeof m, NULL, &why), ROTA_MSG_PLACE, "a PLACE message passes proto_check (%s)", why);
+    uint64_t now = 1000000000u;
+    int pick[5];
+    for (int i = 0; i < 5; i++) pick[i] = place_choose(pl, r, kids[i], &m, now);
+    is_int(pick[0], 0, "empty node: the first job goes to candidate 0");
+    ok(pick[1] == 1 && pick[2] == 2 && pick[3] == 3, "jobs placed at once spread: 1, 2, 3 (%d %d %d)", pick[1],
+       pick[2], pick[3]);
+    is_int(pick[4], 0, "a fifth job: every GPU has one pending, lowest index wins");
+    is_uint(atomic_load(&r->ndevices), 4, "every candidate is entered in the ledger");
+    is_uint(place_pending_count(pl, 0, NULL), 2, "two placements pending on GPU 0");
+    place_settle(pl, kids[0]);
+    is_uint(place_pending_count(pl, 0, NULL), 1, "settling a pid drops its pending placement");
+    is_int(place_choose(pl, r, kids[4], &m, now), 0, "a pid asking again replaces its placement (still GPU 0)");
+    is_uint(place_pending_count(pl, 0, NULL), 1, "not counted twice");
+
+    /* memory decides first */
+    memset(pl, 0, sizeof *pl);
+    atomic_store(&r->devices[0].reserved, 8 * GIB);
+    atomic_store(&r->devices[1].clients, 3);
+    rota_msg_place_t m2;
+    cands(&m2, 2, 16 * GIB);
+    is_int(place_choose(pl, r, kids[0], &m2, now), 1, "most free memory beats fewer clients (GPU 0 half full)");
+    is_int(place_choose(pl, r, kids[1], &m, now), 2, "among equal free memory, the fewest clients + pending");
+    /* within the slack, load decides */
+    memset(pl, 0, sizeof *pl);
+    atomic_store(&r->devices[0].reserved, GIB / 8); /* < 2% of 16G */
+    atomic_store(&r->devices[1].clients, 0);
+    atomic_store(&r->devices[2].clients, 1);
+    atomic_store(&r->devices[3].clients, 1);
+    atomic_store(&r->devices[0].clients, 0);
+    is_int(place_choose(pl, r, kids[0], &m, now), 0, "free memory within %d%%: the fewest clients (index 0 wins)",
+           PLACE_MEM_SLACK_PCT);
+    atomic_store(&r->devices[0].clients, 1);
+    is_int(place_choose(pl, r, kids[1], &m, now), 1, "then GPU 1 (no client, no pending)");
+    /* pending memory counts */
+    memset(pl, 0, sizeof *pl);
+    for (int i = 0; i < 4; i++) {
+        atomic_store(&r->devices[i].reserved, 0);
+        atomic_store(&r->devices[i].clients, 0);
+    }
+    cands(&m, 2, 16 * GIB);
+    m.mem = 10 * GIB;
+    is_int(place_choose(pl, r, kids[0], &m, now), 0, "a 10G job on an empty node: GPU 0");
+    m.mem = 0;
+    atomic_store(&r->devices[1].clients, 2);
+    is_int(place_choose(pl, r, kids[1], &m, now), 1, "the pending 10G leaves GPU 0 less free memory than GPU 1");
+    uint64_t pm = 0;
+    is_uint(place_pending_count(pl, 0, &pm), 1, "one pending on GPU 0");
+    is_uint(pm, 10 * GIB, "with its 10G");
+    /* expiry: by time, and by the process being gone */
+    place_choose(pl, r, kids[2], &m, now + (uint64_t)ROTA_PLACE_PENDING_MS * 1000000u + 1);
+    is_uint(place_pending_count(pl, 0, NULL) + place_pending_count(pl, 1, NULL), 1,
+            "after %u ms only the newest placement is pending", ROTA_PLACE_PENDING_MS);
+    kill(kids[2], SIGKILL);
+    waitpid(kids[2], NULL, 0);
+    place_choose(pl, r, kids[3], &m, now + (uint64_t)ROTA_PLACE_PENDING_MS * 1000000u + 2);
+    is_uint(place_pending_count(pl, 0, NULL) + place_pending_count(pl, 1, NULL), 1,
+            "a dead process's placement is dropped");
+    /* bad messages */
+    cands(&m, 0, GIB);
+    ok(proto_check(&m, sizeof m, NULL, &why) == -EBADMSG, "PLACE with no candidate is refused");
+    cands(&m, 2, GIB);
+    m.cand[3].total_mem = 5;
+    ok(proto_check(&m, sizeof m, NULL, &why) == -EBADMSG, "PLACE with junk past ncand is refused");
+    cands(&m, 2, 0);
+    ok(proto_check(&m, sizeof m, NULL, &why) == -EBADMSG, "PLACE with a 0-byte GPU is refused");
+    cands(&m, 17, GIB);
+    ok(proto_check(&m, sizeof m, NULL, &why) == -EBADMSG, "PLACE with 17 candidates is refused");
+    ok(proto_check(&m, sizeof m - 8, NULL, &why) == -EBADMSG, "a truncated PLACE is refused");
+    for (int i = 0; i < 6; i++) {
+        kill(kids[i], SIGKILL);
+        waitpid(kids[i], NULL, 0);
+    }
+    free(pl);
+    free(r);
+}
+
+int main(void)
+{
+    if (getenv("ROTA_PLACE_T_JOB")) return job_main();
+    const char *b = getenv("ROTA_BUILD");
+    if (!b) bail("ROTA_BUILD is not set (run through make test, or export it)");
+    snprintf(rota_bin, sizeof rota_bin, "%s/bin/rota", b);
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) bail("readlink /proc/self/exe");
+    self[n] = 0;
+
+    unit_tests();
+
+    th_setup("place-t");
+    snprintf(node, sizeof node, "place-t-%d", (int)getpid());
+    setenv("SIMCUDA_NODE", node, 1);
+    setenv("SIMCUDA_DEVICES", "4", 1);
+    setenv("SIMCUDA_MEM", "4G", 1);
+    setenv("ROTA_SOCKET", th_sock, 1);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    char u[4][PROTO_UUID_STR];
+    if (sim_uuids(u)) bail("unable to read the simulated GPUs' UUIDs");
+    pid_t rotad = th_rotad_start();
+
+    /* four device-0 jobs at once */
+    job_t j[4];
+    for (int i = 0; i < 4; i++) job_start(&j[i], NULL, NULL);
+    int seen = 0, bad = 0;
+    for (int i = 0; i < 4; i++) {
+        if (!job_report(&j[i]) || j[i].rc) {
+            bad++;
+            continue;
+        }
+        int x = uuid_index(u, j[i].uuid);
+        if (x < 0 || j[i].count != 1 || strcmp(j[i].vis, j[i].uuid)) bad++;
+        else seen |= 1 << x;
+    }
+    is_int(bad, 0, "four jobs ran, each sees one GPU as device 0, named by CUDA_VISIBLE_DEVICES=GPU-<uuid>");
+    is_int(seen, 0xf, "four device-0 jobs started at once spread over the four GPUs (mask %#x)", seen);
+
+    /* rota top --once and rota status --json show them */
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s top --once --socket %s", rota_bin, th_sock);
+    char *top = run_out(cmd);
+    int shown = 0;
+    for (int i = 0; i < 4; i++) {
+        char pid[32];
+        snprintf(pid, sizeof pid, "\n%-8d ", (int)j[i].pid);
+        shown += strstr(top, pid) != NULL;
+    }
+    is_int(shown, 4, "rota top --once lists the four jobs by pid");
+    ok(strstr(top, "BUSY%") && strstr(top, "LAUNCH/S") && strstr(top, "STATE"), "with busy, launches/s, state");
+    ok(strstr(top, u[0]) && strstr(top, u[3]), "and every GPU by UUID");
+    snprintf(cmd, sizeof cmd, "%s status --json --socket %s", rota_bin, th_sock);
+    char *js = run_out(cmd);
+    int nclients = 0;
+    for (char *p = js; (p = strstr(p, "\"launches_per_s\":")); p++) nclients++;
+    is_int(nclients, 4, "rota status --json: four clients with launches_per_s");
+    ok(strstr(js, "\"busy_permille\":") && strstr(js, "\"state\":\"") && strstr(js, "\"devtime_per_s\":"),
+       "and per-GPU busy_permille, per-client state and devtime_per_s");
+    snprintf(cmd, sizeof cmd,
+             "command -v python3 >/dev/null || { echo nopython; exit; }; %s status --json --socket %s | python3 -c '"
+             "import json,sys; d=json.load(sys.stdin); c=d[\"clients\"]; g=d[\"devices\"]; "
+             "assert len(c)==4 and len(g)==4; "
+             "assert all(k in x for x in c for k in (\"state\",\"hold\",\"launches\",\"launches_per_s\",\"busy_ns\",\"devtime_per_s\")); "
+             "assert all(k in x for x in g for k in (\"busy_permille\",\"held\",\"busy_ns\",\"devtime_per_s\")); "
+             "assert sorted(x[\"device\"] for x in c)==[0,1,2,3]; print(\"parsed\")'",
+             rota_bin, th_sock);
+    char *py = run_out(cmd);
+    if (!strncmp(py, "nopython", 8)) skip("python3 is not installed: JSON not parsed");
+    else is_str(py, "parsed\n", "rota status --json parses: 4 clients on devices 0..3, every new field present");
+    for (int i = 0; i < 4; i++) job_finish(&j[i]);
+
+    /* --gpu N, and CUDA_VISIBLE_DEVICES */
+    const char *g2[] = {"--gpu", "2", NULL};
+    job_start(&j[0], g2, NULL);
+    ok(job_report(&j[0]) && !strcmp(j[0].uuid, u[2]) && j[0].count == 1, "--gpu 2: device 0 is GPU 2 (%s)",
+       j[0].uuid);
+    is_int(job_finish(&j[0]), 0, "the job's exit status is rota run's");
+    char vis[160];
+    snprintf(vis, sizeof vis, "CUDA_VISIBLE_DEVICES=%s,%s", u[3], u[1]);
+    const char *venv[] = {vis, NULL};
+    const char *g1[] = {"--gpu", "1", NULL};
+    job_start(&j[0], g1, venv);
+    ok(job_report(&j[0]) && !strcmp(j[0].uuid, u[1]), "--gpu 1 indexes CUDA_VISIBLE_DEVICES (GPU-3,GPU-1 -> GPU-1)");
+    job_finish(&j[0]);
+    /* auto among the visible ones: GPUs 1 and 3 only, whatever the others hold */
+    for (int i = 0; i < 2; i++) job_start(&j[i], NULL, venv);
+    int vm = 0;
+    for (int i = 0; i < 2; i++)
+        if (job_report(&j[i])) vm |= 1 << uuid_index(u, j[i].uuid);
+    is_int(vm, (1 << 1) | (1 << 3), "auto with CUDA_VISIBLE_DEVICES set: two jobs take the two visible GPUs");
+    for (int i = 0; i < 2; i++) job_finish(&j[i]);
+    const char *g9[] = {"--gpu", "9", NULL};
+    job_start(&j[0], g9, NULL);
+    is_int(job_finish(&j[0]), 125, "--gpu 9 with four GPUs: rota run fails with 125");
+    const char *gall[] = {"--gpu", "all", NULL};
+    job_start(&j[0], gall, NULL);
+    ok(job_report(&j[0]) && j[0].count == 4 && !strcmp(j[0].vis, "-"), "--gpu all: all four GPUs, no remap");
+    job_finish(&j[0]);
+
+    /* no rotad: no placement (fail-open), the job still runs */
+    is_int(th_rotad_stop(rotad), 0, "rotad stops");
+    job_start(&j[0], NULL, NULL);
+    ok(job_report(&j[0]) && j[0].rc == 0 && j[0].count == 4 && !strcmp(j[0].uuid, u[0]),
+       "without rotad: not placed, the job sees four GPUs and uses GPU 0");
+    is_int(job_finish(&j[0]), 0, "and exits 0");
+
+    char shm[80];
+    snprintf(shm, sizeof shm, "/%s", node);
+    shm_unlink(shm);
+    th_cleanup();
+    return done_testing();
+}

@@ -1,0 +1,568 @@
+/* sched-t.c - TAP tests of launch scheduling (runtime/sched.c + shim/coord-launch.c) over simcuda with rotad:
+ * a high-priority client's latency beside low-priority spinners, weighted fair share, capture under holds,
+ * sync while held, kill -9 of held and high clients, rotad killed while a client is held (fail-open).
+ * Clients are this program re-executed with LD_PRELOAD=librota.so; they report on stdout, line by line. */
+#include "runtime/lib/conn.h"
+#include "tests/runtime/rotad-helpers.h"
+#include "tests/tap/kernels.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <time.h>
+
+/* ---- the client side ------------------------------------------------------------------------------------ */
+
+static CUresult (*p_cuInit)(unsigned);
+static CUresult (*p_cuDeviceGet)(CUdevice *, int);
+static CUresult (*p_cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+static CUresult (*p_cuCtxSetCurrent)(CUcontext);
+static CUresult (*p_cuMemAlloc)(CUdeviceptr *, size_t);
+static CUresult (*p_cuModuleLoadData)(CUmodule *, const void *);
+static CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+static CUresult (*p_cuStreamCreate)(CUstream *, unsigned);
+static CUresult (*p_cuStreamSynchronize)(CUstream);
+static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    unsigned, CUstream, void **, void **);
+static CUresult (*p_cuStreamBeginCapture)(CUstream, CUstreamCaptureMode);
+static CUresult (*p_cuStreamEndCapture)(CUstream, CUgraph *);
+static CUresult (*p_cuGraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
+static CUresult (*p_cuGraphLaunch)(CUgraphExec, CUstream);
+static CUresult (*p_cuStreamDestroy)(CUstream);
+static CUresult (*p_cuEventCreate)(CUevent *, unsigned);
+static CUresult (*p_cuEventRecord)(CUevent, CUstream);
+static CUresult (*p_cuEventSynchronize)(CUevent);
+
+static void *sym(const char *name)
+{
+    void *p = dlsym(RTLD_DEFAULT, name);
+    if (!p) {
+        printf("nosym %s\n", name);
+        exit(2);
+    }
+    return p;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static CUfunction spin;
+static CUstream cst;
+
+static CUresult launch_spin(uint64_t ns)
+{
+    void *args[] = {&ns};
+    return p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, cst, args, NULL);
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t env_u(const char *n, uint64_t def)
+{
+    const char *v = getenv(n);
+    return v ? strtoull(v, NULL, 10) : def;
+}
+
+/* SCHED_MODE=spin: launch spin_ns(SCHED_KNS) back to back for SCHED_DUR_MS, "n COUNT" every 100 ms, "done COUNT".
+ *           =req:  SCHED_REQS requests of 3 x spin_ns(SCHED_KNS) + sync, SCHED_GAP_MS apart; "lat P50 P99".
+ *           =cmd:  commands on stdin: "spin N KNS" (async), "sync", "capture" (capture + instantiate, then
+ *                  graph launch + sync), each answered with its duration in ms. */
+static int child_main(void)
+{
+    if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL)) {
+        printf("nolib %s\n", dlerror());
+        return 2;
+    }
+    p_cuInit = sym("cuInit");
+    p_cuDeviceGet = sym("cuDeviceGet");
+    p_cuDevicePrimaryCtxRetain = sym("cuDevicePrimaryCtxRetain");
+    p_cuCtxSetCurrent = sym("cuCtxSetCurrent");
+    p_cuMemAlloc = sym("cuMemAlloc_v2");
+    p_cuModuleLoadData = sym("cuModuleLoadData");
+    p_cuModuleGetFunction = sym("cuModuleGetFunction");
+    p_cuStreamCreate = sym("cuStreamCreate");
+    p_cuStreamSynchronize = sym("cuStreamSynchronize");
+    p_cuLaunchKernel = sym("cuLaunchKernel");
+    p_cuStreamBeginCapture = sym("cuStreamBeginCapture_v2");
+    p_cuStreamEndCapture = sym("cuStreamEndCapture");
+    p_cuGraphInstantiate = sym("cuGraphInstantiateWithFlags");
+    p_cuGraphLaunch = sym("cuGraphLaunch");
+    p_cuStreamDestroy = sym("cuStreamDestroy_v2");
+    p_cuEventCreate = sym("cuEventCreate");
+    p_cuEventRecord = sym("cuEventRecord");
+    p_cuEventSynchronize = sym("cuEventSynchronize");
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUdeviceptr buf;
+    CUresult rc = p_cuInit(0);
+    if (!rc) rc = p_cuDeviceGet(&dev, 0);
+    if (!rc) rc = p_cuDevicePrimaryCtxRetain(&ctx, dev);
+    if (!rc) rc = p_cuCtxSetCurrent(ctx);
+    if (!rc) rc = p_cuMemAlloc(&buf, 1 << 20); /* registers the GPU with rotad */
+    if (!rc) rc = p_cuModuleLoadData(&mod, rota_kernels_ptx);
+    if (!rc) rc = p_cuModuleGetFunction(&spin, mod, "spin_ns");
+    if (!rc) rc = p_cuStreamCreate(&cst, CU_STREAM_NON_BLOCKING);
+    printf("init %d\n", (int)rc);
+    if (rc) return 1;
+    const char *mode = getenv("SCHED_MODE");
+    uint64_t kns = env_u("SCHED_KNS", 2000000);
+    if (!strcmp(mode, "spin")) {
+        double end = now_ms() + (double)env_u("SCHED_DUR_MS", 1000), next = now_ms() + 100;
+        unsigned long n = 0, every = env_u("SCHED_SYNC_EVERY", 8), window = env_u("SCHED_WINDOW", 0);
+        CUevent win[64];
+        if (window > 64) window = 64;
+        for (unsigned long i = 0; i < window; i++)
+            if (p_cuEventCreate(&win[i], CU_EVENT_DISABLE_TIMING)) return 3;
+        while (now_ms() < end) {
+            /* SCHED_WINDOW=N: at most N kernels queued, and the queue never drains (a busy high client);
+             * else the application's own bound as frameworks keep a few steps queued: a sync every 8. */
+            if (window && n >= window && p_cuEventSynchronize(win[n % window])) return 3;
+            if (launch_spin(kns)) return 3;
+            if (window && p_cuEventRecord(win[n % window], cst)) return 3;
+            n++;
+            if (!window && n % every == 0) p_cuStreamSynchronize(cst);
+            if (now_ms() >= next) {
+                printf("n %lu\n", n);
+                next += 100;
+            }
+        }
+        p_cuStreamSynchronize(cst);
+        printf("done %lu\n", n);
+    } else if (!strcmp(mode, "req")) {
+        unsigned reqs = (unsigned)env_u("SCHED_REQS", 20), gap = (unsigned)env_u("SCHED_GAP_MS", 10);
+        double *lat = calloc(reqs, sizeof *lat);
+        usleep(200000); /* let the spinners get going */
+        for (unsigned r = 0; r < reqs; r++) {
+            double t0 = now_ms();
+            for (int k = 0; k < 3; k++)
+                if (launch_spin(kns)) return 3;
+            p_cuStreamSynchronize(cst);
+            lat[r] = now_ms() - t0;
+            usleep(gap * 1000);
+        }
+        qsort(lat, reqs, sizeof *lat, cmp_d);
+        printf("lat %.3f %.3f\n", lat[reqs / 2], lat[(reqs * 99) / 100 < reqs ? (reqs * 99) / 100 : reqs - 1]);
+        free(lat);
+    } else {
+        char line[128];
+        while (fgets(line, sizeof line, stdin)) {
+            unsigned n;
+            unsigned long long ns;
+            double t0 = now_ms();
+            if (sscanf(line, "spin %u %llu", &n, &ns) == 2) {
+                for (unsigned i = 0; i < n; i++) rc = launch_spin(ns);
+                printf("%d %.3f\n", (int)rc, now_ms() - t0);
+            } else if (!strncmp(line, "ephemeral", 9)) {
+                /* A stream destroyed while its tracked launches are still in flight. */
+                CUstream keep = cst, tmp;
+                rc = p_cuStreamCreate(&tmp, CU_STREAM_NON_BLOCKING);
+                cst = tmp;
+                for (int i = 0; i < 3 && !rc; i++) rc = launch_spin(5000000);
+                cst = keep;
+                if (!rc) rc = p_cuStreamDestroy(tmp);
+                printf("%d %.3f\n", (int)rc, now_ms() - t0);
+            } else if (!strncmp(line, "sync", 4)) {
+                rc = p_cuStreamSynchronize(cst);
+                printf("%d %.3f\n", (int)rc, now_ms() - t0);
+            } else if (!strncmp(line, "capture", 7)) {
+                CUgraph g;
+                CUgraphExec ge;
+                rc = p_cuStreamBeginCapture(cst, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+                for (int i = 0; i < 3 && !rc; i++) rc = launch_spin(1000000);
+                if (!rc) rc = p_cuStreamEndCapture(cst, &g);
+                if (!rc) rc = p_cuGraphInstantiate(&ge, g, 0);
+                double t1 = now_ms();
+                if (!rc) rc = p_cuGraphLaunch(ge, cst);
+                double t2 = now_ms();
+                if (!rc) rc = p_cuStreamSynchronize(cst);
+                printf("%d %.3f %.3f\n", (int)rc, t1 - t0, t2 - t1);
+            }
+        }
+    }
+    return 0;
+}
+
+/* ---- the test side --------------------------------------------------------------------------------------- */
+
+typedef struct child {
+    pid_t pid;
+    FILE *to, *from;
+    char err[160];
+} child_t;
+
+static char node[64];
+static int nchild;
+
+static void spawn(child_t *c, const char *const *env)
+{
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) bail("pipe");
+    snprintf(c->err, sizeof c->err, "%s/child%d.err", th_dir, nchild++);
+    c->pid = fork();
+    if (c->pid < 0) bail("fork");
+    if (c->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        int e = open(c->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(e, 2);
+        char pre[1200];
+        Dl_info di;
+        void *rt = dlsym(RTLD_DEFAULT, "__asan_init");
+        if (!rt) rt = dlsym(RTLD_DEFAULT, "__tsan_init");
+        if (rt && dladdr(rt, &di) && di.dli_fname && strstr(di.dli_fname, ".so"))
+            snprintf(pre, sizeof pre, "%s %s/lib/librota.so", di.dli_fname, getenv("ROTA_BUILD"));
+        else
+            snprintf(pre, sizeof pre, "%s/lib/librota.so", getenv("ROTA_BUILD"));
+        setenv("LD_PRELOAD", pre, 1);
+        setenv("ROTA_SCHED_T_CHILD", "1", 1);
+        setenv("ROTA_SOCKET", th_sock, 1);
+        setenv("SIMCUDA_NODE", node, 1);
+        setenv("SIMCUDA_MEM", "1G", 1);
+        setenv("ROTA_LOG", "warn", 1);
+        for (; env && *env; env++) putenv((char *)*env);
+        execl("/proc/self/exe", "sched-t-client", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    c->to = fdopen(in[1], "w");
+    c->from = fdopen(out[0], "r");
+    setvbuf(c->to, NULL, _IOLBF, 0);
+}
+
+static const char *say(child_t *c, const char *cmd, int ms)
+{
+    static char line[256];
+    if (cmd) fprintf(c->to, "%s\n", cmd);
+    struct pollfd p = {.fd = fileno(c->from), .events = POLLIN};
+    line[0] = 0;
+    if (poll(&p, 1, ms) != 1 || !fgets(line, sizeof line, c->from)) return "";
+    line[strcspn(line, "\n")] = 0;
+    return line;
+}
+
+/* Reads lines until one starts with prefix (within ms); returns it or "". */
+static const char *expect(child_t *c, const char *prefix, int ms)
+{
+    double end = now_ms() + ms;
+    for (;;) {
+        int left = (int)(end - now_ms());
+        if (left <= 0) return "";
+        const char *l = say(c, NULL, left);
+        if (!l[0]) return "";
+        if (!strncmp(l, prefix, strlen(prefix))) return l;
+    }
+}
+
+static int finish(child_t *c)
+{
+    fclose(c->to);
+    int st = 0;
+    waitpid(c->pid, &st, 0);
+    fclose(c->from);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void kill9(child_t *c)
+{
+    kill(c->pid, SIGKILL);
+    finish(c);
+}
+
+/* Runs a request client (high) beside nspin spinners; returns the request p50 (ms), spinner counts in counts. */
+static double run_mix(int nspin, bool rota, double *p99, unsigned long *counts)
+{
+    child_t sp[2], rq;
+    const char *spenv[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=1800", "SCHED_KNS=2000000", "ROTA_PRIORITY=low", "ROTA_MAX_INFLIGHT=1",
+                           rota ? "ROTA_LOG=warn" : "ROTA_DISABLE=1", NULL};
+    const char *rqenv[] = {"SCHED_MODE=req", "SCHED_REQS=40", "SCHED_GAP_MS=15", "SCHED_KNS=1000000",
+                           "ROTA_PRIORITY=high", rota ? "ROTA_LOG=warn" : "ROTA_DISABLE=1", NULL};
+    for (int i = 0; i < nspin; i++) {
+        spawn(&sp[i], spenv);
+        if (strcmp(say(&sp[i], NULL, 10000), "init 0")) bail("spinner did not start");
+    }
+    spawn(&rq, rqenv);
+    if (strcmp(say(&rq, NULL, 10000), "init 0")) bail("request client did not start");
+    double p50 = -1;
+    *p99 = -1;
+    const char *l = expect(&rq, "lat", 15000);
+    if (sscanf(l, "lat %lf %lf", &p50, p99) != 2) p50 = -1;
+    finish(&rq);
+    for (int i = 0; i < nspin; i++) {
+        l = expect(&sp[i], "done", 10000);
+        counts[i] = 0;
+        sscanf(l, "done %lu", &counts[i]);
+        finish(&sp[i]);
+    }
+    return p50;
+}
+
+static conn_t *observe(void)
+{
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_OBSERVER};
+    conn_t *c;
+    char err[256];
+    if (conn_open(&o, &c, err, sizeof err)) bail("observer: %s", err);
+    return c;
+}
+
+/* The slot of pid in the region, or NULL. */
+static const rota_slot_t *slot_of(const rota_region_t *r, pid_t pid)
+{
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
+        if (atomic_load(&r->slots[i].state) == ROTA_SLOT_LIVE && atomic_load(&r->slots[i].pid) == pid)
+            return &r->slots[i];
+    return NULL;
+}
+
+/* Waits up to ms for slot->hold to become (nonzero if want, else zero). */
+static bool wait_hold(const rota_slot_t *s, bool want, int ms)
+{
+    double end = now_ms() + ms;
+    while (now_ms() < end) {
+        if ((atomic_load(&s->hold) != 0) == want) return true;
+        usleep(1000);
+    }
+    return false;
+}
+
+/* Last "n COUNT" progress line within ms (0 if none). */
+static unsigned long progress(child_t *c, int ms)
+{
+    unsigned long n = 0, v;
+    double end = now_ms() + ms;
+    while (now_ms() < end) {
+        const char *l = say(c, NULL, (int)(end - now_ms()) + 1);
+        if (!l[0]) break;
+        if (sscanf(l, "n %lu", &v) == 1) n = v;
+    }
+    return n;
+}
+
+int main(void)
+{
+    if (getenv("ROTA_SCHED_T_CHILD")) return child_main();
+    if (!getenv("ROTA_BUILD")) bail("ROTA_BUILD is not set");
+    signal(SIGPIPE, SIG_IGN);
+    th_setup("sched");
+    snprintf(node, sizeof node, "rota-sched-t-%d", (int)getpid());
+    /* An idle window of 5 ms (default 2): a loaded 2-core machine may not run a client's thread for 2 ms
+     * between two of its launches, which would count as idle. */
+    const char *rargs[] = {"--idle-ms", "5", NULL};
+    pid_t rotad = th_rotad_start_args(rargs);
+
+    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..5) */
+#define SECTION(n) if (!only || atoi(only) == (n))
+    conn_t *obs = observe();
+    const rota_region_t *r = conn_region(obs);
+    const rota_dev_t *d0 = &r->devices[0];
+    /* 1. priority: a high client's requests beside two low spinners */
+    SECTION(1) {
+    double p99_solo, p99_rota, p99_none;
+    unsigned long cnt[2] = {0, 0}, cnt_none[2] = {0, 0};
+    double solo = run_mix(0, true, &p99_solo, cnt);
+    (void)cnt_none;
+    double none = run_mix(2, false, &p99_none, cnt_none);
+    double with = run_mix(2, true, &p99_rota, cnt);
+    diag("request of 3 x spin_ns(1 ms), low spinners of spin_ns(2 ms) with ROTA_MAX_INFLIGHT=1, p50/p99 ms: solo %.2f/%.2f, beside 2 low spinners without rota %.2f/%.2f, "
+         "with rota %.2f/%.2f; spinner kernels without rota %lu+%lu, with rota %lu+%lu",
+         solo, p99_solo, none, p99_none, with, p99_rota, cnt_none[0], cnt_none[1], cnt[0], cnt[1]);
+    ok(solo > 0 && with > 0 && none > 0, "every request client ran");
+    /* Slack: the one 2 ms kernel each spinner may have in flight (ROTA_MAX_INFLIGHT=1) when a request starts. */
+    ok(with <= 1.5 * solo + 5.0, "with rota, the high client's p50 stays near solo (<= 1.5 x solo + 5 ms): %.2f vs %.2f",
+       with, solo);
+    ok(with < none, "with rota the high client is faster than without (%.2f < %.2f ms)", with, none);
+    ok(cnt[0] >= 20 && cnt[1] >= 20, "the low spinners still made progress (>= 20 kernels each in 1.8 s): %lu, %lu",
+       cnt[0], cnt[1]);
+    uint64_t ev = atomic_load(&d0->hold_events);
+    ok(ev >= 1, "rotad measured high-launch-to-held latency (%llu activations)", (unsigned long long)ev);
+    if (ev)
+        diag("high launch -> lower classes held: mean %.1f us, max %.1f us over %llu activations",
+             atomic_load(&d0->hold_lat_sum_ns) / 1e3 / (double)ev, atomic_load(&d0->hold_lat_max_ns) / 1e3,
+             (unsigned long long)ev);
+    ok(ev && atomic_load(&d0->hold_lat_max_ns) < 50000000ull, "and it stays under a loose sanity bound (50 ms)");
+    }
+
+    /* 2. weighted fair share among one class: weights 3 and 1 */
+    SECTION(2) {
+        child_t a, b;
+        const char *ea[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", "ROTA_WEIGHT=3", NULL};
+        const char *eb[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", "ROTA_WEIGHT=1", NULL};
+        spawn(&a, ea);
+        spawn(&b, eb);
+        if (strcmp(say(&a, NULL, 10000), "init 0") || strcmp(say(&b, NULL, 10000), "init 0")) bail("spinners");
+        /* Mid-run: the region shows both as live clients with launches and device time. */
+        usleep(1500000);
+        const rota_slot_t *sa = slot_of(r, a.pid), *sb = slot_of(r, b.pid);
+        ok(sa && sb && atomic_load(&sa->launches) > 0 && atomic_load(&sb->busy_ns) > 0 &&
+               atomic_load(&sa->priority) == ROTA_PRIO_NORMAL && atomic_load(&sa->weight) == 3000,
+           "the region shows class, weight, launches and device time per client");
+        ok(atomic_load(&d0->busy_permille) > 500, "and the GPU's busy fraction (%u permille)",
+           atomic_load(&d0->busy_permille));
+        unsigned long na = 0, nb = 0;
+        sscanf(expect(&a, "done", 10000), "done %lu", &na);
+        sscanf(expect(&b, "done", 10000), "done %lu", &nb);
+        finish(&a);
+        finish(&b);
+        double ratio = nb ? (double)na / (double)nb : 0;
+        (void)0;
+        diag("fair share, weights 3:1: %lu vs %lu kernels of 2 ms, ratio %.2f", na, nb, ratio);
+        ok(ratio >= 2.0 && ratio <= 4.5, "device time splits by weight 3:1 (ratio in 2.0..4.5): %.2f", ratio);
+        ok(na + nb >= 700, "work-conserving: the GPU stayed busy (>= 700 of ~1500 kernel slots): %lu", na + nb);
+    }
+
+    /* 3. capture under a hold, sync while held */
+    SECTION(3) {
+        child_t hi, lo;
+        const char *eh[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=1500", "SCHED_KNS=2000000", "ROTA_PRIORITY=high",
+                            "SCHED_WINDOW=16", NULL};
+        const char *el[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=low", NULL};
+        spawn(&lo, el);
+        if (strcmp(say(&lo, NULL, 10000), "init 0")) bail("low client");
+        const char *l = say(&lo, "spin 2 50000000", 5000); /* 100 ms of work in flight before the hold */
+        int rc = -1;
+        sscanf(l, "%d", &rc);
+        double t0 = now_ms();
+        spawn(&hi, eh);
+        if (strcmp(say(&hi, NULL, 10000), "init 0")) bail("high client");
+        const rota_slot_t *sl = slot_of(r, lo.pid);
+        ok(rc == 0 && sl && wait_hold(sl, true, 3000), "a low client is held while a high client launches");
+        double cap = -1, gl = -1;
+        l = say(&lo, "sync", 5000);
+        double sy = -1;
+        bool got = sscanf(l, "%d %lf", &rc, &sy) == 2;
+        ok(got && rc == 0 && sy < 1000,
+           "a held client's sync of its already-issued work returns (%.1f ms)", sy);
+        l = say(&lo, "capture", 10000);
+        got = sscanf(l, "%d %lf %lf", &rc, &cap, &gl) == 3;
+        ok(got && rc == 0, "capture + graph launch on a held stream work");
+        double left = 1500 - (now_ms() - t0);
+        ok(cap >= 0 && cap < 300, "the capture itself does not wait for the hold (%.1f ms)", cap);
+        ok(gl > 100, "the graph launch is gated: it waited for the high client (%.1f ms > 100 ms; %.0f ms were left)",
+           gl, left + gl);
+        finish(&hi);
+        l = say(&lo, "ephemeral", 5000);
+        rc = -1;
+        sscanf(l, "%d", &rc);
+        is_int(rc, 0, "launches on a stream destroyed while they are in flight");
+        l = say(&lo, "spin 4 5000000", 5000);
+        rc = -1;
+        sscanf(l, "%d", &rc);
+        l = say(&lo, "sync", 5000);
+        int rc2 = -1;
+        sscanf(l, "%d", &rc2);
+        ok(rc == 0 && rc2 == 0, "and the tracker goes on: later launches are bounded and complete (%d, %d)", rc, rc2);
+        finish(&lo);
+    }
+
+    /* 4. kill -9 of a held client, then of the high client */
+    SECTION(4) {
+        child_t hi, lo1, lo2;
+        const char *eh[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=20000", "SCHED_KNS=2000000", "ROTA_PRIORITY=high",
+                            "SCHED_WINDOW=16", NULL};
+        const char *el[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", "ROTA_PRIORITY=low", NULL};
+        spawn(&hi, eh);
+        if (strcmp(say(&hi, NULL, 10000), "init 0")) bail("high client");
+        spawn(&lo1, el);
+        spawn(&lo2, el);
+        if (strcmp(say(&lo1, NULL, 10000), "init 0") || strcmp(say(&lo2, NULL, 10000), "init 0")) bail("low");
+        const rota_slot_t *s1 = slot_of(r, lo1.pid), *s2 = slot_of(r, lo2.pid);
+        ok(s1 && s2 && wait_hold(s1, true, 3000) && wait_hold(s2, true, 3000), "both low clients are held");
+        unsigned long before = progress(&lo2, 300);
+        kill9(&lo1);
+        ok(wait_hold(s2, true, 200), "kill -9 of a held client: the other stays held while the high one runs");
+        unsigned long held_n = progress(&lo2, 300);
+        double t = now_ms();
+        kill9(&hi);
+        bool released = wait_hold(s2, false, 2000);
+        double rel = now_ms() - t;
+        unsigned long after = progress(&lo2, 400);
+        ok(released && rel < 1000, "kill -9 of the high client releases the held one within 1 s (%.1f ms)", rel);
+        ok(after > held_n + 20, "and it makes progress again (%lu -> %lu kernels; %lu while held)", held_n, after,
+           held_n - before);
+        finish(&lo2);
+    }
+
+    /* 5. rotad killed while a client is held: the client proceeds (fail-open) */
+    SECTION(5) {
+        child_t hi, lo;
+        const char *eh[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=4000", "SCHED_KNS=2000000", "ROTA_PRIORITY=high",
+                            "SCHED_WINDOW=16", NULL};
+        const char *el[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=2500", "SCHED_KNS=2000000", "ROTA_PRIORITY=low", NULL};
+        spawn(&hi, eh);
+        if (strcmp(say(&hi, NULL, 10000), "init 0")) bail("high client");
+        spawn(&lo, el);
+        if (strcmp(say(&lo, NULL, 10000), "init 0")) bail("low client");
+        const rota_slot_t *sl = slot_of(r, lo.pid);
+        ok(sl && wait_hold(sl, true, 3000), "the low client is held");
+        unsigned long held_n = progress(&lo, 300);
+        conn_close(obs);
+        obs = NULL;
+        kill(rotad, SIGKILL);
+        waitpid(rotad, NULL, 0);
+        unsigned long after = progress(&lo, 800);
+        ok(after > held_n + 20, "rotad killed: the held client proceeds uncoordinated (%lu -> %lu kernels)", held_n,
+           after);
+        kill9(&hi);
+        unsigned long n = 0;
+        sscanf(expect(&lo, "done", 10000), "done %lu", &n);
+        ok(finish(&lo) == 0 && n > 0, "and finishes normally");
+    }
+    /* 6. exclusive-quantum mode: one client of a class at a time */
+    SECTION(6) {
+        if (!only || atoi(only) != 6) th_cleanup(); /* rotad was killed: its lock and socket stay behind */
+        else th_rotad_stop(rotad);
+        const char *qargs[] = {"--quantum-ms", "50", NULL};
+        rotad = th_rotad_start_args(qargs);
+        obs = observe();
+        r = conn_region(obs);
+        child_t a, b;
+        const char *e[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=1500", "SCHED_KNS=2000000", NULL};
+        spawn(&a, e);
+        spawn(&b, e);
+        if (strcmp(say(&a, NULL, 10000), "init 0") || strcmp(say(&b, NULL, 10000), "init 0")) bail("spinners");
+        usleep(200000);
+        const rota_slot_t *sa = slot_of(r, a.pid), *sb = slot_of(r, b.pid);
+        int one = 0, samples = 0;
+        for (; sa && sb && samples < 40; samples++) {
+            uint32_t ha = atomic_load(&sa->hold), hb = atomic_load(&sb->hold);
+            one += ((ha == ROTA_HOLD_QUANTUM) + (hb == ROTA_HOLD_QUANTUM)) == 1;
+            usleep(20000);
+        }
+        unsigned long na = 0, nb = 0;
+        sscanf(expect(&a, "done", 10000), "done %lu", &na);
+        sscanf(expect(&b, "done", 10000), "done %lu", &nb);
+        finish(&a);
+        finish(&b);
+        diag("exclusive quanta of 50 ms: exactly one of two spinners held in %d of %d samples; kernels %lu + %lu", one,
+             samples, na, nb);
+        ok(samples && one * 2 >= samples, "--quantum-ms: one client of the class runs at a time (most samples)");
+        ok(na > 100 && nb > 100 && na < 2 * nb && nb < 2 * na, "and the quanta alternate fairly (%lu vs %lu)", na, nb);
+        conn_close(obs);
+        obs = NULL;
+        th_rotad_stop(rotad);
+    }
+    (void)th_rotad_start;
+    if (obs) conn_close(obs);
+    if (only && atoi(only) != 5 && atoi(only) != 6) th_rotad_stop(rotad);
+    for (int i = 0; i < nchild; i++) {
+        char p[192];
+        snprintf(p, sizeof p, "%s/child%d.err", th_dir, i);
+        unlink(p);
+    }
+    th_cleanup();
+    char shm[96];
+    snprintf(shm, sizeof shm, "/dev/shm/%s", node);
+    unlink(shm);
+    return done_testing();
+}

@@ -1,0 +1,425 @@
+/* run.c - `rota run`: places a job on a GPU, sets up LD_PRELOAD=librota.so and its ROTA_* options, execs it. */
+#include "tools/rota/rota.h"
+
+#include "runtime/abi.h"
+#include "runtime/lib/conn.h"
+#include "runtime/lib/parse.h"
+#include "runtime/lib/proto.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char run_usage[] =
+    "usage: rota run [--priority high|normal|low] [--weight W] [--mem SIZE] [--gpu auto|all|N]\n"
+    "                [--socket PATH] [--lib PATH] [--quiet] -- CMD [ARGS...]\n"
+    "\n"
+    "Runs CMD under rota: LD_PRELOAD starts with librota.so (--lib, else $ROTA_LIBROTA, else\n"
+    "BINDIR/../lib/librota.so next to this rota binary; an existing LD_PRELOAD is kept after it, but a\n"
+    "sanitizer runtime in it stays first), and\n"
+    "ROTA_PRIORITY, ROTA_WEIGHT (> 0, <= 1e6), ROTA_MEM_LIMIT (SIZE: bytes or K/M/G/T) and ROTA_GPU are set.\n"
+    "\n"
+    "GPU placement (--gpu, default auto), over the GPUs CMD could see (CUDA_VISIBLE_DEVICES is honoured):\n"
+    "  auto  rotad picks the GPU with the most free memory, then the fewest clients and placements still\n"
+    "        pending (jobs started at once spread); CMD sees it as device 0 (CUDA_VISIBLE_DEVICES=GPU-<uuid>).\n"
+    "        Without rotad, or without a CUDA driver, nothing is placed (one warning): CMD sees every GPU.\n"
+    "  N     the N-th visible GPU, as device 0.\n"
+    "  all   no placement: CUDA_VISIBLE_DEVICES is left as it is.\n"
+    "--socket (default $ROTA_SOCKET, else rotad's default path) names rotad; --quiet drops the warnings.\n"
+    "\n"
+    "Exit codes: CMD's own status (rota execs CMD); 125 rota run itself failed (usage error included);\n"
+    "126 CMD was found but could not be executed; 127 CMD was not found.\n";
+
+enum { RUN_GPU_AUTO = -1, RUN_GPU_ALL = -2 };
+
+typedef struct run_opts {
+    const char *priority;   /* validated name, or NULL */
+    const char *weight;     /* validated text, or NULL */
+    uint64_t mem;           /* 0 = not given */
+    int gpu;                /* RUN_GPU_AUTO, RUN_GPU_ALL or an ordinal */
+    const char *socket;
+    const char *lib;
+    bool quiet;
+    char **cmd;
+} run_opts_t;
+
+static void run_warn(const run_opts_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void run_warn(const run_opts_t *o, const char *fmt, ...)
+{
+    if (o->quiet) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("rota run: warning: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static int run_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("rota run: fatal: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fputs(run_usage, stderr);
+    return ROTA_EXIT_RUN_FAIL;
+}
+
+/* "--name VALUE" or "--name=VALUE": returns the value (advancing *i) or NULL when argv[*i] is not --name. */
+static const char *run_optval(int argc, char **argv, int *i, const char *name, bool *missing)
+{
+    size_t n = strlen(name);
+    const char *a = argv[*i];
+    if (strncmp(a, name, n)) return NULL;
+    if (a[n] == '=') return a + n + 1;
+    if (a[n]) return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int run_parse(int argc, char **argv, run_opts_t *o)
+{
+    *o = (run_opts_t){.gpu = RUN_GPU_AUTO, .socket = getenv("ROTA_SOCKET"), .lib = getenv("ROTA_LIBROTA")};
+    int i;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        bool missing = false;
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (a[0] != '-') break; /* CMD starts here */
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(run_usage, stdout);
+            return 1;
+        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+            o->quiet = true;
+        } else if ((v = run_optval(argc, argv, &i, "--priority", &missing))) {
+            unsigned p;
+            if (proto_prio_parse(v, &p)) return run_usage_error("--priority '%s': expected high, normal or low", v);
+            o->priority = proto_prio_name(p);
+        } else if ((v = run_optval(argc, argv, &i, "--weight", &missing))) {
+            double w;
+            if (parse_double(v, 0, 1e6, &w) || !(w > 0))
+                return run_usage_error("--weight '%s': expected a number > 0 and <= 1e6", v);
+            o->weight = v;
+        } else if ((v = run_optval(argc, argv, &i, "--mem", &missing))) {
+            if (parse_size(v, 1, UINT64_C(1) << 50, &o->mem))
+                return run_usage_error("--mem '%s': expected a size from 1 byte to 1P (e.g. 512M, 8G)", v);
+        } else if ((v = run_optval(argc, argv, &i, "--gpu", &missing))) {
+            uint64_t n;
+            if (!strcmp(v, "auto")) o->gpu = RUN_GPU_AUTO;
+            else if (!strcmp(v, "all")) o->gpu = RUN_GPU_ALL;
+            else if (parse_u64(v, 0, 1023, &n) == 0) o->gpu = (int)n;
+            else return run_usage_error("--gpu '%s': expected auto, all or a GPU index from 0 to 1023", v);
+        } else if ((v = run_optval(argc, argv, &i, "--socket", &missing))) {
+            if (!*v) return run_usage_error("--socket: empty path");
+            o->socket = v;
+        } else if ((v = run_optval(argc, argv, &i, "--lib", &missing))) {
+            if (!*v) return run_usage_error("--lib: empty path");
+            o->lib = v;
+        } else if (missing) {
+            return run_usage_error("%s needs a value", a);
+        } else {
+            return run_usage_error("unknown option '%s'", a);
+        }
+        if (missing) return run_usage_error("%s needs a value", a);
+    }
+    if (i >= argc || !argv[i][0]) return run_usage_error("no command to run");
+    o->cmd = argv + i;
+    return 0;
+}
+
+/* ---- GPUs CMD can see, through the Driver API (no context is created) -------------------------------------- */
+
+typedef struct run_gpus {
+    int n;
+    rota_place_cand_t g[ROTA_MAX_DEVICES];
+} run_gpus_t;
+
+/* Returns 0, or -1 with a reason in why (no driver, cuInit failed, ...). More than ROTA_MAX_DEVICES GPUs: the
+ * first ROTA_MAX_DEVICES are candidates. */
+static int run_enumerate(run_gpus_t *gs, char *why, size_t n)
+{
+    const char *lib = getenv("ROTA_REAL_LIBCUDA");
+    if (!lib || !*lib) lib = "libcuda.so.1";
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(why, n, "no CUDA driver (%s)", dlerror());
+        return -1;
+    }
+    CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(h, "cuInit");
+    CUresult (*count)(int *) = (CUresult(*)(int *))dlsym(h, "cuDeviceGetCount");
+    CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))dlsym(h, "cuDeviceGet");
+    CUresult (*uuid)(CUuuid *, CUdevice) = (CUresult(*)(CUuuid *, CUdevice))dlsym(h, "cuDeviceGetUuid_v2");
+    if (!uuid) uuid = (CUresult(*)(CUuuid *, CUdevice))dlsym(h, "cuDeviceGetUuid");
+    CUresult (*mem)(size_t *, CUdevice) = (CUresult(*)(size_t *, CUdevice))dlsym(h, "cuDeviceTotalMem_v2");
+    if (!init || !count || !get || !uuid || !mem) {
+        snprintf(why, n, "the CUDA driver %s lacks the device queries", lib);
+        return -1;
+    }
+    int c = 0;
+    CUresult rc = init(0);
+    if (rc == CUDA_SUCCESS) rc = count(&c);
+    if (rc != CUDA_SUCCESS) {
+        snprintf(why, n, "the CUDA driver failed to initialise (CUresult %d)", (int)rc);
+        return -1;
+    }
+    gs->n = c < ROTA_MAX_DEVICES ? c : ROTA_MAX_DEVICES;
+    for (int i = 0; i < gs->n; i++) {
+        CUdevice d;
+        CUuuid u;
+        size_t total = 0;
+        rc = get(&d, i);
+        if (rc == CUDA_SUCCESS) rc = uuid(&u, d);
+        if (rc == CUDA_SUCCESS) rc = mem(&total, d);
+        if (rc != CUDA_SUCCESS) {
+            snprintf(why, n, "unable to query GPU %d (CUresult %d)", i, (int)rc);
+            return -1;
+        }
+        memcpy(gs->g[i].uuid, u.bytes, ROTA_UUID_LEN);
+        gs->g[i].total_mem = total < 1 ? 1 : total > ROTA_MAX_BYTES ? ROTA_MAX_BYTES : total;
+    }
+    return 0; /* the driver stays loaded: exec unloads it */
+}
+
+/* Asks rotad which candidate to use: 0 and *pick, or -1 with a reason in why. */
+static int run_ask_rotad(const run_opts_t *o, const run_gpus_t *gs, int *pick, char *why, size_t n)
+{
+    conn_opts_t co = {.socket = o->socket, .role = ROTA_ROLE_OBSERVER, .priority = ROTA_PRIO_NORMAL,
+                      .weight = 1000, .timeout_ms = 5000};
+    conn_t *c;
+    char err[256];
+    if (conn_open(&co, &c, err, sizeof err)) {
+        snprintf(why, n, "%s", err);
+        return -1;
+    }
+    rota_msg_place_t m = {0};
+    proto_hdr_init(&m.h, ROTA_MSG_PLACE, sizeof m, 1);
+    m.ncand = (uint32_t)gs->n;
+    m.mem = o->mem;
+    memcpy(m.cand, gs->g, sizeof m.cand[0] * (size_t)gs->n);
+    int rc = proto_send(conn_fd(c), &m, sizeof m, NULL, 0);
+    if (rc) {
+        snprintf(why, n, "unable to ask rotad: %s", strerror(-rc));
+        goto out_close;
+    }
+    struct pollfd p = {.fd = conn_fd(c), .events = POLLIN};
+    rc = -1;
+    int pr;
+    do {
+        pr = poll(&p, 1, 5000);
+    } while (pr < 0 && errno == EINTR);
+    if (pr <= 0) {
+        snprintf(why, n, "rotad did not answer the placement request");
+        goto out_close;
+    }
+    char buf[ROTA_MSG_MAX];
+    ssize_t got = proto_recv(conn_fd(c), buf, sizeof buf, NULL, NULL, 0);
+    const char *bad = "connection closed";
+    int type = got > 0 ? proto_check(buf, (size_t)got, NULL, &bad) : -1;
+    if (type != ROTA_MSG_RESULT) {
+        snprintf(why, n, "rotad sent no valid placement (%s)", type < 0 ? bad : "not a result");
+        goto out_close;
+    }
+    rota_msg_result_t res;
+    memcpy(&res, buf, sizeof res);
+    if (res.status || res.dev < 0 || res.dev >= gs->n) {
+        snprintf(why, n, "rotad could not place the job (%s)", res.status ? strerror(-res.status) : "bad index");
+        goto out_close;
+    }
+    *pick = res.dev;
+    rc = 0;
+out_close:
+    conn_close(c);
+    return rc;
+}
+
+/* The n-th entry of a CUDA_VISIBLE_DEVICES list, for --gpu N without a driver to ask. */
+static int run_visible_entry(const char *list, int idx, char *out, size_t n)
+{
+    for (int i = 0; list; i++) {
+        const char *end = strchr(list, ',');
+        size_t len = end ? (size_t)(end - list) : strlen(list);
+        if (i == idx) {
+            if (!len || len >= n) return -1;
+            memcpy(out, list, len);
+            out[len] = 0;
+            return 0;
+        }
+        list = end ? end + 1 : NULL;
+    }
+    return -1;
+}
+
+static int run_setenv(const char *k, const char *v)
+{
+    if (setenv(k, v, 1) == 0) return 0;
+    fprintf(stderr, "rota run: fatal: unable to set %s: %s\n", k, strerror(errno));
+    return -1;
+}
+
+/* Sets CUDA_VISIBLE_DEVICES (and ROTA_GPU) for the placement; returns 0 or an exit code. */
+static int run_place(const run_opts_t *o)
+{
+    if (o->gpu == RUN_GPU_ALL) {
+        unsetenv("ROTA_GPU"); /* every visible GPU: nothing to remap */
+        return 0;
+    }
+    run_gpus_t gs = {0};
+    char why[320];
+    int pick = -1;
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    int erc = run_enumerate(&gs, why, sizeof why);
+    if (o->gpu >= 0) {
+        char id[PROTO_UUID_STR + 8];
+        if (erc == 0) {
+            if (o->gpu >= gs.n) {
+                fprintf(stderr, "rota run: fatal: --gpu %d: only %d GPU%s visible%s\n", o->gpu, gs.n,
+                        gs.n == 1 ? " is" : "s are", vis ? " (CUDA_VISIBLE_DEVICES is set)" : "");
+                return ROTA_EXIT_RUN_FAIL;
+            }
+            proto_uuid_str(gs.g[o->gpu].uuid, id);
+        } else if (vis) {
+            if (run_visible_entry(vis, o->gpu, id, sizeof id)) {
+                fprintf(stderr, "rota run: fatal: --gpu %d: CUDA_VISIBLE_DEVICES='%s' has no entry %d\n", o->gpu,
+                        vis, o->gpu);
+                return ROTA_EXIT_RUN_FAIL;
+            }
+        } else {
+            snprintf(id, sizeof id, "%d", o->gpu); /* no driver here to ask: the ordinal itself */
+        }
+        if (run_setenv("CUDA_VISIBLE_DEVICES", id) || run_setenv("ROTA_GPU", "0")) return ROTA_EXIT_RUN_FAIL;
+        return 0;
+    }
+    /* auto */
+    if (erc) {
+        run_warn(o, "%s: not placing; CMD sees every GPU", why);
+        return run_setenv("ROTA_GPU", "auto") ? ROTA_EXIT_RUN_FAIL : 0;
+    }
+    if (gs.n == 0) return run_setenv("ROTA_GPU", "auto") ? ROTA_EXIT_RUN_FAIL : 0;
+    if (gs.n == 1) {
+        pick = 0;
+    } else if (run_ask_rotad(o, &gs, &pick, why, sizeof why)) {
+        run_warn(o, "%s: not placing; CMD sees all %d GPUs and uses the first", why, gs.n);
+        return run_setenv("ROTA_GPU", "auto") ? ROTA_EXIT_RUN_FAIL : 0;
+    }
+    char id[PROTO_UUID_STR];
+    proto_uuid_str(gs.g[pick].uuid, id);
+    if (run_setenv("CUDA_VISIBLE_DEVICES", id) || run_setenv("ROTA_GPU", "0")) return ROTA_EXIT_RUN_FAIL;
+    return 0;
+}
+
+/* librota.so: --lib / $ROTA_LIBROTA, else ../lib/librota.so relative to this binary. */
+static int run_libpath(const run_opts_t *o, char *out, size_t n)
+{
+    if (o->lib) {
+        snprintf(out, n, "%s", o->lib);
+    } else {
+        char exe[PATH_MAX];
+        ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (len <= 0) {
+            fprintf(stderr, "rota run: fatal: unable to find this program's path: %s (set ROTA_LIBROTA)\n",
+                    strerror(errno));
+            return -1;
+        }
+        exe[len] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        if ((size_t)snprintf(out, n, "%s/../lib/librota.so", exe) >= n) {
+            fprintf(stderr, "rota run: fatal: path too long: %s\n", exe);
+            return -1;
+        }
+    }
+    if (strchr(out, ':') || strchr(out, ' ')) {
+        fprintf(stderr, "rota run: fatal: librota path '%s' cannot go in LD_PRELOAD (':' or ' ')\n", out);
+        return -1;
+    }
+    if (access(out, R_OK)) {
+        fprintf(stderr, "rota run: fatal: unable to use librota.so at %s: %s (set --lib or ROTA_LIBROTA)\n", out,
+                strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* A sanitizer runtime must be first in the initial library list: such entries of LD_PRELOAD stay in front. */
+static bool run_is_sanitizer(const char *e, size_t n)
+{
+    const char *base = e;
+    for (size_t i = 0; i < n; i++)
+        if (e[i] == '/') base = e + i + 1;
+    size_t bn = n - (size_t)(base - e);
+    static const char *const rt[] = {"libasan.so", "libtsan.so", "libubsan.so", "libclang_rt."};
+    for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
+        if (bn >= strlen(rt[i]) && !strncmp(base, rt[i], strlen(rt[i]))) return true;
+    return false;
+}
+
+/* LD_PRELOAD for CMD: sanitizer runtimes of old, then lib, then the rest of old (':' or ' ' separated). */
+static char *run_preload(const char *lib, const char *old)
+{
+    if (!old) old = "";
+    size_t need = strlen(lib) + strlen(old) + 2;
+    char *out = malloc(need);
+    if (!out) return NULL;
+    size_t len = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass == 1) {
+            len += (size_t)snprintf(out + len, need - len, "%s%s", len ? ":" : "", lib);
+            continue;
+        }
+        for (const char *e = old; *e;) {
+            size_t n = strcspn(e, ": ");
+            if (n && run_is_sanitizer(e, n) == (pass == 0))
+                len += (size_t)snprintf(out + len, need - len, "%s%.*s", len ? ":" : "", (int)n, e);
+            e += n;
+            if (*e) e++;
+        }
+    }
+    return out;
+}
+
+int rota_run_main(int argc, char **argv)
+{
+    run_opts_t o;
+    int rc = run_parse(argc, argv, &o);
+    if (rc) return rc == 1 ? ROTA_EXIT_OK : rc;
+    char lib[PATH_MAX + 32];
+    if (run_libpath(&o, lib, sizeof lib)) return ROTA_EXIT_RUN_FAIL;
+    rc = run_place(&o);
+    if (rc) return rc;
+
+    char *pre = run_preload(lib, getenv("LD_PRELOAD"));
+    if (!pre) {
+        fprintf(stderr, "rota run: fatal: out of memory\n");
+        return ROTA_EXIT_RUN_FAIL;
+    }
+    char mem[32];
+    snprintf(mem, sizeof mem, "%llu", (unsigned long long)o.mem);
+    if (run_setenv("LD_PRELOAD", pre) || (o.priority && run_setenv("ROTA_PRIORITY", o.priority)) ||
+        (o.weight && run_setenv("ROTA_WEIGHT", o.weight)) || (o.mem && run_setenv("ROTA_MEM_LIMIT", mem)) ||
+        (o.socket && run_setenv("ROTA_SOCKET", o.socket))) {
+        free(pre);
+        return ROTA_EXIT_RUN_FAIL;
+    }
+    free(pre);
+    fflush(NULL);
+    execvp(o.cmd[0], o.cmd);
+    int e = errno;
+    fprintf(stderr, "rota run: fatal: unable to run %s: %s\n", o.cmd[0], strerror(e));
+    return e == ENOENT || e == ENOTDIR ? ROTA_EXIT_RUN_NOTFOUND : ROTA_EXIT_RUN_NOEXEC;
+}

@@ -1,0 +1,292 @@
+/* top.c - `rota top`: a live view of rotad's region (per-GPU busy and memory, per-client state and rates). */
+#include "tools/rota/rota.h"
+
+#include "runtime/lib/conn.h"
+#include "runtime/lib/parse.h"
+#include "runtime/lib/proto.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LD(p) atomic_load_explicit((p), memory_order_relaxed)
+
+static const char top_usage[] =
+    "usage: rota top [--interval SECONDS] [--once] [--socket PATH]\n"
+    "\n"
+    "Shows, refreshed every --interval seconds (default 1, 0.1..3600), each GPU rotad tracks (busy fraction as\n"
+    "rotad measures it, device time per second from the clients' completed launches, capacity, reserved,\n"
+    "waiters, held clients) and each client (pid, command, class, weight, state: running, held, memwait or\n"
+    "idle, GPU, memory used, launches/s, device time per second and in total, launches in flight).\n"
+    "q or Ctrl-C quits (the terminal is restored). --once prints one frame (rates over 0.2 s) and exits,\n"
+    "for scripts. A '-' is a number not known yet (no earlier sample). Exit codes: 0 ok; 1 rotad\n"
+    "unreachable or lost; 2 usage error.\n";
+
+static uint64_t top_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- samples (shared with rota status --json) ------------------------------------------------------------- */
+
+void rota_sample_take(const rota_region_t *r, rota_sample_t *s)
+{
+    s->t_ns = top_now_ns();
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        const rota_slot_t *sl = &r->slots[i];
+        bool live = atomic_load_explicit(&sl->state, memory_order_acquire) == ROTA_SLOT_LIVE;
+        s->gen[i] = live ? LD(&sl->gen) : 0;
+        s->launches[i] = live ? LD(&sl->launches) : 0;
+        s->busy_ns[i] = live ? LD(&sl->busy_ns) : 0;
+    }
+    /* A GPU's device time: rotad's own sum when it keeps one, else the sum over its live clients (each counted
+     * on its first GPU: a multi-GPU client's time is not split). */
+    uint64_t sum[ROTA_MAX_DEVICES] = {0};
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        int d = s->gen[i] ? LD(&r->slots[i].device) : -1;
+        if (d >= 0 && d < ROTA_MAX_DEVICES) sum[d] += s->busy_ns[i];
+    }
+    for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) {
+        uint64_t own = LD(&r->devices[d].busy_ns);
+        s->dev_busy_ns[d] = own ? own : sum[d];
+    }
+}
+
+bool rota_sample_rates(const rota_sample_t *a, const rota_sample_t *b, unsigned i, double *launches_per_s,
+                       double *busy_frac)
+{
+    if (!a || !b || i >= ROTA_MAX_CLIENTS || !a->gen[i] || a->gen[i] != b->gen[i] || b->t_ns <= a->t_ns)
+        return false;
+    double dt = (double)(b->t_ns - a->t_ns) / 1e9;
+    uint64_t dl = b->launches[i] >= a->launches[i] ? b->launches[i] - a->launches[i] : 0;
+    uint64_t db = b->busy_ns[i] >= a->busy_ns[i] ? b->busy_ns[i] - a->busy_ns[i] : 0;
+    *launches_per_s = (double)dl / dt;
+    *busy_frac = (double)db / 1e9 / dt;
+    return true;
+}
+
+bool rota_sample_dev_busy(const rota_sample_t *a, const rota_sample_t *b, unsigned d, double *busy_frac)
+{
+    if (!a || !b || d >= ROTA_MAX_DEVICES || b->t_ns <= a->t_ns) return false;
+    uint64_t db = b->dev_busy_ns[d] >= a->dev_busy_ns[d] ? b->dev_busy_ns[d] - a->dev_busy_ns[d] : 0;
+    *busy_frac = (double)db / (double)(b->t_ns - a->t_ns);
+    return true;
+}
+
+const char *rota_client_state(const rota_slot_t *s)
+{
+    if (LD(&s->waiting)) return "memwait";
+    if (LD(&s->hold)) return "held";
+    switch (LD(&s->sched_state)) {
+    case ROTA_SCHED_RUNNING: return "running";
+    case ROTA_SCHED_HELD: return "held";
+    case ROTA_SCHED_MEMWAIT: return "memwait";
+    default: return "idle";
+    }
+}
+
+/* ---- one frame ---------------------------------------------------------------------------------------------- */
+
+static void top_size(char *out, size_t n, uint64_t v)
+{
+    static const char *const unit[] = {"B", "K", "M", "G", "T", "P"};
+    double d = (double)v;
+    unsigned u = 0;
+    while (d >= 1024 && u < 5) {
+        d /= 1024;
+        u++;
+    }
+    if (u == 0) snprintf(out, n, "%" PRIu64 "B", v);
+    else snprintf(out, n, "%.1f%s", d, unit[u]);
+}
+
+static void top_frame(FILE *f, const rota_region_t *r, const rota_sample_t *a, const rota_sample_t *b, bool tty)
+{
+    const char *eol = tty ? "\033[K\n" : "\n"; /* erase what a longer line of the last frame left */
+    unsigned nd = LD(&r->ndevices);
+    if (nd > ROTA_MAX_DEVICES) nd = ROTA_MAX_DEVICES;
+    fprintf(f, "rota top - rotad pid %d, %u client(s), %u GPU(s)%s%s", r->rotad_pid, LD(&r->nclients), nd, eol, eol);
+    fprintf(f, "%-3s %-40s %6s %7s %10s %10s %7s %4s%s", "DEV", "UUID", "BUSY%", "DEVT/S", "CAPACITY", "RESERVED",
+            "WAITERS", "HELD", eol);
+    if (!nd) fprintf(f, "    (no GPU has been used yet)%s", eol);
+    for (unsigned i = 0; i < nd; i++) {
+        const rota_dev_t *d = &r->devices[i];
+        char u[PROTO_UUID_STR], cap[16], res[16], dts[16];
+        double db;
+        proto_uuid_str(d->uuid, u);
+        top_size(cap, sizeof cap, LD(&d->capacity));
+        top_size(res, sizeof res, LD(&d->reserved));
+        if (rota_sample_dev_busy(a, b, i, &db)) snprintf(dts, sizeof dts, "%.2f", db);
+        else snprintf(dts, sizeof dts, "-");
+        fprintf(f, "%-3u %-40s %6.1f %7s %10s %10s %7u %4u%s", i, u, LD(&d->busy_permille) / 10.0, dts, cap, res,
+                LD(&d->waiters), LD(&d->held), eol);
+    }
+    fprintf(f, "%s%-8s %-16s %-6s %6s %-8s %3s %10s %10s %7s %10s %5s%s", eol, "PID", "COMMAND", "CLASS", "WEIGHT",
+            "STATE", "DEV", "USED", "LAUNCH/S", "DEVT/S", "DEVTIME", "INFL", eol);
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        const rota_slot_t *s = &r->slots[i];
+        if (atomic_load_explicit(&s->state, memory_order_acquire) != ROTA_SLOT_LIVE) continue;
+        char comm[ROTA_COMM_LEN], used[16], dev[12], lps[16], dts[16];
+        proto_sanitize(comm, s->comm, sizeof comm);
+        uint64_t u = 0;
+        for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) u += LD(&s->used[d]);
+        top_size(used, sizeof used, u);
+        int d = LD(&s->device);
+        if (d >= 0) snprintf(dev, sizeof dev, "%d", d);
+        else snprintf(dev, sizeof dev, "-");
+        double l, bf;
+        if (rota_sample_rates(a, b, i, &l, &bf)) {
+            snprintf(lps, sizeof lps, "%.0f", l);
+            snprintf(dts, sizeof dts, "%.2f", bf);
+        } else {
+            snprintf(lps, sizeof lps, "-");
+            snprintf(dts, sizeof dts, "-");
+        }
+        fprintf(f, "%-8d %-16s %-6s %6.2f %-8s %3s %10s %10s %7s %9.3fs %5u%s", LD(&s->pid), comm,
+                proto_prio_name(LD(&s->priority)), LD(&s->weight) / 1000.0, rota_client_state(s), dev, used, lps,
+                dts, LD(&s->busy_ns) / 1e9, LD(&s->inflight), eol);
+    }
+}
+
+/* ---- the terminal ------------------------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t top_stop;
+static struct termios top_saved;
+static bool top_raw;
+
+static void top_on_signal(int sig)
+{
+    (void)sig;
+    top_stop = 1;
+}
+
+static void top_restore(void)
+{
+    if (top_raw) tcsetattr(STDIN_FILENO, TCSAFLUSH, &top_saved);
+    top_raw = false;
+    fputs("\033[?25h", stdout); /* cursor back */
+    fflush(stdout);
+}
+
+static void top_enter_raw(void)
+{
+    if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &top_saved)) return;
+    struct termios t = top_saved;
+    t.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+    t.c_cc[VMIN] = 0;
+    t.c_cc[VTIME] = 0;
+    if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &t) == 0) top_raw = true;
+}
+
+int rota_top_main(int argc, char **argv)
+{
+    double interval = 1.0;
+    bool once = false;
+    const char *sock = getenv("ROTA_SOCKET");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--once")) {
+            once = true;
+        } else if (!strcmp(a, "--interval") && i + 1 < argc) {
+            if (parse_double(argv[++i], 0.1, 3600, &interval)) {
+                fprintf(stderr, "rota top: fatal: --interval '%s': expected seconds from 0.1 to 3600\n%s", argv[i],
+                        top_usage);
+                return ROTA_EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "--socket") && i + 1 < argc) {
+            sock = argv[++i];
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(top_usage, stdout);
+            return ROTA_EXIT_OK;
+        } else {
+            fprintf(stderr, "rota top: fatal: unknown or incomplete argument '%s'\n%s", a, top_usage);
+            return ROTA_EXIT_USAGE;
+        }
+    }
+    conn_opts_t o = {.socket = sock, .role = ROTA_ROLE_OBSERVER, .priority = ROTA_PRIO_NORMAL, .weight = 1000};
+    conn_t *c;
+    char err[256];
+    if (conn_open(&o, &c, err, sizeof err)) {
+        fprintf(stderr, "rota top: fatal: %s\n", err);
+        return ROTA_EXIT_FAIL;
+    }
+    const rota_region_t *r = conn_region(c);
+    rota_sample_t *sa = calloc(2, sizeof *sa);
+    if (!sa) {
+        conn_close(c);
+        fprintf(stderr, "rota top: fatal: out of memory\n");
+        return ROTA_EXIT_FAIL;
+    }
+    int rc = ROTA_EXIT_OK;
+    if (once) {
+        rota_sample_take(r, &sa[0]);
+        struct timespec ts = {0, 200000000};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+        }
+        rota_sample_take(r, &sa[1]);
+        top_frame(stdout, r, &sa[0], &sa[1], false);
+        if (fflush(stdout)) rc = ROTA_EXIT_FAIL;
+        goto out;
+    }
+    struct sigaction sa_int = {.sa_handler = top_on_signal};
+    sigemptyset(&sa_int.sa_mask);
+    sigaction(SIGINT, &sa_int, NULL);
+    sigaction(SIGTERM, &sa_int, NULL);
+    sigaction(SIGHUP, &sa_int, NULL);
+    top_enter_raw();
+    fputs("\033[?25l\033[2J", stdout); /* hide the cursor, clear the screen once */
+    rota_sample_t *prev = NULL, *cur = &sa[0];
+    while (!top_stop) {
+        if (!conn_alive(c)) {
+            top_restore();
+            fprintf(stderr, "rota top: fatal: lost rotad\n");
+            rc = ROTA_EXIT_FAIL;
+            goto out;
+        }
+        rota_sample_take(r, cur);
+        fputs("\033[H", stdout);
+        top_frame(stdout, r, prev, cur, true);
+        fputs("\033[J(q quits)", stdout); /* clear what the previous, longer frame left below */
+        fflush(stdout);
+        prev = cur;
+        cur = cur == &sa[0] ? &sa[1] : &sa[0];
+        /* Wait for the interval, a key, or a signal; rotad's EOF shows as readable on the connection. */
+        struct pollfd p[2] = {{.fd = STDIN_FILENO, .events = POLLIN}, {.fd = conn_fd(c), .events = POLLIN}};
+        if (!top_raw) p[0].fd = -1; /* not a terminal: no keys to read */
+        uint64_t end = top_now_ns() + (uint64_t)(interval * 1e9);
+        while (!top_stop) {
+            uint64_t now = top_now_ns();
+            if (now >= end) break;
+            int n = poll(p, 2, (int)((end - now) / 1000000) + 1);
+            if (n < 0 && errno != EINTR) break;
+            if (n > 0 && top_raw && (p[0].revents & POLLIN)) {
+                char ch;
+                if (read(STDIN_FILENO, &ch, 1) == 1 && (ch == 'q' || ch == 'Q' || ch == 3)) top_stop = 1;
+            }
+            if (n > 0 && (p[1].revents & (POLLIN | POLLHUP))) {
+                char buf[ROTA_MSG_MAX];
+                if (proto_recv(conn_fd(c), buf, sizeof buf, NULL, NULL, MSG_DONTWAIT) <= 0) {
+                    top_restore();
+                    fprintf(stderr, "\nrota top: fatal: lost rotad\n");
+                    rc = ROTA_EXIT_FAIL;
+                    goto out;
+                }
+            }
+        }
+    }
+    top_restore();
+    fputc('\n', stdout);
+out:
+    free(sa);
+    conn_close(c);
+    return rc;
+}
