@@ -212,6 +212,8 @@ try:
                abs(m["B_over_Bmax"] - m["B"] / m["B_max"]) < 1e-9,
                "%s: 0 < B <= 1 (2%% sampling slack), B_max <= 1, B/B_max consistent" % p)
             ok(abs(m["B"] * m["makespan_s"] * g - m["busy_s"]) < 1e-6, "%s: B x makespan x GPUs = busy time" % p)
+            if p.startswith("rota"):
+                ok(m["failed"] == 0 and m["crashed_oom"] == 0, "%s: no job failed or crashed under rota" % p)
             if m["crashed_oom"] == 0 and m["failed"] == 0:
                 ok(m["makespan_s"] >= m["makespan_bound_s"] * 0.95,
                    "%s: every job done, makespan >= the lower bound (5%% tolerance for start-up)" % p)
