@@ -35,7 +35,7 @@ static const char usage[] =
     "                  weighted fair share of device time by ROTA_WEIGHT)\n"
     "  --help          print this and exit\n"
     "\n"
-    "Environment: ROTA_SOCKET (as --socket), ROTA_LOG=quiet|info|debug (default info).\n"
+    "Environment: ROTA_SOCKET (as --socket), ROTA_LOG=error|warn|info|debug|quiet (default info).\n"
     "Only one rotad serves a socket (PATH.lock holds an OFD lock); a stale socket is replaced.\n"
     "SIGTERM or SIGINT: answer every queued request, release every client, remove the socket, exit 0.\n"
     "\n"
@@ -135,10 +135,12 @@ int main(int argc, char **argv)
     int log_level = 1;
     const char *lv = getenv("ROTA_LOG");
     if (lv && lv[0]) {
-        if (!strcmp(lv, "quiet") || !strcmp(lv, "warning") || !strcmp(lv, "error")) log_level = 0;
+        /* The same names librota takes (error|warn|info|debug); rotad's warnings share the error level. */
+        if (!strcmp(lv, "quiet") || !strcmp(lv, "warn") || !strcmp(lv, "warning") || !strcmp(lv, "error"))
+            log_level = 0;
         else if (!strcmp(lv, "info")) log_level = 1;
         else if (!strcmp(lv, "debug")) log_level = 2;
-        else return rotad_fatal(ROTAD_EXIT_USAGE, "ROTA_LOG: bad value '%s' (expected quiet, info or debug)", lv);
+        else return rotad_fatal(ROTAD_EXIT_USAGE, "ROTA_LOG: bad value '%s' (expected error, warn, info, debug or quiet)", lv);
     }
     if (!sock) {
         const char *env = getenv("ROTA_SOCKET");
