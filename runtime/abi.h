@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROTA_ABI_VERSION 1u
+#define ROTA_ABI_VERSION 2u /* 2: slot.track (uncontended launches go untracked) */
 #define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
 #define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
 #define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
@@ -57,6 +57,14 @@ enum rota_prio {
  * client's slot.hold (a shared futex word the held client waits on, with a bounded timeout: fail-open). rotad
  * clears channel.active (compare-exchange) once the client is idle: nothing in flight and no launch for the idle
  * window (rotad --idle-ms, default 2).
+ *
+ * slot.track (rotad writes it before slot.hold, at every tick): 0 while the client is uncontended on its GPU (no
+ * high client registered there or on an unknown GPU, no other client active there or on an unknown GPU, not
+ * held; and none of this for the last 200 ms): its normal/low launches are then not tracked (no event, no
+ * tracker wake-up, no in-flight bound; busy_ns does not grow). Once it reads 1 the client tracks again: its
+ * first tracked launch records one event for the untracked backlog on its stream and counts it as one unit in
+ * flight, so the first high request after an uncontended period may wait for that backlog, like for kernels
+ * already running.
  */
 enum rota_hold {
     ROTA_HOLD_PRIO = 1u,     /* a higher class is active on the client's GPU */
@@ -126,7 +134,7 @@ typedef struct rota_slot {
     _Atomic uint64_t launches;         /* copied from the channel (validated: never decreases) */
     _Atomic uint64_t busy_ns;          /* device time as the client measures it (coord-track.c), validated */
     _Atomic uint32_t inflight;
-    uint32_t pad0;
+    _Atomic uint32_t track;            /* issue 5: 1 = contention may begin here: track launches (see below) */
     char comm[ROTA_COMM_LEN];          /* NUL-terminated, sanitised */
     _Atomic uint64_t credit;           /* unused credit (all GPUs) as last read from the channel; part of used[] */
     uint64_t reserved_abi[2];

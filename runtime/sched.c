@@ -22,6 +22,9 @@
 #define SCHED_POOLS (ROTA_MAX_DEVICES + 1) /* pool 0: clients whose GPU rotad does not know */
 #define SCHED_BUSY_WINDOW_NS 100000000ull
 #define SCHED_MAX_LAT_NS 1000000000ull     /* an activation stamp older than this is not a measurement */
+/* slot.track stays 1 this long after contention was last seen: an untracked client shows nothing in flight, so
+ * it looks idle while it syncs, and two sharing clients must not both look alone between their syncs. */
+#define SCHED_TRACK_CALM_NS 200000000ull
 
 typedef struct sched_client {
     bool live;
@@ -31,6 +34,7 @@ typedef struct sched_client {
     unsigned weight;      /* thousandths, >= 1 */
     unsigned pool;
     uint64_t vtime;       /* device time * 1000 / weight, ns */
+    uint64_t contended_ns; /* last tick that found it contended (slot.track) */
 } sched_client_t;
 
 struct sched {
@@ -86,6 +90,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
     unsigned nbusy[SCHED_POOLS] = {0};
     bool fresh[ROTA_MAX_CLIENTS] = {0};
     uint32_t inflight[ROTA_MAX_CLIENTS] = {0};
+    unsigned nhigh[SCHED_POOLS] = {0}, nbusylow[SCHED_POOLS] = {0}; /* for slot.track */
     bool any_active = false;
 
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
@@ -124,6 +129,8 @@ static bool sched_tick(sched_t *s, uint64_t now)
         any_active |= c->active || infl;
         if (c->active && c->prio == ROTA_PRIO_HIGH) hi[c->pool] = true;
         if (infl) nbusy[c->pool]++;
+        if (c->prio == ROTA_PRIO_HIGH) nhigh[c->pool]++; /* registered, active or not */
+        else if (c->active || infl) nbusylow[c->pool]++;
     }
 
     /* Device time, sampled: every client with work in flight had dt / n of its GPU. */
@@ -216,6 +223,12 @@ static bool sched_tick(sched_t *s, uint64_t now)
         sched_client_t *c = &s->c[i];
         if (!c->live) continue;
         rota_slot_t *sl = &r->slots[i];
+        /* Uncontended (abi.h, slot.track): alone on a known GPU; clients of unknown GPUs contend everywhere. */
+        unsigned p = c->pool, self = c->prio != ROTA_PRIO_HIGH && (c->active || inflight[i]);
+        unsigned others = nhigh[p] + nbusylow[p] + (p ? nhigh[0] + nbusylow[0] : 0) - self;
+        if (p == 0 || others || hold[i] || c->prio == ROTA_PRIO_HIGH) c->contended_ns = now;
+        uint32_t track = now - c->contended_ns < SCHED_TRACK_CALM_NS;
+        if (LD(&sl->track) != track) atomic_store(&sl->track, track); /* before the hold: a held client tracks */
         if (LD(&sl->hold) != hold[i]) changed[c->pool] = true;
         sched_set_hold(s, i, hold[i]);
         if (hold[i]) held[c->pool]++;
@@ -341,6 +354,7 @@ void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, unsigned pr
     s->c[slot] = (sched_client_t){.live = true, .ch = ch, .prio = prio < ROTA_PRIO_COUNT ? prio : ROTA_PRIO_NORMAL,
                                   .weight = weight ? weight : 1000};
     ST(&s->r->slots[slot].hold, 0);
+    atomic_store(&s->r->slots[slot].track, 1); /* until the next tick knows better */
     ST(&s->r->slots[slot].sched_state, ROTA_SCHED_IDLE);
     pthread_mutex_unlock(&s->mu);
     sched_kick(s);

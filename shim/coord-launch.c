@@ -4,6 +4,7 @@
 #include "shim/coord.h"
 #include "shim/log.h"
 #include "shim/options.h"
+#include "shim/trace.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -33,6 +34,11 @@
  * stream and handed to the tracker; a launch whose event cannot be recorded (a stream of another context than
  * the current one) is not tracked. High clients are tracked too (rotad needs their in-flight count to tell
  * when they go idle), without a bound.
+ *
+ * Uncontended (rotad's slot.track == 0, runtime/abi.h), a normal/low launch passes with a few loads: no event, no
+ * tracker, no bound. At the first launch that reads track == 1 (or a hold) again, one event is recorded on its
+ * stream for the untracked backlog and counted as one launch in flight (backlog on other streams or contexts is
+ * not covered: it runs like kernels already running when a high client arrives).
  */
 
 #define LAUNCH_HOLD_SLICE_NS 20000000ll   /* re-check that rotad is alive this often while held */
@@ -42,11 +48,13 @@
 static _Atomic uint32_t launch_inflight;  /* this process's tracked launches in flight (reserved included) */
 static _Atomic uint32_t launch_done_seq;  /* futex word: bumped on every completion */
 static _Atomic uint32_t launch_waiters;
+static _Atomic uint32_t launch_backlog;   /* 1: untracked launches since the last tracked one */
 static _Atomic uint64_t launch_count, launch_busy_ns;
 
 typedef struct launch_thread {
     unsigned pending;      /* gates passed whose after has not run */
     unsigned reserved;     /* of which reserved an in-flight slot */
+    unsigned untracked;    /* of which passed uncontended: not tracked */
     conn_t *conn;          /* cache of the device key of ctx on conn */
     CUcontext ctx;
     uint32_t key;
@@ -59,6 +67,7 @@ static void launch_atfork_child(void)
 {
     atomic_store(&launch_inflight, 0);
     atomic_store(&launch_waiters, 0);
+    atomic_store(&launch_backlog, 0);
     lt = (launch_thread_t){0};
 }
 
@@ -91,6 +100,17 @@ static void launch_wait_hold(conn_t *c, const rota_slot_t *sl, rota_channel_t *c
         return;
     }
     atomic_fetch_add(&ch->held_waiting, 1);
+    /* ROTA_TRACE: a hold span, only for a launch that actually waits here (never on the passing path). */
+    uint32_t h0 = atomic_load(&sl->hold);
+    bool traced = h0 && rota_trace_on();
+    const char *why = h0 & ROTA_HOLD_PRIO ? "\"reason\":\"prio\""
+                      : h0 & ROTA_HOLD_QUANTUM ? "\"reason\":\"quantum\""
+                                               : "\"reason\":\"share\"";
+    CUdevice dev = -1;
+    if (traced) {
+        if (ROTA_REAL(cuCtxGetDevice)(&dev) != CUDA_SUCCESS) dev = -1;
+        rota_trace_event("hold", dev, 0, why);
+    }
     for (;;) {
         uint32_t h = atomic_load(&sl->hold);
         if (!h) break;
@@ -102,6 +122,7 @@ static void launch_wait_hold(conn_t *c, const rota_slot_t *sl, rota_channel_t *c
             break;
         }
     }
+    if (traced) rota_trace_event("release", dev, 0, atomic_load(&sl->hold) ? "\"end\":\"rotad_gone\"" : why);
     atomic_fetch_sub(&ch->held_waiting, 1);
 }
 
@@ -150,6 +171,22 @@ void launch_complete(uint64_t busy_ns)
     launch_mirror();
 }
 
+/* Tracking resumes: one event on stream for whatever was launched untracked before, as one unit in flight. */
+static void launch_track_backlog(CUcontext ctx, CUstream stream)
+{
+    CUevent ev = ctx ? track_event_get(ctx) : NULL;
+    if (!ev) return;
+    if (ROTA_REAL(cuEventRecord)(ev, stream) != CUDA_SUCCESS) {
+        track_event_put(ev, ctx);
+        return;
+    }
+    atomic_fetch_add(&launch_inflight, 1);
+    if (!track_push(ev, ctx, coord_now_ns())) {
+        track_event_put(ev, ctx);
+        launch_unreserve();
+    }
+}
+
 /* The rotad device key (index + 1, 0 unknown) of the current context, cached per thread. */
 static uint32_t launch_dev_key(conn_t *c, CUcontext ctx)
 {
@@ -186,11 +223,18 @@ CUresult coord_launch_gate(CUstream stream)
     bool high = o->priority == ROTA_PRIORITY_HIGH;
     /* A multi-device launch passes one gate per stream before launching: only its first gate may wait (a
      * second one waiting for a completion would wait for its own first stream's launch). */
-    if (!high && lt.pending) {
+    if (!high && !lt.pending && !LD(&sl->track) && !LD(&sl->hold)) {
+        lt.untracked++; /* uncontended: nothing to bound, nothing to track */
+        if (!LD(&launch_backlog)) atomic_store_explicit(&launch_backlog, 1, memory_order_relaxed);
+        /* The mirror of the last completion may have raced with another (last writer wins): refresh it. */
+        atomic_store_explicit(&ch->inflight, LD(&launch_inflight), memory_order_relaxed);
+        atomic_store_explicit(&ch->launches, LD(&launch_count), memory_order_relaxed);
+    } else if (!high && lt.pending) {
         atomic_fetch_add(&launch_inflight, 1);
         lt.reserved++;
     } else if (!high) {
         unsigned max = o->max_inflight ? o->max_inflight : 1;
+        if (LD(&launch_backlog) && atomic_exchange(&launch_backlog, 0)) launch_track_backlog(ctx, stream);
         for (;;) {
             if (LD(&sl->hold)) launch_wait_hold(c, sl, ch); /* returns at once when rotad is gone */
             launch_reserve(ch, max);
@@ -217,6 +261,11 @@ void coord_launch_after(CUstream stream, CUresult rc)
 {
     if (!lt.pending) return; /* the gate let it through uncoordinated */
     lt.pending--;
+    if (lt.untracked) {
+        lt.untracked--;
+        if (rc == CUDA_SUCCESS) atomic_fetch_add_explicit(&launch_count, 1, memory_order_relaxed);
+        return;
+    }
     bool reserved = lt.reserved > 0;
     if (reserved) lt.reserved--;
     if (rc != CUDA_SUCCESS) {

@@ -5,6 +5,7 @@
 #include "shim/coord-internal.h"
 #include "shim/log.h"
 #include "shim/options.h"
+#include "shim/trace.h"
 
 #include "runtime/abi.h"
 #include "runtime/lib/conn.h"
@@ -372,7 +373,24 @@ CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_re
         rc = 0; /* fast path: from the credit rotad already charged to us, no round trip */
     } else if (c) {
         uint64_t lim = 0;
+        /* ROTA_TRACE: a memory-wait span when this request will queue at rotad (the node cannot fit it now, or
+         * others already wait); a request that fits is a plain round trip and is not traced. */
+        bool traced = false;
+        if (wms && rota_trace_on()) {
+            const rota_region_t *rg = conn_region(c);
+            int x = conn_region_device(c, d->uuid);
+            if (x >= 0) {
+                uint64_t cap = atomic_load(&rg->devices[x].capacity), taken = atomic_load(&rg->devices[x].reserved);
+                traced = atomic_load(&rg->devices[x].waiters) || taken > cap || bytes > cap - taken;
+            }
+            if (traced) rota_trace_event("mem_wait", (int)dev, bytes, NULL);
+        }
         rc = conn_reserve(c, d->uuid, d->total, bytes, wms, &rdev, &lim);
+        if (traced)
+            rota_trace_event(rc == -ENOMEM || rc == -EDQUOT ? "mem_deny" : "mem_grant", (int)dev, bytes,
+                             rc == 0 ? NULL : rc == -ENOMEM ? "\"reason\":\"timeout\""
+                                          : rc == -EDQUOT ? "\"reason\":\"limit\""
+                                                          : "\"reason\":\"rotad_gone\"");
         if (rc == 0 || rc == -ENOMEM || rc == -EDQUOT) {
             pthread_mutex_lock(&coord.mu);
             d->limit = lim;

@@ -40,6 +40,7 @@ static const opt_row_t opt_table[] = {
     {"ROTA_MAX_INFLIGHT", OPT_U32, OFF(max_inflight), "2", 1, 1024, false, "an integer from 1 to 1024"},
     {"ROTA_GPU", OPT_GPU, OFF(gpu), "auto", 0, 1023, false, "auto or a device ordinal from 0 to 1023"},
     {"ROTA_TEST_COUNTERS", OPT_PATH, OFF(test_counters), NULL, 0, 0, false, "a file path (test builds only)"},
+    {"ROTA_TRACE", OPT_PATH, OFF(trace), NULL, 0, 0, false, "a file path (JSON lines of rota's decisions)"},
 };
 #define OPT_ROWS (sizeof(opt_table) / sizeof(opt_table[0]))
 

@@ -25,6 +25,7 @@ typedef struct rota_options {
     unsigned max_inflight;                 /* ROTA_MAX_INFLIGHT: 1..1024 (default 2) */
     int gpu;                               /* ROTA_GPU: auto (ROTA_GPU_AUTO) or a device ordinal 0..1023 */
     char test_counters[ROTA_OPT_PATH_MAX]; /* ROTA_TEST_COUNTERS: test-only hit counters, dumped here at exit */
+    char trace[ROTA_OPT_PATH_MAX];         /* ROTA_TRACE: append rota's decisions here as JSON lines ("" = off) */
 } rota_options_t;
 
 /* Parses the environment the first time it is called (thread-safe; pure: no I/O, no allocation) and returns

@@ -32,7 +32,7 @@ ok $rc "rota status exits 0"
 echo "$out" | grep -q '^DEV *UUID *CAPACITY *RESERVED *WAITERS'; ok $? "text output has the devices header"
 echo "$out" | grep -q '^PID *UID *COMMAND *PRIORITY *DEV *USED *LIMIT *WAITING'; ok $? "and the clients header"
 json=$(ROTA_SOCKET=$S "$ROTA" status --json); ok $? "rota status --json (socket from ROTA_SOCKET)"
-echo "$json" | grep -q "^{\"abi\":1,\"rotad_pid\":$RPID,\"devices\":\[\],\"groups\":\[\],\"clients\":\[\]}\$"
+echo "$json" | grep -q "^{\"abi\":2,\"rotad_pid\":$RPID,\"devices\":\[\],\"groups\":\[\],\"clients\":\[\]}\$"
 ok $? "JSON names rotad's pid and empty tables"
 if command -v python3 >/dev/null; then
     echo "$json" | python3 -c 'import json,sys; json.load(sys.stdin)'; ok $? "the JSON parses"

@@ -336,6 +336,17 @@ static bool wait_hold(const rota_slot_t *s, bool want, int ms)
     return false;
 }
 
+/* Waits up to ms for slot->track to become want. */
+static bool wait_track(const rota_slot_t *s, uint32_t want, int ms)
+{
+    double end = now_ms() + ms;
+    while (now_ms() < end) {
+        if (atomic_load(&s->track) == want) return true;
+        usleep(1000);
+    }
+    return false;
+}
+
 /* Last "n COUNT" progress line within ms (0 if none). */
 static unsigned long progress(child_t *c, int ms)
 {
@@ -361,7 +372,7 @@ int main(void)
     const char *rargs[] = {"--idle-ms", "5", NULL};
     pid_t rotad = th_rotad_start_args(rargs);
 
-    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..5) */
+    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..7) */
 #define SECTION(n) if (!only || atoi(only) == (n))
     conn_t *obs = observe();
     const rota_region_t *r = conn_region(obs);
@@ -462,6 +473,38 @@ int main(void)
         int rc2 = -1;
         sscanf(l, "%d", &rc2);
         ok(rc == 0 && rc2 == 0, "and the tracker goes on: later launches are bounded and complete (%d, %d)", rc, rc2);
+        finish(&lo);
+    }
+
+    /* 7. uncontended launches are not tracked; a high client's registration brings the bound back */
+    SECTION(7) {
+        child_t lo, hi;
+        const char *el[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=low", "ROTA_MAX_INFLIGHT=1", NULL};
+        const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
+        spawn(&lo, el);
+        if (strcmp(say(&lo, NULL, 10000), "init 0")) bail("low client");
+        const rota_slot_t *sl = slot_of(r, lo.pid);
+        say(&lo, "spin 1 1000000", 5000); /* rotad learns its GPU */
+        say(&lo, "sync", 5000);
+        ok(sl && wait_track(sl, 0, 3000), "a lone low client is uncontended (slot.track 0)");
+        for (int i = 0; sl && atomic_load(&sl->inflight) && i < 1000; i++) usleep(1000); /* rotad saw it done */
+        double t = -1;
+        int rc = -1;
+        sscanf(say(&lo, "spin 4 50000000", 5000), "%d %lf", &rc, &t);
+        /* A tracked launch shows in slot.inflight (rotad copies it every tick) for its 50 ms. */
+        bool zero = true;
+        for (int i = 0; sl && i < 10; i++, usleep(5000)) zero &= atomic_load(&sl->inflight) == 0;
+        ok(rc == 0 && zero && t >= 0 && t < 100,
+           "uncontended: no launch tracked (slot.inflight 0 over 50 ms) and no bound (4 x 50 ms in %.1f ms < 100)", t);
+        spawn(&hi, eh);
+        if (strcmp(say(&hi, NULL, 10000), "init 0")) bail("high client");
+        ok(sl && wait_track(sl, 1, 3000), "a high client registers: the low client tracks again (slot.track 1)");
+        rc = -1;
+        t = -1;
+        sscanf(say(&lo, "spin 3 50000000", 5000), "%d %lf", &rc, &t);
+        ok(rc == 0 && t >= 90, "and its bound is in effect: 3 x 50 ms with ROTA_MAX_INFLIGHT=1 take %.1f ms >= 90", t);
+        say(&lo, "sync", 5000);
+        finish(&hi);
         finish(&lo);
     }
 

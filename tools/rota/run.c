@@ -5,6 +5,7 @@
 #include "runtime/lib/conn.h"
 #include "runtime/lib/parse.h"
 #include "runtime/lib/proto.h"
+#include "runtime/lib/trace.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -272,6 +273,23 @@ static int run_setenv(const char *k, const char *v)
     return -1;
 }
 
+/* ROTA_TRACE: the placement as a "place" event (gpu: the index among the GPUs listed here). This process
+ * execs CMD, so the event's pid is CMD's. Tracing never fails the run: a file that will not open is a warning. */
+static void run_trace_place(const run_opts_t *o, int gpu, const char *uuid, const char *how)
+{
+    const char *path = getenv("ROTA_TRACE");
+    if (!path || !path[0]) return;
+    int fd = trace_open(path);
+    if (fd < 0) {
+        run_warn(o, "unable to open ROTA_TRACE=%s: %s; not tracing the placement", path, strerror(-fd));
+        return;
+    }
+    char extra[PROTO_UUID_STR + 64];
+    snprintf(extra, sizeof extra, "\"uuid\":\"%s\",\"how\":\"%s\"", uuid, how);
+    trace_write(fd, "place", gpu, 0, extra);
+    close(fd);
+}
+
 /* Sets CUDA_VISIBLE_DEVICES (and ROTA_GPU) for the placement; returns 0 or an exit code. */
 static int run_place(const run_opts_t *o)
 {
@@ -293,6 +311,7 @@ static int run_place(const run_opts_t *o)
                 return ROTA_EXIT_RUN_FAIL;
             }
             proto_uuid_str(gs.g[o->gpu].uuid, id);
+            run_trace_place(o, o->gpu, id, "fixed");
         } else if (vis) {
             if (run_visible_entry(vis, o->gpu, id, sizeof id)) {
                 fprintf(stderr, "rota run: fatal: --gpu %d: CUDA_VISIBLE_DEVICES='%s' has no entry %d\n", o->gpu,
@@ -319,6 +338,7 @@ static int run_place(const run_opts_t *o)
     }
     char id[PROTO_UUID_STR];
     proto_uuid_str(gs.g[pick].uuid, id);
+    run_trace_place(o, pick, id, gs.n == 1 ? "only" : "rotad");
     if (run_setenv("CUDA_VISIBLE_DEVICES", id) || run_setenv("ROTA_GPU", "0")) return ROTA_EXIT_RUN_FAIL;
     return 0;
 }
