@@ -70,9 +70,9 @@ int main(void)
     x.h.magic ^= 1;
     is_int(proto_check(&x, sizeof x, &abi, &why), -EBADMSG, "bad magic: %s", why);
     x = m;
-    x.h.abi = 2;
+    x.h.abi = ROTA_ABI_VERSION + 1;
     is_int(proto_check(&x, sizeof x, &abi, &why), -EPROTO, "another ABI: %s", why);
-    is_uint(abi, 2, "the peer's ABI version is reported");
+    is_uint(abi, ROTA_ABI_VERSION + 1, "the peer's ABI version is reported");
     x = m;
     x.h.type = 99;
     is_int(proto_check(&x, sizeof x, NULL, &why), -EBADMSG, "unknown type: %s", why);
