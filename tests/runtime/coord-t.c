@@ -117,73 +117,21 @@ static int child_main(void)
 
 /* ---- the test side ----------------------------------------------------------------------------------------- */
 
-typedef struct child {
-    pid_t pid;
-    FILE *to, *from;
-    char err[160];
-} child_t;
+typedef th_child_t child_t;
 
 static char node[64];
-static int nchild;
 
 /* env: NULL-terminated "NAME=value" extras. */
 static void spawn(child_t *c, const char *const *env)
 {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) bail("pipe"); /* other children must not hold them */
-    snprintf(c->err, sizeof c->err, "%s/child%d.err", th_dir, nchild++);
-    c->pid = fork();
-    if (c->pid < 0) bail("fork");
-    if (c->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        int e = open(c->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(e, 2);
-        close(in[1]);
-        close(out[0]);
-        char pre[1200];
-        /* Under a sanitizer its runtime must come first in the child, before librota.so. */
-        Dl_info di;
-        void *rt = dlsym(RTLD_DEFAULT, "__asan_init");
-        if (!rt) rt = dlsym(RTLD_DEFAULT, "__tsan_init");
-        if (rt && dladdr(rt, &di) && di.dli_fname && strstr(di.dli_fname, ".so"))
-            snprintf(pre, sizeof pre, "%s %s/lib/librota.so", di.dli_fname, getenv("ROTA_BUILD"));
-        else
-            snprintf(pre, sizeof pre, "%s/lib/librota.so", getenv("ROTA_BUILD"));
-        setenv("LD_PRELOAD", pre, 1);
-        setenv("ROTA_COORD_T_CHILD", "1", 1);
-        setenv("ROTA_SOCKET", th_sock, 1);
-        setenv("SIMCUDA_NODE", node, 1);
-        setenv("SIMCUDA_MEM", "1G", 1);
-        setenv("ROTA_LOG", "info", 1);
-        for (; env && *env; env++) putenv((char *)*env);
-        execl("/proc/self/exe", "coord-t-client", (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    c->to = fdopen(in[1], "w");
-    c->from = fdopen(out[0], "r");
-    setvbuf(c->to, NULL, _IOLBF, 0);
-}
-
-/* Sends a command (NULL: none) and reads one answer line within ms; "" on timeout or EOF. */
-static const char *say(child_t *c, const char *cmd, int ms)
-{
-    static char line[256];
-    if (cmd) fprintf(c->to, "%s\n", cmd);
-    struct pollfd p = {.fd = fileno(c->from), .events = POLLIN};
-    line[0] = 0;
-    if (poll(&p, 1, ms) != 1 || !fgets(line, sizeof line, c->from)) return "";
-    line[strcspn(line, "\n")] = 0;
-    return line;
+    th_spawn(c, "ROTA_COORD_T_CHILD", "coord-t-client", node, "info", env);
 }
 
 static int alloc_rc(child_t *c, const char *size, int ms, double *took)
 {
     char cmd[64];
     snprintf(cmd, sizeof cmd, "alloc %s", size);
-    const char *r = say(c, cmd, ms);
+    const char *r = th_say(c, cmd, ms);
     int rc = -1;
     double t = -1;
     if (sscanf(r, "%d %lf", &rc, &t) != 2) rc = -1;
@@ -246,21 +194,21 @@ int main(void)
     /* limits and the view */
     const char *lim[] = {"ROTA_MEM_LIMIT=256M", "ROTA_MEM_WAIT=0", NULL};
     spawn(&a, lim);
-    is_str(say(&a, NULL, 10000), "init 0", "client initialises under librota + rotad");
+    is_str(th_say(&a, NULL, 10000), "init 0", "client initialises under librota + rotad");
     char want[128];
     snprintf(want, sizeof want, "0 0 %llu %llu %llu", 256 * (unsigned long long)M, 256 * (unsigned long long)M,
              256 * (unsigned long long)M);
-    is_str(say(&a, "view", 5000), want, "cuMemGetInfo/cuDeviceTotalMem show the 256M limit, all free");
+    is_str(th_say(&a, "view", 5000), want, "cuMemGetInfo/cuDeviceTotalMem show the 256M limit, all free");
     is_int(alloc_rc(&a, "100M", 5000, NULL), 0, "100M under a 256M limit");
     is_int(alloc_rc(&a, "100M", 5000, NULL), 0, "200M under a 256M limit");
     size_t fr = 0, to = 0;
-    sscanf(say(&a, "view", 5000), "%*d %*d %zu %zu", &fr, &to);
+    sscanf(th_say(&a, "view", 5000), "%*d %*d %zu %zu", &fr, &to);
     ok(to == 256 * M && fr <= 56 * M && fr > 50 * M, "view: what is left of the limit (%zu of %zu)", fr, to);
     is_int(alloc_rc(&a, "100M", 5000, NULL), CUDA_ERROR_OUT_OF_MEMORY, "300M over a 256M limit: OOM at once");
-    is_str(say(&a, "free", 5000), "0", "free");
+    is_str(th_say(&a, "free", 5000), "0", "free");
     is_int(alloc_rc(&a, "100M", 5000, NULL), 0, "after a free it fits again");
-    is_str(say(&a, "free", 5000), "0", "free");
-    is_str(say(&a, "free", 5000), "0", "free");
+    is_str(th_say(&a, "free", 5000), "0", "free");
+    is_str(th_say(&a, "free", 5000), "0", "free");
     ok(ledger_reserved() < 128 * M, "the ledger got the frees back (credit only: %llu)",
        (unsigned long long)ledger_reserved());
     finish(&a);
@@ -268,22 +216,22 @@ int main(void)
 
     /* across processes: queue instead of OOM, served on free; timeout; kill -9 */
     spawn(&a, NULL);
-    say(&a, NULL, 10000);
+    th_say(&a, NULL, 10000);
     is_int(alloc_rc(&a, "900M", 5000, NULL), 0, "client A takes 900M of 1G");
     const char *wait10[] = {"ROTA_MEM_WAIT=10", NULL};
     spawn(&c2, wait10);
-    say(&c2, NULL, 10000);
+    th_say(&c2, NULL, 10000);
     fprintf(c2.to, "alloc 300M\n");
     usleep(300000);
-    is_str(say(&a, "free", 5000), "0", "A frees its 900M while B waits");
+    is_str(th_say(&a, "free", 5000), "0", "A frees its 900M while B waits");
     int rc = -1;
     double took = -1;
-    sscanf(say(&c2, NULL, 10000), "%d %lf", &rc, &took);
+    sscanf(th_say(&c2, NULL, 10000), "%d %lf", &rc, &took);
     is_int(rc, 0, "B's 300M, which did not fit, is granted after A's free instead of OOM");
     in_range(took, 250, 9000, "B waited for it (ms, tolerance 250..9000)");
     const char *wait03[] = {"ROTA_MEM_WAIT=0.3", NULL};
     spawn(&c3, wait03);
-    say(&c3, NULL, 10000);
+    th_say(&c3, NULL, 10000);
     is_int(alloc_rc(&a, "600M", 5000, NULL), 0, "A takes 600M (900M reserved)");
     is_int(alloc_rc(&c3, "300M", 10000, &took), CUDA_ERROR_OUT_OF_MEMORY, "C's wait of 0.3 s times out: OOM");
     in_range(took, 250, 5000, "after about 0.3 s (ms, tolerance 250..5000)");
@@ -291,7 +239,7 @@ int main(void)
     usleep(300000);
     kill9(&a);
     /* C waited 0.3 s at most: it may have timed out already on a slow machine; B's next request must work */
-    say(&c3, NULL, 5000);
+    th_say(&c3, NULL, 5000);
     is_int(alloc_rc(&c2, "600M", 5000, NULL), 0, "kill -9 of A gave its 600M back: B gets 600M more");
     finish(&c3);
     finish(&c2);
@@ -300,17 +248,17 @@ int main(void)
 
     /* rotad dies mid-run, then returns: clients pass through and re-register */
     spawn(&a, wait10);
-    say(&a, NULL, 10000);
+    th_say(&a, NULL, 10000);
     is_int(alloc_rc(&a, "200M", 5000, NULL), 0, "A holds 200M");
     spawn(&c2, wait10);
-    say(&c2, NULL, 10000);
+    th_say(&c2, NULL, 10000);
     is_int(alloc_rc(&c2, "700M", 5000, NULL), 0, "B holds 700M");
     fprintf(a.to, "alloc 300M\n"); /* waits: 200 + 700 + 300 > 1G */
     usleep(300000);
     kill(rotad, SIGKILL);
     waitpid(rotad, NULL, 0);
     rc = -1;
-    sscanf(say(&a, NULL, 5000), "%d %lf", &rc, &took);
+    sscanf(th_say(&a, NULL, 5000), "%d %lf", &rc, &took);
     ok(rc == CUDA_ERROR_OUT_OF_MEMORY || rc == 0, "kill -9 of rotad wakes the waiting allocation (rc %d)", rc);
     in_range(took, 0, 4000, "promptly (ms), not after its 10 s wait");
     ok(err_has(&a, "running uncoordinated", NULL), "A says it runs uncoordinated");
@@ -330,10 +278,10 @@ int main(void)
 
     /* the cost of an allocation through librota + rotad (the figure is the report; the bound is loose) */
     spawn(&a, NULL);
-    say(&a, NULL, 10000);
+    th_say(&a, NULL, 10000);
     unsigned bad = 1;
     double p50 = -1, p99 = -1;
-    sscanf(say(&a, "bench 5000", 30000), "%u %lf %lf", &bad, &p50, &p99);
+    sscanf(th_say(&a, "bench 5000", 30000), "%u %lf %lf", &bad, &p50, &p99);
     is_uint(bad, 0, "5000 cuMemAlloc calls through librota + rotad succeed");
     diag("cuMemAlloc(1M) through librota + rotad + simcuda: p50 %.2f us, p99 %.2f us (goal: ledger p99 <= 20 us)",
          p50, p99);
@@ -342,11 +290,11 @@ int main(void)
 
     /* fork: parent and child are two clients, each with its own books */
     spawn(&a, NULL);
-    say(&a, NULL, 10000);
+    th_say(&a, NULL, 10000);
     is_int(alloc_rc(&a, "20M", 5000, NULL), 0, "parent allocates 20M");
     int kid = 0, crc = -1, cpid = 0;
     for (int i = 0; i < 2; i++) { /* parent's and child's lines, in either order */
-        const char *l = say(&a, i ? NULL : "fork", 10000);
+        const char *l = th_say(&a, i ? NULL : "fork", 10000);
         if (sscanf(l, "forked %d", &kid) != 1) sscanf(l, "child %d %d", &crc, &cpid);
     }
     if (!is_int(crc, 0, "the forked child allocates 10M")) {
@@ -379,7 +327,7 @@ int main(void)
     /* fail-open and ROTA_REQUIRE without rotad */
     is_int(th_rotad_stop(rotad), 0, "rotad stops");
     spawn(&a, NULL);
-    is_str(say(&a, NULL, 10000), "init 0", "no rotad: cuInit still succeeds");
+    is_str(th_say(&a, NULL, 10000), "init 0", "no rotad: cuInit still succeeds");
     is_int(alloc_rc(&a, "10M", 5000, NULL), 0, "and allocations pass through");
     is_int(alloc_rc(&a, "10M", 5000, NULL), 0, "again");
     finish(&a);
@@ -388,7 +336,7 @@ int main(void)
     is_int(nwarn, 1, "with exactly one warning");
     const char *req[] = {"ROTA_REQUIRE=1", NULL};
     spawn(&a, req);
-    is_str(say(&a, NULL, 10000), "init 3", "ROTA_REQUIRE=1 without rotad: cuInit fails with CUDA_ERROR_NOT_INITIALIZED");
+    is_str(th_say(&a, NULL, 10000), "init 3", "ROTA_REQUIRE=1 without rotad: cuInit fails with CUDA_ERROR_NOT_INITIALIZED");
     rc = alloc_rc(&a, "10M", 5000, NULL);
     ok(rc != 0 && rc != -1, "and an allocation fails too (rc %d)", rc);
     finish(&a);
@@ -398,7 +346,7 @@ int main(void)
     ok(err_has(&a, "cuInit: CUDA_ERROR_NOT_INITIALIZED", NULL), "which names cuInit's error");
     th_cleanup();
     char p[192];
-    for (int i = 0; i < nchild; i++) {
+    for (int i = 0; i < th_nchild; i++) {
         snprintf(p, sizeof p, "%s/child%d.err", th_dir, i);
         unlink(p);
     }

@@ -4,6 +4,8 @@
 
 #include "tests/tap/tap.h"
 
+#include <dlfcn.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -89,6 +91,70 @@ static void th_cleanup(void)
     unlink(p);
     unlink(th_sock);
     rmdir(th_dir);
+}
+
+/* ---- client processes: this test program re-executed under librota.so, driven over two pipes ---------- */
+
+typedef struct th_child {
+    pid_t pid;
+    FILE *to, *from;
+    char err[160]; /* the child's stderr, kept in th_dir */
+} th_child_t;
+
+static int th_nchild; /* children spawned so far: th_dir/child<i>.err for i < th_nchild */
+
+/* Re-executes /proc/self/exe as argv0 with role_var=1 set, LD_PRELOAD=librota.so (under a sanitizer its
+ * runtime first, as it must be), rotad's socket, its own simcuda node (1G) and ROTA_LOG=log; env: NULL-
+ * terminated "NAME=value" extras applied last. ROTA_TRACE is cleared so a child traces only when asked. */
+static inline void th_spawn(th_child_t *c, const char *role_var, const char *argv0, const char *node,
+                            const char *log, const char *const *env)
+{
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) bail("pipe"); /* other children must not hold them */
+    snprintf(c->err, sizeof c->err, "%s/child%d.err", th_dir, th_nchild++);
+    c->pid = fork();
+    if (c->pid < 0) bail("fork");
+    if (c->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        int e = open(c->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(e, 2);
+        char pre[1200];
+        Dl_info di;
+        void *rt = dlsym(RTLD_DEFAULT, "__asan_init");
+        if (!rt) rt = dlsym(RTLD_DEFAULT, "__tsan_init");
+        if (rt && dladdr(rt, &di) && di.dli_fname && strstr(di.dli_fname, ".so"))
+            snprintf(pre, sizeof pre, "%s %s/lib/librota.so", di.dli_fname, getenv("ROTA_BUILD"));
+        else
+            snprintf(pre, sizeof pre, "%s/lib/librota.so", getenv("ROTA_BUILD"));
+        setenv("LD_PRELOAD", pre, 1);
+        setenv(role_var, "1", 1);
+        setenv("ROTA_SOCKET", th_sock, 1);
+        setenv("SIMCUDA_NODE", node, 1);
+        setenv("SIMCUDA_MEM", "1G", 1);
+        setenv("ROTA_LOG", log, 1);
+        unsetenv("ROTA_TRACE");
+        for (; env && *env; env++) putenv((char *)*env);
+        execl("/proc/self/exe", argv0, (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    c->to = fdopen(in[1], "w");
+    c->from = fdopen(out[0], "r");
+    setvbuf(c->to, NULL, _IOLBF, 0);
+}
+
+/* Sends a command (NULL: none) and reads one answer line within ms; "" on timeout or EOF. */
+static inline const char *th_say(th_child_t *c, const char *cmd, int ms)
+{
+    static char line[256];
+    if (cmd) fprintf(c->to, "%s\n", cmd);
+    struct pollfd p = {.fd = fileno(c->from), .events = POLLIN};
+    line[0] = 0;
+    if (poll(&p, 1, ms) != 1 || !fgets(line, sizeof line, c->from)) return "";
+    line[strcspn(line, "\n")] = 0;
+    return line;
 }
 
 #endif

@@ -194,61 +194,14 @@ static int child_main(void)
 
 /* ---- the test side --------------------------------------------------------------------------------------- */
 
-typedef struct child {
-    pid_t pid;
-    FILE *to, *from;
-    char err[160];
-} child_t;
+typedef th_child_t child_t;
 
 static char node[64];
-static int nchild;
 
+/* env: NULL-terminated "NAME=value" extras. */
 static void spawn(child_t *c, const char *const *env)
 {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) bail("pipe");
-    snprintf(c->err, sizeof c->err, "%s/child%d.err", th_dir, nchild++);
-    c->pid = fork();
-    if (c->pid < 0) bail("fork");
-    if (c->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        int e = open(c->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(e, 2);
-        char pre[1200];
-        Dl_info di;
-        void *rt = dlsym(RTLD_DEFAULT, "__asan_init");
-        if (!rt) rt = dlsym(RTLD_DEFAULT, "__tsan_init");
-        if (rt && dladdr(rt, &di) && di.dli_fname && strstr(di.dli_fname, ".so"))
-            snprintf(pre, sizeof pre, "%s %s/lib/librota.so", di.dli_fname, getenv("ROTA_BUILD"));
-        else
-            snprintf(pre, sizeof pre, "%s/lib/librota.so", getenv("ROTA_BUILD"));
-        setenv("LD_PRELOAD", pre, 1);
-        setenv("ROTA_SCHED_T_CHILD", "1", 1);
-        setenv("ROTA_SOCKET", th_sock, 1);
-        setenv("SIMCUDA_NODE", node, 1);
-        setenv("SIMCUDA_MEM", "1G", 1);
-        setenv("ROTA_LOG", "warn", 1);
-        for (; env && *env; env++) putenv((char *)*env);
-        execl("/proc/self/exe", "sched-t-client", (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    c->to = fdopen(in[1], "w");
-    c->from = fdopen(out[0], "r");
-    setvbuf(c->to, NULL, _IOLBF, 0);
-}
-
-static const char *say(child_t *c, const char *cmd, int ms)
-{
-    static char line[256];
-    if (cmd) fprintf(c->to, "%s\n", cmd);
-    struct pollfd p = {.fd = fileno(c->from), .events = POLLIN};
-    line[0] = 0;
-    if (poll(&p, 1, ms) != 1 || !fgets(line, sizeof line, c->from)) return "";
-    line[strcspn(line, "\n")] = 0;
-    return line;
+    th_spawn(c, "ROTA_SCHED_T_CHILD", "sched-t-client", node, "warn", env);
 }
 
 /* Reads lines until one starts with prefix (within ms); returns it or "". */
@@ -258,7 +211,7 @@ static const char *expect(child_t *c, const char *prefix, int ms)
     for (;;) {
         int left = (int)(end - now_ms());
         if (left <= 0) return "";
-        const char *l = say(c, NULL, left);
+        const char *l = th_say(c, NULL, left);
         if (!l[0]) return "";
         if (!strncmp(l, prefix, strlen(prefix))) return l;
     }
@@ -289,10 +242,10 @@ static double run_mix(int nspin, bool rota, double *p99, unsigned long *counts)
                            "ROTA_PRIORITY=high", rota ? "ROTA_LOG=warn" : "ROTA_DISABLE=1", NULL};
     for (int i = 0; i < nspin; i++) {
         spawn(&sp[i], spenv);
-        if (strcmp(say(&sp[i], NULL, 10000), "init 0")) bail("spinner did not start");
+        if (strcmp(th_say(&sp[i], NULL, 10000), "init 0")) bail("spinner did not start");
     }
     spawn(&rq, rqenv);
-    if (strcmp(say(&rq, NULL, 10000), "init 0")) bail("request client did not start");
+    if (strcmp(th_say(&rq, NULL, 10000), "init 0")) bail("request client did not start");
     double p50 = -1;
     *p99 = -1;
     const char *l = expect(&rq, "lat", 15000);
@@ -353,7 +306,7 @@ static unsigned long progress(child_t *c, int ms)
     unsigned long n = 0, v;
     double end = now_ms() + ms;
     while (now_ms() < end) {
-        const char *l = say(c, NULL, (int)(end - now_ms()) + 1);
+        const char *l = th_say(c, NULL, (int)(end - now_ms()) + 1);
         if (!l[0]) break;
         if (sscanf(l, "n %lu", &v) == 1) n = v;
     }
@@ -411,7 +364,7 @@ int main(void)
         const char *eb[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", "ROTA_WEIGHT=1", NULL};
         spawn(&a, ea);
         spawn(&b, eb);
-        if (strcmp(say(&a, NULL, 10000), "init 0") || strcmp(say(&b, NULL, 10000), "init 0")) bail("spinners");
+        if (strcmp(th_say(&a, NULL, 10000), "init 0") || strcmp(th_say(&b, NULL, 10000), "init 0")) bail("spinners");
         /* Mid-run: the region shows both as live clients with launches and device time. */
         usleep(1500000);
         const rota_slot_t *sa = slot_of(r, a.pid), *sb = slot_of(r, b.pid);
@@ -439,22 +392,22 @@ int main(void)
                             "SCHED_WINDOW=16", NULL};
         const char *el[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=low", NULL};
         spawn(&lo, el);
-        if (strcmp(say(&lo, NULL, 10000), "init 0")) bail("low client");
-        const char *l = say(&lo, "spin 2 50000000", 5000); /* 100 ms of work in flight before the hold */
+        if (strcmp(th_say(&lo, NULL, 10000), "init 0")) bail("low client");
+        const char *l = th_say(&lo, "spin 2 50000000", 5000); /* 100 ms of work in flight before the hold */
         int rc = -1;
         sscanf(l, "%d", &rc);
         double t0 = now_ms();
         spawn(&hi, eh);
-        if (strcmp(say(&hi, NULL, 10000), "init 0")) bail("high client");
+        if (strcmp(th_say(&hi, NULL, 10000), "init 0")) bail("high client");
         const rota_slot_t *sl = slot_of(r, lo.pid);
         ok(rc == 0 && sl && wait_hold(sl, true, 3000), "a low client is held while a high client launches");
         double cap = -1, gl = -1;
-        l = say(&lo, "sync", 5000);
+        l = th_say(&lo, "sync", 5000);
         double sy = -1;
         bool got = sscanf(l, "%d %lf", &rc, &sy) == 2;
         ok(got && rc == 0 && sy < 1000,
            "a held client's sync of its already-issued work returns (%.1f ms)", sy);
-        l = say(&lo, "capture", 10000);
+        l = th_say(&lo, "capture", 10000);
         got = sscanf(l, "%d %lf %lf", &rc, &cap, &gl) == 3;
         ok(got && rc == 0, "capture + graph launch on a held stream work");
         double left = 1500 - (now_ms() - t0);
@@ -462,14 +415,14 @@ int main(void)
         ok(gl > 100, "the graph launch is gated: it waited for the high client (%.1f ms > 100 ms; %.0f ms were left)",
            gl, left + gl);
         finish(&hi);
-        l = say(&lo, "ephemeral", 5000);
+        l = th_say(&lo, "ephemeral", 5000);
         rc = -1;
         sscanf(l, "%d", &rc);
         is_int(rc, 0, "launches on a stream destroyed while they are in flight");
-        l = say(&lo, "spin 4 5000000", 5000);
+        l = th_say(&lo, "spin 4 5000000", 5000);
         rc = -1;
         sscanf(l, "%d", &rc);
-        l = say(&lo, "sync", 5000);
+        l = th_say(&lo, "sync", 5000);
         int rc2 = -1;
         sscanf(l, "%d", &rc2);
         ok(rc == 0 && rc2 == 0, "and the tracker goes on: later launches are bounded and complete (%d, %d)", rc, rc2);
@@ -482,28 +435,28 @@ int main(void)
         const char *el[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=low", "ROTA_MAX_INFLIGHT=1", NULL};
         const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
         spawn(&lo, el);
-        if (strcmp(say(&lo, NULL, 10000), "init 0")) bail("low client");
+        if (strcmp(th_say(&lo, NULL, 10000), "init 0")) bail("low client");
         const rota_slot_t *sl = slot_of(r, lo.pid);
-        say(&lo, "spin 1 1000000", 5000); /* rotad learns its GPU */
-        say(&lo, "sync", 5000);
+        th_say(&lo, "spin 1 1000000", 5000); /* rotad learns its GPU */
+        th_say(&lo, "sync", 5000);
         ok(sl && wait_track(sl, 0, 3000), "a lone low client is uncontended (slot.track 0)");
         for (int i = 0; sl && atomic_load(&sl->inflight) && i < 1000; i++) usleep(1000); /* rotad saw it done */
         double t = -1;
         int rc = -1;
-        sscanf(say(&lo, "spin 4 50000000", 5000), "%d %lf", &rc, &t);
+        sscanf(th_say(&lo, "spin 4 50000000", 5000), "%d %lf", &rc, &t);
         /* A tracked launch shows in slot.inflight (rotad copies it every tick) for its 50 ms. */
         bool zero = true;
         for (int i = 0; sl && i < 10; i++, usleep(5000)) zero &= atomic_load(&sl->inflight) == 0;
         ok(rc == 0 && zero && t >= 0 && t < 100,
            "uncontended: no launch tracked (slot.inflight 0 over 50 ms) and no bound (4 x 50 ms in %.1f ms < 100)", t);
         spawn(&hi, eh);
-        if (strcmp(say(&hi, NULL, 10000), "init 0")) bail("high client");
+        if (strcmp(th_say(&hi, NULL, 10000), "init 0")) bail("high client");
         ok(sl && wait_track(sl, 1, 3000), "a high client registers: the low client tracks again (slot.track 1)");
         rc = -1;
         t = -1;
-        sscanf(say(&lo, "spin 3 50000000", 5000), "%d %lf", &rc, &t);
+        sscanf(th_say(&lo, "spin 3 50000000", 5000), "%d %lf", &rc, &t);
         ok(rc == 0 && t >= 90, "and its bound is in effect: 3 x 50 ms with ROTA_MAX_INFLIGHT=1 take %.1f ms >= 90", t);
-        say(&lo, "sync", 5000);
+        th_say(&lo, "sync", 5000);
         finish(&hi);
         finish(&lo);
     }
@@ -515,10 +468,10 @@ int main(void)
                             "SCHED_WINDOW=16", NULL};
         const char *el[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", "ROTA_PRIORITY=low", NULL};
         spawn(&hi, eh);
-        if (strcmp(say(&hi, NULL, 10000), "init 0")) bail("high client");
+        if (strcmp(th_say(&hi, NULL, 10000), "init 0")) bail("high client");
         spawn(&lo1, el);
         spawn(&lo2, el);
-        if (strcmp(say(&lo1, NULL, 10000), "init 0") || strcmp(say(&lo2, NULL, 10000), "init 0")) bail("low");
+        if (strcmp(th_say(&lo1, NULL, 10000), "init 0") || strcmp(th_say(&lo2, NULL, 10000), "init 0")) bail("low");
         const rota_slot_t *s1 = slot_of(r, lo1.pid), *s2 = slot_of(r, lo2.pid);
         ok(s1 && s2 && wait_hold(s1, true, 3000) && wait_hold(s2, true, 3000), "both low clients are held");
         unsigned long before = progress(&lo2, 300);
@@ -543,9 +496,9 @@ int main(void)
                             "SCHED_WINDOW=16", NULL};
         const char *el[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=2500", "SCHED_KNS=2000000", "ROTA_PRIORITY=low", NULL};
         spawn(&hi, eh);
-        if (strcmp(say(&hi, NULL, 10000), "init 0")) bail("high client");
+        if (strcmp(th_say(&hi, NULL, 10000), "init 0")) bail("high client");
         spawn(&lo, el);
-        if (strcmp(say(&lo, NULL, 10000), "init 0")) bail("low client");
+        if (strcmp(th_say(&lo, NULL, 10000), "init 0")) bail("low client");
         const rota_slot_t *sl = slot_of(r, lo.pid);
         ok(sl && wait_hold(sl, true, 3000), "the low client is held");
         unsigned long held_n = progress(&lo, 300);
@@ -573,7 +526,7 @@ int main(void)
         const char *e[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=1500", "SCHED_KNS=2000000", NULL};
         spawn(&a, e);
         spawn(&b, e);
-        if (strcmp(say(&a, NULL, 10000), "init 0") || strcmp(say(&b, NULL, 10000), "init 0")) bail("spinners");
+        if (strcmp(th_say(&a, NULL, 10000), "init 0") || strcmp(th_say(&b, NULL, 10000), "init 0")) bail("spinners");
         usleep(200000);
         const rota_slot_t *sa = slot_of(r, a.pid), *sb = slot_of(r, b.pid);
         int one = 0, samples = 0;
@@ -598,7 +551,7 @@ int main(void)
     (void)th_rotad_start;
     if (obs) conn_close(obs);
     if (only && atoi(only) != 5 && atoi(only) != 6) th_rotad_stop(rotad);
-    for (int i = 0; i < nchild; i++) {
+    for (int i = 0; i < th_nchild; i++) {
         char p[192];
         snprintf(p, sizeof p, "%s/child%d.err", th_dir, i);
         unlink(p);

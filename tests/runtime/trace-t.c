@@ -108,69 +108,20 @@ static int child_main(void)
 
 /* ---- the test side --------------------------------------------------------------------------------------- */
 
-typedef struct child {
-    pid_t pid;
-    FILE *to, *from;
-    char err[160];
-} child_t;
+typedef th_child_t child_t;
 
 static char node[64];
-static int nchild;
 
+/* env: NULL-terminated "NAME=value" extras. */
 static void spawn(child_t *c, const char *const *env)
 {
-    int in[2], out[2];
-    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC)) bail("pipe");
-    snprintf(c->err, sizeof c->err, "%s/child%d.err", th_dir, nchild++);
-    c->pid = fork();
-    if (c->pid < 0) bail("fork");
-    if (c->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        int e = open(c->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(e, 2);
-        char pre[1200];
-        Dl_info di;
-        void *rt = dlsym(RTLD_DEFAULT, "__asan_init");
-        if (!rt) rt = dlsym(RTLD_DEFAULT, "__tsan_init");
-        if (rt && dladdr(rt, &di) && di.dli_fname && strstr(di.dli_fname, ".so"))
-            snprintf(pre, sizeof pre, "%s %s/lib/librota.so", di.dli_fname, getenv("ROTA_BUILD"));
-        else
-            snprintf(pre, sizeof pre, "%s/lib/librota.so", getenv("ROTA_BUILD"));
-        setenv("LD_PRELOAD", pre, 1);
-        setenv("ROTA_TRACE_T_CHILD", "1", 1);
-        setenv("ROTA_SOCKET", th_sock, 1);
-        setenv("SIMCUDA_NODE", node, 1);
-        setenv("SIMCUDA_MEM", "1G", 1);
-        setenv("ROTA_LOG", "warn", 1);
-        unsetenv("ROTA_TRACE");
-        for (; env && *env; env++) putenv((char *)*env);
-        execl("/proc/self/exe", "trace-t-client", (char *)NULL);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    c->to = fdopen(in[1], "w");
-    c->from = fdopen(out[0], "r");
-    setvbuf(c->to, NULL, _IOLBF, 0);
-}
-
-/* Sends a command (NULL: none) and reads one answer line within ms; "" on timeout or EOF. */
-static const char *say(child_t *c, const char *cmd, int ms)
-{
-    static char line[256];
-    if (cmd) fprintf(c->to, "%s\n", cmd);
-    struct pollfd p = {.fd = fileno(c->from), .events = POLLIN};
-    line[0] = 0;
-    if (poll(&p, 1, ms) != 1 || !fgets(line, sizeof line, c->from)) return "";
-    line[strcspn(line, "\n")] = 0;
-    return line;
+    th_spawn(c, "ROTA_TRACE_T_CHILD", "trace-t-client", node, "warn", env);
 }
 
 static int say_rc(child_t *c, const char *cmd, int ms)
 {
     int rc = -1;
-    if (sscanf(say(c, cmd, ms), "%d", &rc) != 1) rc = -1;
+    if (sscanf(th_say(c, cmd, ms), "%d", &rc) != 1) rc = -1;
     return rc;
 }
 
@@ -295,7 +246,7 @@ int main(void)
     /* 1. nothing waits: no file */
     const char *eq[] = {e_quiet, "ROTA_MEM_WAIT=10", NULL};
     spawn(&a, eq);
-    is_str(say(&a, NULL, 10000), "init 0", "a traced client initialises");
+    is_str(th_say(&a, NULL, 10000), "init 0", "a traced client initialises");
     is_int(say_rc(&a, "alloc 100", 5000), 0, "it allocates 100M of 1G (fits: no wait)");
     is_int(say_rc(&a, "spin 8 1000000", 5000), 0, "and launches alone (no hold)");
     is_int(say_rc(&a, "free", 5000), 0, "and frees");
@@ -305,11 +256,11 @@ int main(void)
     /* 2. memory: a waiter that is granted, one that times out */
     const char *ea[] = {"ROTA_MEM_WAIT=0", NULL};
     spawn(&a, ea);
-    if (strcmp(say(&a, NULL, 10000), "init 0")) bail("client A");
+    if (strcmp(th_say(&a, NULL, 10000), "init 0")) bail("client A");
     is_int(say_rc(&a, "alloc 900", 5000), 0, "client A takes 900M of 1G");
     const char *ew[] = {e_mem, "ROTA_MEM_WAIT=10", NULL};
     spawn(&w, ew);
-    if (strcmp(say(&w, NULL, 10000), "init 0")) bail("client W");
+    if (strcmp(th_say(&w, NULL, 10000), "init 0")) bail("client W");
     fprintf(w.to, "alloc 300\n");
     usleep(300000);
     is_int(say_rc(&a, "free", 5000), 0, "A frees its 900M while W waits for 300M");
@@ -317,7 +268,7 @@ int main(void)
     is_int(say_rc(&a, "alloc 600", 5000), 0, "A takes 600M again");
     const char *ed[] = {e_mem, "ROTA_MEM_WAIT=0.3", NULL};
     spawn(&d, ed);
-    if (strcmp(say(&d, NULL, 10000), "init 0")) bail("client D");
+    if (strcmp(th_say(&d, NULL, 10000), "init 0")) bail("client D");
     is_int(say_rc(&d, "alloc 400", 10000), CUDA_ERROR_OUT_OF_MEMORY, "D's 400M does not fit within 0.3 s: OOM");
     finish(&d);
     finish(&w);
@@ -335,9 +286,9 @@ int main(void)
     const char *eh[] = {"ROTA_PRIORITY=high", NULL};
     const char *el[] = {e_held, "ROTA_PRIORITY=low", "ROTA_MAX_INFLIGHT=1", NULL};
     spawn(&lo, el);
-    if (strcmp(say(&lo, NULL, 10000), "init 0")) bail("low client");
+    if (strcmp(th_say(&lo, NULL, 10000), "init 0")) bail("low client");
     spawn(&hi, eh);
-    if (strcmp(say(&hi, NULL, 10000), "init 0")) bail("high client");
+    if (strcmp(th_say(&hi, NULL, 10000), "init 0")) bail("high client");
     fprintf(hi.to, "spinfor 1200\n");
     usleep(200000);
     is_int(say_rc(&lo, "spin 100 2000000", 15000), 0, "a low client launches beside a busy high client");
@@ -354,10 +305,10 @@ int main(void)
     /* 4. a file that cannot be opened: one warning, tracing off, the client unharmed */
     const char *eb[] = {"ROTA_TRACE=/nonexistent-rota-dir/trace.jsonl", "ROTA_MEM_WAIT=0.2", NULL};
     spawn(&a, ea);
-    if (strcmp(say(&a, NULL, 10000), "init 0")) bail("client A");
+    if (strcmp(th_say(&a, NULL, 10000), "init 0")) bail("client A");
     is_int(say_rc(&a, "alloc 900", 5000), 0, "client A takes 900M of 1G again");
     spawn(&d, eb);
-    if (strcmp(say(&d, NULL, 10000), "init 0")) bail("client D");
+    if (strcmp(th_say(&d, NULL, 10000), "init 0")) bail("client D");
     is_int(say_rc(&d, "alloc 400", 10000), CUDA_ERROR_OUT_OF_MEMORY, "an untraceable waiter still times out as usual");
     is_int(say_rc(&d, "alloc 400", 10000), CUDA_ERROR_OUT_OF_MEMORY, "twice");
     finish(&d);
@@ -368,7 +319,7 @@ int main(void)
     unlink(mem);
     unlink(held);
     unlink(quiet);
-    for (int i = 0; i < nchild; i++) {
+    for (int i = 0; i < th_nchild; i++) {
         char p[192];
         snprintf(p, sizeof p, "%s/child%d.err", th_dir, i);
         unlink(p);
