@@ -3,7 +3,7 @@
 #define ROTA_ABI_H
 
 /*
- * Three shared objects make up the protocol between rotad and its clients (librota.so, the rota tool):
+ * Four shared objects make up the protocol between rotad and its clients (librota.so, the rota tool):
  *
  *   socket   a UNIX SOCK_SEQPACKET socket (one message per packet; EOF = the peer is gone, kill -9 included).
  *            Every message starts with rota_msg_hdr_t; rotad checks magic, ABI version, type and exact size
@@ -13,6 +13,11 @@
  *            ledger totals, groups, the client table, and (issue 5) scheduling words.
  *   channel  one memfd per client, written by that client only (rotad maps it too and validates every
  *            value it reads: a client scribbling over its channel only ever hurts itself).
+ *   board    one memfd, writable by every client and by rotad: the only words clients write for each other
+ *            (issue 5, priority holds without a round trip through rotad). It carries no ledger state and no
+ *            pointer or index anyone trusts; rotad rewrites it at every scheduling tick. A client scribbling
+ *            over it can only delay other clients' lower-class launches until rotad's next tick, which any
+ *            client can do anyway by declaring itself high priority.
  *
  * Every shared structure starts with magic, ABI version and size; fields are fixed-width; fields that change
  * while others read them are _Atomic (lock-free on every supported target, checked below). A reader that finds
@@ -23,10 +28,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROTA_ABI_VERSION 2u /* 2: slot.track (uncontended launches go untracked) */
+#define ROTA_ABI_VERSION 3u /* 2: slot.track (uncontended launches go untracked); 3: the board */
 #define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
 #define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
 #define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
+#define ROTA_BOARD_MAGIC 0x52544244u   /* "ROTB"+ */
 
 #define ROTA_MAX_DEVICES 16
 #define ROTA_MAX_CLIENTS 512
@@ -41,6 +47,11 @@
 
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "32-bit atomics must be lock-free for shared memory");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "64-bit atomics must be lock-free for shared memory");
+
+/* Latency histograms: bucket i counts values <= ROTA_LAT_BOUNDS_US[i] microseconds (and above the one before);
+ * the last bucket counts everything above 200 us. */
+#define ROTA_LAT_BUCKETS 8
+#define ROTA_LAT_BOUNDS_US {1, 2, 5, 10, 20, 50, 200, UINT32_MAX}
 
 /* Priority classes (ROTA_PRIORITY). Lower value = more urgent; memory waiters are served in this order. */
 enum rota_prio {
@@ -57,6 +68,15 @@ enum rota_prio {
  * client's slot.hold (a shared futex word the held client waits on, with a bounded timeout: fail-open). rotad
  * clears channel.active (compare-exchange) once the client is idle: nothing in flight and no launch for the idle
  * window (rotad --idle-ms, default 2).
+ *
+ * Priority holds take effect without waiting for rotad: a high client's activating launch (after setting
+ * channel.active) bumps board.devices[d].high_pending (d: its GPU's region index) before ringing its doorbell.
+ * A normal/low launch on GPU d that reads high_pending != 0 is held as if slot.hold had ROTA_HOLD_PRIO, waiting on
+ * that futex word, until rotad has read the activation, published the slot holds it implies (or none), and
+ * zeroed the word (compare-exchange with the value it read at the start of its tick, then FUTEX_WAKE). So "lower
+ * classes held" is one store after the high launch enters the gate; the high client measures that time itself
+ * (channel.hold_*), and rotad adds it up per GPU (rota_dev_t.hold_*), next to its own confirmation time
+ * (rota_dev_t.confirm_*: the activating launch to the slot holds published).
  *
  * slot.track (rotad writes it before slot.hold, at every tick): 0 while the client is uncontended on its GPU (no
  * high client registered there or on an unknown GPU, no other client active there or on an unknown GPU, not
@@ -94,10 +114,14 @@ typedef struct rota_dev {
     _Atomic uint64_t busy_ns;      /* time this GPU had tracked work in flight, sampled by rotad (sched.c) */
     _Atomic uint32_t busy_permille; /* busy fraction of the last >= 100 ms, 0..1000 (sched.c) */
     _Atomic uint32_t held;         /* clients held on this GPU now */
-    _Atomic uint64_t hold_events;  /* times a high client's activation held lower classes */
-    _Atomic uint64_t hold_lat_sum_ns; /* sum and max of high launch -> lower classes held, over hold_events */
-    _Atomic uint64_t hold_lat_max_ns;
-    uint64_t reserved_abi[1];
+    _Atomic uint64_t hold_events;  /* activating launches of high clients on this GPU (board.high_pending bumped) */
+    _Atomic uint64_t hold_lat_sum_ns; /* sum and max of high launch -> lower classes held (the board store), as */
+    _Atomic uint64_t hold_lat_max_ns; /*   the high clients measured it, over hold_events */
+    _Atomic uint64_t confirm_events;  /* activations rotad confirmed with slot holds */
+    _Atomic uint64_t confirm_lat_sum_ns; /* sum and max of high launch -> rotad published the slot holds */
+    _Atomic uint64_t confirm_lat_max_ns;
+    _Atomic uint64_t hold_lat_hist[ROTA_LAT_BUCKETS]; /* hold_events by latency: <= ROTA_LAT_BOUNDS_US[i] us */
+    uint64_t reserved_abi[2];
 } rota_dev_t;
 
 /* A per-group limit from rotad's config file (group = the client's cgroup v2 path, see config.c). */
@@ -182,13 +206,39 @@ typedef struct rota_channel {
      * (exchange with 0); the client takes from it with compare-exchange to allocate without a round trip, and
      * never adds to it. So every byte is either in a credit word or in use, and the ledger stays exact. */
     _Atomic uint64_t credit[ROTA_MAX_DEVICES];
+    /* Priority holds through the board (high clients only): activating launches, and the time from entering the
+     * launch gate to the board store, as sum, max and histogram (ROTA_LAT_BUCKETS). rotad adds the growth to
+     * the GPU of channel.sched_dev. */
+    _Atomic uint64_t hold_events;
+    _Atomic uint64_t hold_lat_sum_ns;
+    _Atomic uint64_t hold_lat_max_ns;
+    _Atomic uint32_t hold_lat_hist[ROTA_LAT_BUCKETS];
+    uint64_t reserved_abi2[3];
 } rota_channel_t;
+
+/* ---- board (every client and rotad write it; see "Launch scheduling" and the header comment) ------------------ */
+
+typedef struct rota_board_dev {
+    _Atomic uint32_t high_pending;     /* futex word: nonzero = a high client activated here, rotad not yet done */
+    uint32_t pad0;
+    _Atomic uint64_t high_pending_ns;  /* CLOCK_MONOTONIC of the last activating launch (informational) */
+    uint64_t reserved_abi[6];
+} rota_board_dev_t;
+
+typedef struct rota_board {
+    uint32_t magic;                    /* ROTA_BOARD_MAGIC, set by rotad */
+    uint32_t abi;
+    uint64_t size;
+    uint64_t reserved_abi[6];
+    rota_board_dev_t devices[ROTA_MAX_DEVICES]; /* same index as region->devices */
+} rota_board_t;
 
 /* Both objects are mapped in page multiples. */
 #define ROTA_PAGE 4096u
 #define ROTA_ROUND_PAGE(n) ((((uint64_t)(n)) + ROTA_PAGE - 1) / ROTA_PAGE * ROTA_PAGE)
 #define ROTA_REGION_MAP_SIZE ROTA_ROUND_PAGE(sizeof(rota_region_t))
 #define ROTA_CHANNEL_MAP_SIZE ROTA_ROUND_PAGE(sizeof(rota_channel_t))
+#define ROTA_BOARD_MAP_SIZE ROTA_ROUND_PAGE(sizeof(rota_board_t))
 
 /* ---- socket messages --------------------------------------------------------------------------------------- */
 
@@ -234,7 +284,7 @@ typedef struct rota_msg_welcome {
     uint32_t abi;          /* rotad's ABI version, meaningful even when status is -EPROTO */
     uint32_t slot, gen;
     uint64_t region_size;
-    uint64_t channel_size;
+    uint64_t channel_size; /* clients: the channel (second descriptor) and the board (third) follow */
     char reason[64];       /* why status != 0, NUL-terminated */
 } rota_msg_welcome_t;
 
@@ -291,7 +341,7 @@ _Static_assert(sizeof(rota_msg_place_t) <= ROTA_MSG_MAX, "place fits ROTA_MSG_MA
 _Static_assert(offsetof(rota_msg_hdr_t, type) == 6 && offsetof(rota_msg_hdr_t, seq) == 12, "header layout");
 _Static_assert(offsetof(rota_msg_mem_t, bytes) == 40, "mem layout");
 
-_Static_assert(sizeof(rota_dev_t) == 96, "device entry");
+_Static_assert(sizeof(rota_dev_t) == 192, "device entry");
 _Static_assert(sizeof(rota_group_t) == ROTA_GROUP_NAME + 8 + 8 * ROTA_MAX_DEVICES, "group entry");
 _Static_assert(offsetof(rota_slot_t, used) == 56, "slot layout");
 _Static_assert(sizeof(rota_slot_t) == 256, "slot entry");
@@ -300,11 +350,15 @@ _Static_assert(offsetof(rota_region_t, devices) == 128, "region devices");
 _Static_assert(offsetof(rota_region_t, slots) % 64 == 0, "slots are cache-line aligned");
 _Static_assert(offsetof(rota_channel_t, inflight) == 24, "channel layout");
 _Static_assert(offsetof(rota_channel_t, credit) == 128, "channel credit");
-_Static_assert(sizeof(rota_channel_t) == 128 + 8 * ROTA_MAX_DEVICES, "channel");
+_Static_assert(offsetof(rota_channel_t, hold_events) == 128 + 8 * ROTA_MAX_DEVICES, "channel hold statistics");
+_Static_assert(sizeof(rota_channel_t) == 128 + 8 * ROTA_MAX_DEVICES + 80, "channel");
+_Static_assert(sizeof(rota_board_dev_t) == 64, "board entries are one cache line each");
+_Static_assert(offsetof(rota_board_t, devices) == 64 && sizeof(rota_board_t) == 64 + 64 * ROTA_MAX_DEVICES, "board");
 /* scheduling (issue 5) */
 _Static_assert(offsetof(rota_channel_t, sched_dev) == 60 && offsetof(rota_channel_t, active_since_ns) == 72,
                "channel scheduling layout");
-_Static_assert(offsetof(rota_dev_t, busy_permille) == 56 && offsetof(rota_dev_t, hold_lat_max_ns) == 80,
+_Static_assert(offsetof(rota_dev_t, busy_permille) == 56 && offsetof(rota_dev_t, hold_lat_max_ns) == 80 &&
+                   offsetof(rota_dev_t, hold_lat_hist) == 112,
                "device scheduling layout");
 
 #endif

@@ -1,4 +1,4 @@
-/* region.c - creates the node-wide region and client channels as sealed memfds. */
+/* region.c - creates the node-wide region, the board and the client channels as sealed memfds. */
 #include "runtime/region.h"
 
 #include <errno.h>
@@ -29,7 +29,8 @@ out_errno:
 
 int region_create(region_t *rg, const config_t *cfg)
 {
-    void *p;
+    void *p, *bp;
+    int rc;
     int fd = region_memfd("rota-region", ROTA_REGION_MAP_SIZE, &p);
     if (fd < 0) return fd;
     /* Clients get a read-only open file description: they cannot map it writable nor write(2) it. */
@@ -37,11 +38,18 @@ int region_create(region_t *rg, const config_t *cfg)
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     int ro = open(path, O_RDONLY | O_CLOEXEC);
     if (ro < 0) {
-        int rc = -errno;
-        munmap(p, ROTA_REGION_MAP_SIZE);
-        close(fd);
-        return rc;
+        rc = -errno;
+        goto out_unmap_region;
     }
+    int bfd = region_memfd("rota-board", ROTA_BOARD_MAP_SIZE, &bp);
+    if (bfd < 0) {
+        rc = bfd;
+        goto out_close_ro;
+    }
+    rota_board_t *b = bp;
+    b->magic = ROTA_BOARD_MAGIC;
+    b->abi = ROTA_ABI_VERSION;
+    b->size = sizeof *b;
     rota_region_t *r = p;
     r->magic = ROTA_REGION_MAGIC;
     r->abi = ROTA_ABI_VERSION;
@@ -68,16 +76,28 @@ int region_create(region_t *rg, const config_t *cfg)
     rg->r = r;
     rg->fd = fd;
     rg->ro_fd = ro;
+    rg->b = b;
+    rg->board_fd = bfd;
     return 0;
+
+out_close_ro:
+    close(ro);
+out_unmap_region:
+    munmap(p, ROTA_REGION_MAP_SIZE);
+    close(fd);
+    return rc;
 }
 
 void region_destroy(region_t *rg)
 {
     if (!rg->r) return;
     munmap(rg->r, ROTA_REGION_MAP_SIZE);
+    munmap(rg->b, ROTA_BOARD_MAP_SIZE);
     close(rg->fd);
     close(rg->ro_fd);
+    close(rg->board_fd);
     rg->r = NULL;
+    rg->b = NULL;
 }
 
 int region_channel_create(uint32_t slot, uint32_t gen, rota_channel_t **map, int *fd)

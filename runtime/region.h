@@ -1,4 +1,5 @@
-/* region.h - rotad's node-wide shared region and the per-client channels (memfds handed out by fd passing). */
+/* region.h - rotad's node-wide shared region, the board and the per-client channels (memfds handed out by fd
+ * passing). */
 #ifndef ROTA_REGION_H
 #define ROTA_REGION_H
 
@@ -11,9 +12,11 @@ typedef struct region {
     rota_region_t *r;  /* rotad's writable mapping */
     int fd;            /* the memfd (read-write, sealed against resizing) */
     int ro_fd;         /* a read-only file description of it: what clients get */
+    rota_board_t *b;   /* the board (abi.h): rotad's mapping */
+    int board_fd;      /* read-write: what clients get (they write it too) */
 } region_t;
 
-/* Creates the region (groups from cfg, which may be NULL). Returns 0 or -errno. */
+/* Creates the region (groups from cfg, which may be NULL) and the board. Returns 0 or -errno. */
 int region_create(region_t *rg, const config_t *cfg);
 void region_destroy(region_t *rg);
 

@@ -35,10 +35,14 @@ typedef struct sched_client {
     unsigned pool;
     uint64_t vtime;       /* device time * 1000 / weight, ns */
     uint64_t contended_ns; /* last tick that found it contended (slot.track) */
+    /* the channel's hold statistics as last added to its GPU (high clients) */
+    uint64_t hold_events, hold_sum;
+    uint32_t hold_hist[ROTA_LAT_BUCKETS];
 } sched_client_t;
 
 struct sched {
     rota_region_t *r;
+    rota_board_t *b;
     sched_opts_t o;
     pthread_t th;
     pthread_mutex_t mu;
@@ -77,6 +81,34 @@ static void sched_set_hold(sched_t *s, unsigned slot, uint32_t hold)
                 hold & ROTA_HOLD_SHARE ? " share" : "", hold & ROTA_HOLD_QUANTUM ? " quantum" : "");
 }
 
+/* Adds what the high clients measured of their board marks (channel.hold_*) to their GPUs, validated: only
+ * growth counts, a single latency above SCHED_MAX_LAT_NS is not a measurement, and a client's figures never
+ * move another GPU's by more than they grew. */
+static void sched_add_hold_stats(sched_t *s, unsigned ndev)
+{
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        sched_client_t *c = &s->c[i];
+        if (!c->live || c->prio != ROTA_PRIO_HIGH) continue;
+        rota_channel_t *ch = c->ch;
+        uint64_t ev = LD(&ch->hold_events), sum = LD(&ch->hold_lat_sum_ns), mx = LD(&ch->hold_lat_max_ns);
+        if (ev <= c->hold_events || sum < c->hold_sum) continue;
+        uint64_t dev_n = ev - c->hold_events, dsum = sum - c->hold_sum;
+        c->hold_events = ev;
+        c->hold_sum = sum;
+        if (c->pool == 0 || c->pool > ndev || dev_n > 1000000 || dsum > dev_n * SCHED_MAX_LAT_NS) continue;
+        rota_dev_t *d = &s->r->devices[c->pool - 1];
+        for (unsigned k = 0; k < ROTA_LAT_BUCKETS; k++) {
+            uint32_t h = LD(&ch->hold_lat_hist[k]);
+            if (h > c->hold_hist[k] && h - c->hold_hist[k] <= dev_n)
+                ST(&d->hold_lat_hist[k], LD(&d->hold_lat_hist[k]) + (h - c->hold_hist[k]));
+            c->hold_hist[k] = h;
+        }
+        ST(&d->hold_lat_sum_ns, LD(&d->hold_lat_sum_ns) + dsum);
+        if (mx <= SCHED_MAX_LAT_NS && mx > LD(&d->hold_lat_max_ns)) ST(&d->hold_lat_max_ns, mx);
+        atomic_fetch_add(&d->hold_events, dev_n);
+    }
+}
+
 /* Refreshes activity of every client, samples device time, and decides holds. With s->mu held. */
 static bool sched_tick(sched_t *s, uint64_t now)
 {
@@ -92,6 +124,10 @@ static bool sched_tick(sched_t *s, uint64_t now)
     uint32_t inflight[ROTA_MAX_CLIENTS] = {0};
     unsigned nhigh[SCHED_POOLS] = {0}, nbusylow[SCHED_POOLS] = {0}; /* for slot.track */
     bool any_active = false;
+    /* The board before the channels: an activation that marked it after this read also set channel.active
+     * before marking it, so it is either seen below or left marked for the next tick (see the clear below). */
+    uint32_t pending[ROTA_MAX_DEVICES] = {0};
+    for (unsigned d = 0; d < ndev; d++) pending[d] = atomic_load(&s->b->devices[d].high_pending);
 
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         sched_client_t *c = &s->c[i];
@@ -248,7 +284,12 @@ static bool sched_tick(sched_t *s, uint64_t now)
             sched_wake_shared(&d->hold_epoch);
         }
         ST(&d->high_active, hi[p] ? 1u : 0u);
+        /* The slot holds are out: the board's mark has done its job. A new mark since our read stays. */
+        uint32_t seen = pending[p - 1];
+        if (seen && atomic_compare_exchange_strong(&s->b->devices[p - 1].high_pending, &seen, 0))
+            sched_wake_shared(&s->b->devices[p - 1].high_pending);
     }
+    sched_add_hold_stats(s, ndev);
     /* Latency of priority holds: from the high client's activating launch to the holds being published. */
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         sched_client_t *c = &s->c[i];
@@ -257,9 +298,9 @@ static bool sched_tick(sched_t *s, uint64_t now)
         if (t0 > done || done - t0 > SCHED_MAX_LAT_NS) continue;
         uint64_t lat = done - t0;
         rota_dev_t *d = &r->devices[c->pool - 1];
-        ST(&d->hold_lat_sum_ns, LD(&d->hold_lat_sum_ns) + lat);
-        if (lat > LD(&d->hold_lat_max_ns)) ST(&d->hold_lat_max_ns, lat);
-        atomic_fetch_add(&d->hold_events, 1);
+        ST(&d->confirm_lat_sum_ns, LD(&d->confirm_lat_sum_ns) + lat);
+        if (lat > LD(&d->confirm_lat_max_ns)) ST(&d->confirm_lat_max_ns, lat);
+        atomic_fetch_add(&d->confirm_events, 1);
         s->hi[c->pool] = true; /* one measurement per activation of the GPU */
     }
     memcpy(s->hi, hi, sizeof hi);
@@ -313,11 +354,12 @@ static void sched_kick(sched_t *s)
     syscall(SYS_futex, &s->ctl, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
 }
 
-int sched_start(rota_region_t *r, const sched_opts_t *o, sched_t **out)
+int sched_start(rota_region_t *r, rota_board_t *b, const sched_opts_t *o, sched_t **out)
 {
     sched_t *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
     s->r = r;
+    s->b = b;
     s->o = *o;
     if (!s->o.idle_ns) s->o.idle_ns = SCHED_IDLE_NS_DEFAULT;
     if (!s->o.tick_ns) s->o.tick_ns = SCHED_TICK_NS_DEFAULT;
@@ -343,6 +385,8 @@ void sched_stop(sched_t *s)
     pthread_join(s->th, NULL);
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
         if (s->c[i].live) sched_set_hold(s, i, 0);
+    for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++)
+        if (atomic_exchange(&s->b->devices[d].high_pending, 0)) sched_wake_shared(&s->b->devices[d].high_pending);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }

@@ -15,7 +15,9 @@
  *
  *   priority   while a high client is active there, every normal and low client is held (ROTA_HOLD_PRIO);
  *              released at once when the last high client is idle (nothing in flight, no launch for idle_ns)
- *              or gone.
+ *              or gone. The hold starts before this thread runs: the high client's activating launch marks the
+ *              board (abi.h), which the lower clients' gates obey; each tick reads the board first, publishes
+ *              the slot holds, then clears what it read (and adds up the high clients' latency figures).
  *   share      among the active clients of one class that are not priority-held, device time is sampled every
  *              tick: each client with launches in flight gets tick/n of the device (n = clients with work in
  *              flight on that GPU), which holds on a real GPU as on simcuda because it only uses the in-flight
@@ -27,7 +29,7 @@
  *              time, for a quantum, the least-served first; the others are held (ROTA_HOLD_QUANTUM).
  *
  * Writes slot.hold (futex-woken on every change), slot.sched_state, dev.held, dev.busy_permille,
- * dev.hold_epoch and the hold-latency counters of the devices.
+ * dev.hold_epoch, the hold-latency counters of the devices and the board's high_pending words.
  */
 typedef struct sched sched_t;
 
@@ -43,7 +45,7 @@ typedef struct sched_opts {
 #define SCHED_WAITV_MAX 127
 
 /* Starts the thread. 0 or -errno. */
-int sched_start(rota_region_t *r, const sched_opts_t *o, sched_t **out);
+int sched_start(rota_region_t *r, rota_board_t *b, const sched_opts_t *o, sched_t **out);
 /* Releases every hold and stops the thread. NULL is fine. */
 void sched_stop(sched_t *s);
 /* A registered client (the channel stays mapped until sched_client_remove returned). */

@@ -412,8 +412,8 @@ static void server_on_hello(server_t *s, client_t *c, const rota_msg_hello_t *h)
     ST(&r->nclients, LD(&r->nclients) + 1);
     atomic_fetch_add_explicit(&r->seq, 1, memory_order_release);
     sched_client_add(s->sched, (unsigned)slot, c->ch, h->priority, h->weight);
-    int fds[2] = {s->rg.ro_fd, chfd};
-    server_welcome(s, c, 0, NULL, fds, 2);
+    int fds[3] = {s->rg.ro_fd, chfd, s->rg.board_fd};
+    server_welcome(s, c, 0, NULL, fds, 3);
     close(chfd);
     server_log(s, 2, "client pid %d uid %u registered in slot %d (gen %u, %s)", (int)c->pid, (unsigned)c->uid,
                slot, gen, proto_prio_name(h->priority));
@@ -675,7 +675,7 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
     /* The scheduler thread starts here, in the process that serves (rotad detaches between open and loop). */
     sched_opts_t so = {.idle_ns = s->o.sched_idle_ns, .tick_ns = s->o.sched_tick_ns,
                        .quantum_ns = s->o.sched_quantum_ns, .log_level = s->o.log_level};
-    int se = sched_start(s->rg.r, &so, &s->sched);
+    int se = sched_start(s->rg.r, s->rg.b, &so, &s->sched);
     if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start the scheduler: %s", strerror(-se));
     server_log(s, 1, "listening on %s (pid %d, rota ABI %u)", s->path, (int)getpid(), ROTA_ABI_VERSION);
     for (int i = 0; i < nnotify; i++) {

@@ -31,5 +31,7 @@ bool track_push(CUevent ev, CUcontext ctx, uint64_t launch_ns);
 
 /* coord-launch.c: one tracked launch completed; busy_ns is the device time the tracker attributes to it. */
 void launch_complete(uint64_t busy_ns);
+/* coord-launch.c: once connected, make the launch gate's first run as fast as the others (idempotent). */
+void launch_warm(void);
 
 #endif

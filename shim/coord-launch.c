@@ -7,10 +7,12 @@
 #include "shim/trace.h"
 
 #include <errno.h>
+#include <link.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,11 +22,14 @@
  *
  *   every class   stamp channel.last_launch_ns; on the first launch after idling, set channel.active and ring
  *                 channel.doorbell (one FUTEX_WAKE: rotad's scheduler hears it in microseconds).
- *   high          nothing else: a few loads and stores, never a wait.
- *   normal, low   while rotad holds the client (slot.hold != 0, in the read-only region), the calling thread
- *                 waits on that futex word in slices of LAUNCH_HOLD_SLICE_NS, checking the socket between them:
- *                 rotad gone = fail-open. Then at most ROTA_MAX_INFLIGHT gated launches of the process may be in
- *                 flight: the thread waits (process-private futex) for the completion tracker (coord-track.c).
+ *   high          on that first launch, also mark the board (board.devices[its GPU].high_pending, abi.h) after
+ *                 setting channel.active, and time it: that store is the moment lower classes are held. Else
+ *                 nothing: a few loads and stores, never a wait.
+ *   normal, low   while rotad holds the client (slot.hold != 0, in the read-only region) or the board marks a
+ *                 high activation on its GPU that rotad has not answered yet, the calling thread waits on that
+ *                 futex word in slices of LAUNCH_HOLD_SLICE_NS, checking the socket between them: rotad gone =
+ *                 fail-open. Then at most ROTA_MAX_INFLIGHT gated launches of the process may be in flight: the
+ *                 thread waits (process-private futex) for the completion tracker (coord-track.c).
  *
  * A waiting thread holds the connection's read lock only (never a lock of the driver or of another hook), so
  * other threads' cuStreamSynchronize/cuCtxSynchronize, memory calls and the tracker all make progress, and
@@ -44,6 +49,11 @@
 #define LAUNCH_HOLD_SLICE_NS 20000000ll   /* re-check that rotad is alive this often while held */
 #define LAUNCH_INFLIGHT_SLICE_NS 100000000ll
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
+#ifndef MADV_POPULATE_READ
+#define LAUNCH_MADV_POPULATE_READ 22 /* Linux 5.14 */
+#else
+#define LAUNCH_MADV_POPULATE_READ MADV_POPULATE_READ
+#endif
 
 static _Atomic uint32_t launch_inflight;  /* this process's tracked launches in flight (reserved included) */
 static _Atomic uint32_t launch_done_seq;  /* futex word: bumped on every completion */
@@ -71,10 +81,41 @@ static void launch_atfork_child(void)
     lt = (launch_thread_t){0};
 }
 
+static int launch_prefault_seg(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    uintptr_t self = (uintptr_t)arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type != PT_LOAD || self < lo || self >= lo + ph->p_memsz) continue;
+        /* found librota: populate every loadable segment of it */
+        long pg = sysconf(_SC_PAGESIZE);
+        for (int k = 0; k < info->dlpi_phnum; k++) {
+            const ElfW(Phdr) *q = &info->dlpi_phdr[k];
+            if (q->p_type != PT_LOAD || pg <= 0) continue;
+            uintptr_t a = (info->dlpi_addr + q->p_vaddr) & ~(uintptr_t)(pg - 1);
+            uintptr_t e = info->dlpi_addr + q->p_vaddr + q->p_memsz;
+            madvise((void *)a, e - a, LAUNCH_MADV_POPULATE_READ); /* best effort: EINVAL before Linux 5.14 */
+        }
+        return 1;
+    }
+    return 0;
+}
+
 static pthread_once_t launch_once = PTHREAD_ONCE_INIT;
 static void launch_setup(void)
 {
     pthread_atfork(NULL, NULL, launch_atfork_child);
+    /* A launch gate that runs code of librota for the first time takes a page fault per page of it, tens of
+     * microseconds in a VM: the first activation of a high client would hold lower classes that much later.
+     * Map all of librota now, once per process, when it connects to rotad. */
+    dl_iterate_phdr(launch_prefault_seg, (void *)(uintptr_t)&launch_prefault_seg);
+}
+
+void launch_warm(void)
+{
+    pthread_once(&launch_once, launch_setup);
 }
 
 static long launch_futex_wait(_Atomic uint32_t *w, uint32_t val, long long ns, bool shared)
@@ -93,7 +134,36 @@ static bool launch_rotad_gone(conn_t *c)
 /* The connection whose rotad was found gone: not gated any more (until a memory hook reconnects). */
 static _Atomic(conn_t *) launch_dead_conn;
 
-static void launch_wait_hold(conn_t *c, const rota_slot_t *sl, rota_channel_t *ch)
+/* The board's word for a high activation on GPU key (region index + 1; 0 = unknown GPU: no word). */
+static _Atomic uint32_t *launch_mark(conn_t *c, uint32_t key)
+{
+    rota_board_t *b = conn_board(c);
+    return b && key && key <= ROTA_MAX_DEVICES ? &b->devices[key - 1].high_pending : NULL;
+}
+
+/* Held: by rotad (slot.hold), or by a high activation rotad has not answered yet (the board). */
+static bool launch_held(const rota_slot_t *sl, _Atomic uint32_t *mark)
+{
+    return LD(&sl->hold) || (mark && LD(mark));
+}
+
+/* A high client's activating launch: mark the board, and record how long the gate took to get there. */
+static void launch_mark_high(rota_channel_t *ch, _Atomic uint32_t *mark, uint64_t t_in)
+{
+    atomic_fetch_add(mark, 1); /* seq_cst, after channel.active: rotad reads the board, then the channels */
+    uint64_t lat = coord_now_ns() - t_in;
+    static const uint32_t bound_us[ROTA_LAT_BUCKETS] = ROTA_LAT_BOUNDS_US;
+    unsigned k = 0;
+    while (k + 1 < ROTA_LAT_BUCKETS && lat > (uint64_t)bound_us[k] * 1000u) k++;
+    atomic_fetch_add_explicit(&ch->hold_lat_hist[k], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ch->hold_lat_sum_ns, lat, memory_order_relaxed);
+    uint64_t mx = LD(&ch->hold_lat_max_ns);
+    while (lat > mx && !atomic_compare_exchange_weak(&ch->hold_lat_max_ns, &mx, lat)) {
+    }
+    atomic_fetch_add(&ch->hold_events, 1); /* last: rotad adds up the others once it sees this grow */
+}
+
+static void launch_wait_hold(conn_t *c, const rota_slot_t *sl, rota_channel_t *ch, _Atomic uint32_t *mark)
 {
     if (launch_rotad_gone(c)) {
         atomic_store(&launch_dead_conn, c);
@@ -102,8 +172,9 @@ static void launch_wait_hold(conn_t *c, const rota_slot_t *sl, rota_channel_t *c
     atomic_fetch_add(&ch->held_waiting, 1);
     /* ROTA_TRACE: a hold span, only for a launch that actually waits here (never on the passing path). */
     uint32_t h0 = atomic_load(&sl->hold);
-    bool traced = h0 && rota_trace_on();
-    const char *why = h0 & ROTA_HOLD_PRIO ? "\"reason\":\"prio\""
+    bool marked = !h0 && mark && atomic_load(mark);
+    bool traced = (h0 || marked) && rota_trace_on();
+    const char *why = h0 & ROTA_HOLD_PRIO || marked ? "\"reason\":\"prio\""
                       : h0 & ROTA_HOLD_QUANTUM ? "\"reason\":\"quantum\""
                                                : "\"reason\":\"share\"";
     CUdevice dev = -1;
@@ -112,17 +183,19 @@ static void launch_wait_hold(conn_t *c, const rota_slot_t *sl, rota_channel_t *c
         rota_trace_event("hold", dev, 0, why);
     }
     for (;;) {
-        uint32_t h = atomic_load(&sl->hold);
-        if (!h) break;
-        /* The region is mapped read-only: FUTEX_WAIT only reads the word. */
-        launch_futex_wait((_Atomic uint32_t *)&sl->hold, h, LAUNCH_HOLD_SLICE_NS, true);
-        if (atomic_load(&sl->hold) && launch_rotad_gone(c)) {
+        uint32_t h = atomic_load(&sl->hold), m = h || !mark ? 0 : atomic_load(mark);
+        if (!h && !m) break;
+        /* The region is mapped read-only: FUTEX_WAIT only reads the word. rotad wakes the board's word once
+         * the slot holds are out, so a marked wait turns into a slot wait (or ends) within one tick. */
+        if (h) launch_futex_wait((_Atomic uint32_t *)&sl->hold, h, LAUNCH_HOLD_SLICE_NS, true);
+        else launch_futex_wait(mark, m, LAUNCH_HOLD_SLICE_NS, true);
+        if (launch_held(sl, mark) && launch_rotad_gone(c)) {
             atomic_store(&launch_dead_conn, c);
             rota_log(ROTA_LOG_WARN, "rotad went away while this process was held; launching uncoordinated");
             break;
         }
     }
-    if (traced) rota_trace_event("release", dev, 0, atomic_load(&sl->hold) ? "\"end\":\"rotad_gone\"" : why);
+    if (traced) rota_trace_event("release", dev, 0, launch_held(sl, mark) ? "\"end\":\"rotad_gone\"" : why);
     atomic_fetch_sub(&ch->held_waiting, 1);
 }
 
@@ -208,6 +281,8 @@ CUresult coord_launch_gate(CUstream stream)
     (void)stream;
     const rota_options_t *o = rota_options();
     if (o->disable || !coord_conn_peek()) return CUDA_SUCCESS; /* uncoordinated: no lock taken */
+    bool high = o->priority == ROTA_PRIORITY_HIGH;
+    uint64_t t_in = high ? coord_now_ns() : 0; /* the start of "high launch -> lower classes held" */
     conn_t *c = coord_conn_lock();
     rota_channel_t *ch = c ? conn_channel(c) : NULL;
     if (!ch || c == atomic_load_explicit(&launch_dead_conn, memory_order_relaxed)) {
@@ -220,26 +295,41 @@ CUresult coord_launch_gate(CUstream stream)
     ROTA_REAL(cuCtxGetCurrent)(&ctx);
     uint32_t key = launch_dev_key(c, ctx);
     if (LD(&ch->sched_dev) != key) atomic_store_explicit(&ch->sched_dev, key, memory_order_relaxed);
-    bool high = o->priority == ROTA_PRIORITY_HIGH;
+    _Atomic uint32_t *mark = launch_mark(c, key);
+    if (high) {
+        /* First thing once the GPU is known: the sooner the board is marked, the sooner lower classes hold. */
+        uint64_t now = coord_now_ns();
+        atomic_store(&ch->last_launch_ns, now); /* seq_cst, then active: pairs with rotad's idle check */
+        if (!atomic_load(&ch->active)) {
+            atomic_store_explicit(&ch->active_since_ns, now, memory_order_relaxed);
+            atomic_store(&ch->active, 1);
+            if (mark) launch_mark_high(ch, mark, t_in);
+            atomic_fetch_add(&ch->doorbell, 1);
+            syscall(SYS_futex, &ch->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+        }
+        lt.pending++;
+        coord_conn_unlock();
+        return CUDA_SUCCESS;
+    }
     /* A multi-device launch passes one gate per stream before launching: only its first gate may wait (a
      * second one waiting for a completion would wait for its own first stream's launch). */
-    if (!high && !lt.pending && !LD(&sl->track) && !LD(&sl->hold)) {
+    if (!lt.pending && !LD(&sl->track) && !launch_held(sl, mark)) {
         lt.untracked++; /* uncontended: nothing to bound, nothing to track */
         if (!LD(&launch_backlog)) atomic_store_explicit(&launch_backlog, 1, memory_order_relaxed);
         /* The mirror of the last completion may have raced with another (last writer wins): refresh it. */
         atomic_store_explicit(&ch->inflight, LD(&launch_inflight), memory_order_relaxed);
         atomic_store_explicit(&ch->launches, LD(&launch_count), memory_order_relaxed);
-    } else if (!high && lt.pending) {
+    } else if (lt.pending) {
         atomic_fetch_add(&launch_inflight, 1);
         lt.reserved++;
-    } else if (!high) {
+    } else {
         unsigned max = o->max_inflight ? o->max_inflight : 1;
         if (LD(&launch_backlog) && atomic_exchange(&launch_backlog, 0)) launch_track_backlog(ctx, stream);
         for (;;) {
-            if (LD(&sl->hold)) launch_wait_hold(c, sl, ch); /* returns at once when rotad is gone */
+            if (launch_held(sl, mark)) launch_wait_hold(c, sl, ch, mark); /* at once when rotad is gone */
             launch_reserve(ch, max);
             /* A hold may have come while we waited for a completion: obey it before launching. */
-            if (!LD(&sl->hold) || c == atomic_load(&launch_dead_conn)) break;
+            if (!launch_held(sl, mark) || c == atomic_load(&launch_dead_conn)) break;
             launch_unreserve();
         }
         lt.reserved++;

@@ -187,6 +187,7 @@ static void coord_connect_locked(bool first)
         if (d->usable && d->used) conn_adopt(c, d->uuid, d->total, d->used);
     }
     pthread_mutex_unlock(&coord.mu);
+    launch_warm();
     __atomic_store_n(&coord.conn, c, __ATOMIC_RELEASE);
     coord.warned_lost = false;
     if (!first || coord.warned_absent)

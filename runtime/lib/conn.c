@@ -42,6 +42,7 @@ struct conn {
     struct conn_pending *pending;
     const rota_region_t *region;
     rota_channel_t *channel;
+    rota_board_t *board;
     uint32_t slot, gen;
 };
 
@@ -80,7 +81,9 @@ static int conn_map(int fd, size_t size, int prot, void **out)
     struct stat st;
     if (fstat(fd, &st) < 0) return -errno;
     if ((uint64_t)st.st_size < size) return -EBADMSG;
-    void *p = mmap(NULL, size, prot, MAP_SHARED, fd, 0);
+    /* Populated now: a page fault inside the launch gate (the first board mark of a high client, say) would
+     * cost more than everything else the gate does. */
+    void *p = mmap(NULL, size, prot, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED) return -errno;
     *out = p;
     return 0;
@@ -134,7 +137,7 @@ int conn_open(const conn_opts_t *o, conn_t **out, char *err, size_t errlen)
         rota_msg_welcome_t w;
         char raw[ROTA_MSG_MAX];
     } u;
-    int fds[2] = {-1, -1}, nfds = 2;
+    int fds[3] = {-1, -1, -1}, nfds = 3;
     ssize_t n = conn_recv_timed(c->fd, &u, sizeof u, fds, &nfds, timeout);
     if (n <= 0) {
         rc = n == 0 ? -EPIPE : (int)n;
@@ -163,12 +166,12 @@ int conn_open(const conn_opts_t *o, conn_t **out, char *err, size_t errlen)
         goto out_fds;
     }
     bool client = o->role == ROTA_ROLE_CLIENT;
-    if (nfds != (client ? 2 : 1) || (client && !u.w.channel_size)) {
+    if (nfds != (client ? 3 : 1) || (client && !u.w.channel_size)) {
         rc = -EBADMSG;
         conn_err(err, errlen, "rotad at %s sent %d descriptors with its answer", path, nfds);
         goto out_fds;
     }
-    void *region = NULL, *channel = NULL;
+    void *region = NULL, *channel = NULL, *board = NULL;
     rc = conn_map(fds[0], ROTA_REGION_MAP_SIZE, PROT_READ, &region);
     if (rc) {
         conn_err(err, errlen, "unable to map rotad's region: %s", strerror(-rc));
@@ -188,8 +191,18 @@ int conn_open(const conn_opts_t *o, conn_t **out, char *err, size_t errlen)
         rc = proto_channel_check(channel, ROTA_CHANNEL_MAP_SIZE, &why);
         if (rc) {
             conn_err(err, errlen, "rotad's channel is unusable: %s", why);
-            munmap(channel, ROTA_CHANNEL_MAP_SIZE);
-            goto out_unmap_region;
+            goto out_unmap_channel;
+        }
+        rc = conn_map(fds[2], ROTA_BOARD_MAP_SIZE, PROT_READ | PROT_WRITE, &board);
+        if (rc) {
+            conn_err(err, errlen, "unable to map rotad's board: %s", strerror(-rc));
+            goto out_unmap_channel;
+        }
+        rc = proto_board_check(board, ROTA_BOARD_MAP_SIZE, &why);
+        if (rc) {
+            conn_err(err, errlen, "rotad's board is unusable: %s", why);
+            munmap(board, ROTA_BOARD_MAP_SIZE);
+            goto out_unmap_channel;
         }
     }
     for (int i = 0; i < nfds; i++) close(fds[i]);
@@ -201,11 +214,14 @@ int conn_open(const conn_opts_t *o, conn_t **out, char *err, size_t errlen)
     pthread_condattr_destroy(&ca);
     c->region = region;
     c->channel = channel;
+    c->board = board;
     c->slot = u.w.slot;
     c->gen = u.w.gen;
     *out = c;
     return 0;
 
+out_unmap_channel:
+    munmap(channel, ROTA_CHANNEL_MAP_SIZE);
 out_unmap_region:
     munmap(region, ROTA_REGION_MAP_SIZE);
 out_fds:
@@ -351,6 +367,7 @@ bool conn_alive(conn_t *c)
 
 const rota_region_t *conn_region(const conn_t *c) { return c->region; }
 rota_channel_t *conn_channel(const conn_t *c) { return c->channel; }
+rota_board_t *conn_board(const conn_t *c) { return c->board; }
 uint32_t conn_slot(const conn_t *c) { return c->slot; }
 uint32_t conn_gen(const conn_t *c) { return c->gen; }
 int conn_fd(const conn_t *c) { return c->fd; }
@@ -368,8 +385,10 @@ static void conn_unmap(conn_t *c)
 {
     if (c->region) munmap((void *)c->region, ROTA_REGION_MAP_SIZE);
     if (c->channel) munmap(c->channel, ROTA_CHANNEL_MAP_SIZE);
+    if (c->board) munmap(c->board, ROTA_BOARD_MAP_SIZE);
     c->region = NULL;
     c->channel = NULL;
+    c->board = NULL;
 }
 
 void conn_close(conn_t *c)

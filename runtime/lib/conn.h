@@ -45,6 +45,7 @@ bool conn_credit_take(conn_t *c, int dev, uint64_t bytes);
 bool conn_alive(conn_t *c);
 const rota_region_t *conn_region(const conn_t *c);
 rota_channel_t *conn_channel(const conn_t *c); /* NULL for observers */
+rota_board_t *conn_board(const conn_t *c);     /* NULL for observers */
 uint32_t conn_slot(const conn_t *c);
 uint32_t conn_gen(const conn_t *c);
 int conn_fd(const conn_t *c);

@@ -295,6 +295,29 @@ int proto_channel_check(const volatile void *map, size_t mapped, const char **wh
     return 0;
 }
 
+int proto_board_check(const volatile void *map, size_t mapped, const char **why)
+{
+    const volatile rota_board_t *b = map;
+    if (mapped < ROTA_BOARD_MAP_SIZE) {
+        *why = "board is smaller than this ABI's board";
+        return -EBADMSG;
+    }
+    if (b->magic != ROTA_BOARD_MAGIC) {
+        *why = "board has a bad magic";
+        return -EBADMSG;
+    }
+    if (b->abi != ROTA_ABI_VERSION) {
+        *why = "board is of another rota ABI version";
+        return -EPROTO;
+    }
+    if (b->size != sizeof(rota_board_t)) {
+        *why = "board has the wrong size";
+        return -EBADMSG;
+    }
+    *why = "ok";
+    return 0;
+}
+
 void proto_sanitize(char *out, const char *in, size_t cap)
 {
     size_t i = 0;

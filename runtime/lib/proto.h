@@ -37,6 +37,7 @@ int proto_prio_parse(const char *s, unsigned *prio);
  * -EBADMSG (not a rota object, wrong size). why gets a sentence for the message. */
 int proto_region_check(const volatile void *map, size_t mapped, const char **why);
 int proto_channel_check(const volatile void *map, size_t mapped, const char **why);
+int proto_board_check(const volatile void *map, size_t mapped, const char **why);
 
 /* Copies a possibly unterminated, possibly hostile string of at most cap bytes into out (cap bytes), keeping
  * printable ASCII only (others become '?'), always NUL-terminated. */

@@ -36,11 +36,14 @@ int main(void)
     OFF(rota_region_t, size, 8);
     OFF(rota_region_t, ndevices, 40);
     OFF(rota_region_t, devices, 128);
-    OFF(rota_region_t, groups, 128 + ROTA_MAX_DEVICES * 96);
+    OFF(rota_region_t, groups, 128 + ROTA_MAX_DEVICES * 192);
     OFF(rota_dev_t, capacity, 16);
     OFF(rota_dev_t, reserved, 24);
     OFF(rota_dev_t, waiters, 32);
     OFF(rota_dev_t, hold_epoch, 40);
+    OFF(rota_dev_t, hold_events, 64);
+    OFF(rota_dev_t, confirm_events, 88);
+    OFF(rota_dev_t, hold_lat_hist, 112);
     OFF(rota_slot_t, state, 0);
     OFF(rota_slot_t, gen, 4);
     OFF(rota_slot_t, pid, 8);
@@ -52,6 +55,15 @@ int main(void)
     OFF(rota_channel_t, slot, 16);
     OFF(rota_channel_t, inflight, 24);
     OFF(rota_channel_t, doorbell, 56);
+    OFF(rota_channel_t, hold_events, 128 + 8 * ROTA_MAX_DEVICES);
+    OFF(rota_channel_t, hold_lat_hist, 152 + 8 * ROTA_MAX_DEVICES);
+    OFF(rota_board_t, magic, 0);
+    OFF(rota_board_t, size, 8);
+    OFF(rota_board_t, devices, 64);
+    OFF(rota_board_dev_t, high_pending, 0);
+    OFF(rota_board_dev_t, high_pending_ns, 8);
+    is_uint(sizeof(rota_board_dev_t), 64, "a board entry is one cache line");
+    ok(ROTA_BOARD_MAP_SIZE >= sizeof(rota_board_t) && ROTA_BOARD_MAP_SIZE % ROTA_PAGE == 0, "board map size");
     is_uint(sizeof(rota_slot_t), 256, "slot is 256 bytes");
     is_uint(sizeof(rota_region_t) % 64, 0, "region is a multiple of 64 bytes");
     ok(ROTA_REGION_MAP_SIZE >= sizeof(rota_region_t) && ROTA_REGION_MAP_SIZE % ROTA_PAGE == 0, "region map size");
@@ -140,5 +152,22 @@ int main(void)
     is_int(proto_region_check(r, ROTA_REGION_MAP_SIZE, &why), -EBADMSG, "zeroed region: %s", why);
     is_int(proto_region_check(r, 100, &why), -EBADMSG, "short region: %s", why);
     free(r);
+
+    rota_board_t *b = calloc(1, ROTA_BOARD_MAP_SIZE);
+    if (!b) bail("out of memory");
+    b->magic = ROTA_BOARD_MAGIC;
+    b->abi = ROTA_ABI_VERSION;
+    b->size = sizeof *b;
+    is_int(proto_board_check(b, ROTA_BOARD_MAP_SIZE, &why), 0, "a good board");
+    b->abi = ROTA_ABI_VERSION + 1;
+    is_int(proto_board_check(b, ROTA_BOARD_MAP_SIZE, &why), -EPROTO, "board of another ABI: %s", why);
+    b->abi = ROTA_ABI_VERSION;
+    b->size++;
+    is_int(proto_board_check(b, ROTA_BOARD_MAP_SIZE, &why), -EBADMSG, "board of the wrong size: %s", why);
+    b->size--;
+    b->magic = ROTA_CHANNEL_MAGIC;
+    is_int(proto_board_check(b, ROTA_BOARD_MAP_SIZE, &why), -EBADMSG, "a channel is not a board: %s", why);
+    is_int(proto_board_check(b, 64, &why), -EBADMSG, "short board: %s", why);
+    free(b);
     return done_testing();
 }

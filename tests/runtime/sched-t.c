@@ -348,13 +348,41 @@ int main(void)
     ok(with < none, "with rota the high client is faster than without (%.2f < %.2f ms)", with, none);
     ok(cnt[0] >= 20 && cnt[1] >= 20, "the low spinners still made progress (>= 20 kernels each in 1.8 s): %lu, %lu",
        cnt[0], cnt[1]);
-    uint64_t ev = atomic_load(&d0->hold_events);
-    ok(ev >= 1, "rotad measured high-launch-to-held latency (%llu activations)", (unsigned long long)ev);
+    uint64_t ev = atomic_load(&d0->hold_events), cev = atomic_load(&d0->confirm_events);
+    ok(ev >= 1, "the high client measured high-launch-to-held latency (%llu activations)", (unsigned long long)ev);
+    /* p99 from the histogram: the bound of the bucket that holds the 99th percentile. */
+    static const uint32_t bound_us[ROTA_LAT_BUCKETS] = ROTA_LAT_BOUNDS_US;
+    uint64_t hist_n = 0, acc = 0;
+    for (unsigned k = 0; k < ROTA_LAT_BUCKETS; k++) hist_n += atomic_load(&d0->hold_lat_hist[k]);
+    unsigned p99k = ROTA_LAT_BUCKETS - 1;
+    for (unsigned k = 0; k < ROTA_LAT_BUCKETS; k++) {
+        acc += atomic_load(&d0->hold_lat_hist[k]);
+        if (acc * 100 >= hist_n * 99) {
+            p99k = k;
+            break;
+        }
+    }
     if (ev)
-        diag("high launch -> lower classes held: mean %.1f us, max %.1f us over %llu activations",
+        diag("high launch -> lower classes held (board): mean %.2f us, max %.1f us, p99 <= %u us over %llu "
+             "activations; rotad confirmed with slot holds: mean %.1f us, max %.1f us over %llu",
              atomic_load(&d0->hold_lat_sum_ns) / 1e3 / (double)ev, atomic_load(&d0->hold_lat_max_ns) / 1e3,
-             (unsigned long long)ev);
-    ok(ev && atomic_load(&d0->hold_lat_max_ns) < 50000000ull, "and it stays under a loose sanity bound (50 ms)");
+             bound_us[p99k], (unsigned long long)ev,
+             cev ? atomic_load(&d0->confirm_lat_sum_ns) / 1e3 / (double)cev : 0.0,
+             atomic_load(&d0->confirm_lat_max_ns) / 1e3, (unsigned long long)cev);
+    char hs[256];
+    size_t hl = 0;
+    for (unsigned k = 0; k < ROTA_LAT_BUCKETS && hl < sizeof hs; k++)
+        hl += (size_t)snprintf(hs + hl, sizeof hs - hl, " %s%u:%llu", k + 1 < ROTA_LAT_BUCKETS ? "<=" : ">",
+                               bound_us[k + 1 < ROTA_LAT_BUCKETS ? k : k - 1],
+                               (unsigned long long)atomic_load(&d0->hold_lat_hist[k]));
+    diag("histogram (us: activations):%s", hs);
+    is_uint(hist_n, ev, "the latency histogram counts every activation");
+    /* Issue 5's goal: p99 <= 20 us. The measured span is a few loads and one atomic add; only a preemption of
+     * the client's thread inside it could exceed the bound, and 99% of activations must not see one. */
+    ok(ev && bound_us[p99k] <= 20, "p99 of high launch -> lower classes held is <= 20 us (bucket <= %u us)",
+       bound_us[p99k]);
+    ok(cev >= 1 && atomic_load(&d0->confirm_lat_max_ns) < 50000000ull,
+       "rotad confirmed the holds, under a loose sanity bound (50 ms)");
     }
 
     /* 2. weighted fair share among one class: weights 3 and 1 */
@@ -487,6 +515,46 @@ int main(void)
         ok(after > held_n + 20, "and it makes progress again (%lu -> %lu kernels; %lu while held)", held_n, after,
            held_n - before);
         finish(&lo2);
+    }
+
+    /* 8. the board holds lower classes before rotad has run at all: rotad stopped (SIGSTOP), a high client's
+     * activating launch still holds a low client's next launch, and rotad, once it runs, answers and releases. */
+    SECTION(8) {
+        child_t hi, lo;
+        const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
+        const char *el[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=low", NULL};
+        spawn(&hi, eh);
+        spawn(&lo, el);
+        if (strcmp(th_say(&hi, NULL, 10000), "init 0") || strcmp(th_say(&lo, NULL, 10000), "init 0"))
+            bail("board clients");
+        /* Both idle: a low launch passes at once. */
+        const char *l = th_say(&lo, "spin 1 1000", 5000);
+        double t = -1;
+        int rc = -1;
+        bool got = sscanf(l, "%d %lf", &rc, &t) == 2;
+        ok(got && rc == 0 && t < 1000, "an idle high client holds nobody (%.1f ms)", t);
+        th_say(&lo, "sync", 5000);
+        usleep(300000); /* both idle again for rotad (--idle-ms 5, plus the shared machine's slack) */
+        const rota_slot_t *sl = slot_of(r, lo.pid);
+        ok(sl && atomic_load(&sl->hold) == 0, "the low client is not held by rotad");
+        kill(rotad, SIGSTOP);
+        usleep(20000);
+        l = th_say(&hi, "spin 1 20000000", 5000); /* 20 ms of high work: activates with rotad asleep */
+        rc = -1;
+        ok(sscanf(l, "%d", &rc) == 1 && rc == 0, "a high client launches while rotad is stopped");
+        fprintf(lo.to, "spin 1 1000\n");
+        l = th_say(&lo, NULL, 400);
+        ok(!l[0], "the low client's next launch is held by the board alone (no answer in 400 ms)");
+        ok(atomic_load(&sl->hold) == 0, "while rotad itself never set its hold");
+        kill(rotad, SIGCONT);
+        l = th_say(&lo, NULL, 5000);
+        rc = -1;
+        got = sscanf(l, "%d %lf", &rc, &t) == 2;
+        ok(got && rc == 0 && t >= 400,
+           "rotad runs again: it answers the board and the low launch goes once the high client is idle (%.1f ms)", t);
+        th_say(&lo, "sync", 5000);
+        finish(&hi);
+        finish(&lo);
     }
 
     /* 5. rotad killed while a client is held: the client proceeds (fail-open) */

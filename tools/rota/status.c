@@ -81,6 +81,10 @@ static void status_print_json(FILE *f, const rota_region_t *r, const rota_sample
                 i ? "," : "", i, u, LD(&d->capacity), LD(&d->reserved), LD(&d->waiters), LD(&d->clients),
                 LD(&d->busy_permille), LD(&d->held), LD(&d->high_active), LD(&d->busy_ns), LD(&d->hold_events),
                 LD(&d->hold_lat_sum_ns), LD(&d->hold_lat_max_ns));
+        fprintf(f, ",\"hold_lat_hist\":[");
+        for (unsigned k = 0; k < ROTA_LAT_BUCKETS; k++) fprintf(f, "%s%" PRIu64, k ? "," : "", LD(&d->hold_lat_hist[k]));
+        fprintf(f, "],\"confirm_events\":%" PRIu64 ",\"confirm_lat_sum_ns\":%" PRIu64 ",\"confirm_lat_max_ns\":%" PRIu64,
+                LD(&d->confirm_events), LD(&d->confirm_lat_sum_ns), LD(&d->confirm_lat_max_ns));
         double db = 0;
         bool known = rota_sample_dev_busy(a, b, i, &db);
         status_json_rate(f, "devtime_per_s", known, db);
