@@ -137,7 +137,11 @@ struct CUstream_st {
     api_op_t *head, *tail;
     uint64_t submitted, completed;
     unsigned refs;               /* 1 while not destroyed + 1 per op of another stream waiting on it */
-    bool has_thread, stopping, exited, destroyed;
+    bool stopping, exited, destroyed;
+    /* The executor thread: has_thread while it runs or waits to be joined by someone who holds the stream;
+     * joining while a caller joins it (outside the lock). A destroyed stream's executor that drains on its
+     * own clears has_thread as its last touch of the stream and leaves its join to api-stream.c's graveyard. */
+    bool has_thread, joining;
     bool draining;               /* a caller runs the queue itself (no thread could be started): no other may */
     pthread_t thread;
     pthread_t owner;             /* per-thread default stream: its thread */
@@ -159,7 +163,8 @@ void api_stream_wait_seq(api_stream_t *s, uint64_t seq);
 void api_stream_sync(api_stream_t *s);
 bool api_stream_idle(api_stream_t *s);
 api_stream_t *api_stream_new(CUcontext ctx, unsigned flags, int prio, int kind); /* NULL: out of memory */
-/* Stops and joins every stream of ctx (draining their queues) and frees them. */
+/* Stops and joins every stream of ctx (draining their queues), frees them, and joins what the destroyed
+ * streams' executors left behind: no thread of ctx outlives it. */
 void api_stream_destroy_all(CUcontext ctx);
 api_op_t *api_op_new(int kind);         /* NULL when out of host memory */
 void api_op_free(api_op_t *op);         /* releases what the op references */

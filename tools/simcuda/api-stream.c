@@ -1,5 +1,6 @@
 /* api-stream.c - streams: in-order queues with one lazily started executor thread each, the legacy and
- * per-thread default streams, priorities, synchronisation, event waits and host functions. */
+ * per-thread default streams, priorities, synchronisation, event waits and host functions. Every executor
+ * thread is joined: by stream and context destruction, synchronisation, or at the latest at process exit. */
 #include "tools/simcuda/api-internal.h"
 
 #include <errno.h>
@@ -10,6 +11,8 @@
 #include <sys/prctl.h>
 
 static _Atomic unsigned long long stream_next_id = 100;
+
+static void reap_zombies(CUcontext c);
 
 /* ---- ops ---------------------------------------------------------------------------------------------- */
 api_op_t *api_op_new(int kind)
@@ -162,6 +165,72 @@ void api_op_exec(api_stream_t *s, api_op_t *op)
     }
 }
 
+/* ---- the graveyard: joins for the executors of destroyed streams --------------------------------------- */
+/*
+ * cuStreamDestroy returns at once, so a destroyed stream with pending work drains on its executor after the
+ * call. When nobody claimed its join by then (stream_join, from a later destroy, create, synchronisation
+ * or context destroy), the executor hands its join to this one-thread slot as it ends, and joins the
+ * thread that was there before it: a chain, so at most one ended executor is unjoined at any time, and
+ * joining the slot's thread means every thread handed off before it is gone too. grave_join empties the
+ * slot; the library destructor closes it, after which ending executors detach themselves, so none ends
+ * unjoined at process exit (ThreadSanitizer's "thread leak"). Lock order: stream, then grave_lock.
+ */
+static pthread_mutex_t grave_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t grave_thread;
+static bool grave_full, grave_closed;
+static pthread_once_t grave_once = PTHREAD_ONCE_INIT;
+
+/* A forked child has none of its parent's threads: forget the slot (and a lock a parent thread held). */
+static void grave_atfork_child(void)
+{
+    pthread_mutex_init(&grave_lock, NULL);
+    grave_full = false;
+}
+
+static void grave_install(void)
+{
+    pthread_atfork(NULL, NULL, grave_atfork_child);
+}
+
+/* The calling executor ends without anyone holding its join: true with *prev when it must join the
+ * thread handed off before it. */
+static bool grave_handoff(pthread_t *prev)
+{
+    bool have = false;
+    pthread_mutex_lock(&grave_lock);
+    if (grave_closed) {
+        pthread_detach(pthread_self());
+    } else {
+        have = grave_full;
+        *prev = grave_thread;
+        grave_thread = pthread_self();
+        grave_full = true;
+    }
+    pthread_mutex_unlock(&grave_lock);
+    return have;
+}
+
+/* Joins the last executor handed off, and with it every one before it. Never blocks for long: that thread
+ * has ended its stream and at most joins its predecessor, which ended too. */
+static void grave_join(void)
+{
+    pthread_mutex_lock(&grave_lock);
+    bool have = grave_full;
+    pthread_t t = grave_thread;
+    grave_full = false;
+    pthread_mutex_unlock(&grave_lock);
+    if (have)
+        pthread_join(t, NULL);
+}
+
+__attribute__((destructor)) static void grave_close(void)
+{
+    pthread_mutex_lock(&grave_lock);
+    grave_closed = true;
+    pthread_mutex_unlock(&grave_lock);
+    grave_join();
+}
+
 /* ---- the executor ------------------------------------------------------------------------------------- */
 /* Runs the queue in order; with until_empty (no thread could be started) it returns once the queue is empty,
  * or at once when the stream's thread or another caller already runs it: one runner at a time. */
@@ -200,11 +269,21 @@ static void stream_run(api_stream_t *s, bool until_empty)
         api_op_free(op);
         pthread_mutex_lock(&s->lock);
     }
-    if (until_empty)
+    pthread_t prev;
+    bool join_prev = false;
+    if (until_empty) {
         s->draining = false;
-    else
+    } else {
         s->exited = true;
+        if (s->has_thread && !s->joining) {
+            /* nobody holds this stream to join its thread: the last touch of s, it may be freed now */
+            join_prev = grave_handoff(&prev);
+            s->has_thread = false;
+        }
+    }
     pthread_mutex_unlock(&s->lock);
+    if (join_prev)
+        pthread_join(prev, NULL);
 }
 
 static void *stream_main(void *arg)
@@ -450,6 +529,7 @@ void api_stream_sync(api_stream_t *s)
 CUresult api_ctx_sync(CUcontext c)
 {
     sync_streams(c, NULL);
+    reap_zombies(c);             /* destroyed streams' work is done: their executors go too */
     return api_ctx_sticky(c);
 }
 
@@ -467,6 +547,7 @@ api_stream_t *api_stream_new(CUcontext ctx, unsigned flags, int prio, int kind)
     s->id = stream_next_id++;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
+    pthread_once(&grave_once, grave_install);
     if (kind != API_STREAM_LEGACY && api_handle_add(s, API_KIND_STREAM) < 0) {
         pthread_mutex_destroy(&s->lock);
         pthread_cond_destroy(&s->cond);
@@ -476,15 +557,26 @@ api_stream_t *api_stream_new(CUcontext ctx, unsigned flags, int prio, int kind)
     return s;
 }
 
-static void stream_stop(api_stream_t *s)
+/* Stops s and returns once its executor thread is gone: joined here, or by the caller that already joins
+ * it, or handed to the graveyard. Waits for the queue to drain; never for the calling thread's own stream. */
+static void stream_join(api_stream_t *s)
 {
     pthread_mutex_lock(&s->lock);
     s->stopping = true;
     pthread_cond_broadcast(&s->cond);
-    bool join = s->has_thread;
+    if (s->has_thread && !s->joining) {
+        pthread_t t = s->thread;
+        s->joining = true;
+        pthread_mutex_unlock(&s->lock);
+        pthread_join(t, NULL);
+        pthread_mutex_lock(&s->lock);
+        s->has_thread = false;
+        s->joining = false;
+        pthread_cond_broadcast(&s->cond);
+    }
+    while (s->has_thread)        /* another caller joins it: s stays until it is done */
+        pthread_cond_wait(&s->cond, &s->lock);
     pthread_mutex_unlock(&s->lock);
-    if (join)
-        pthread_join(s->thread, NULL);
 }
 
 static void stream_free(api_stream_t *s)
@@ -496,23 +588,42 @@ static void stream_free(api_stream_t *s)
     free(s);
 }
 
-/* With ctx->lock held: frees destroyed streams whose executor finished and nobody waits on. */
-static void reap_zombies_locked(CUcontext c)
+/*
+ * Called without locks: joins the executors of c's destroyed streams that ran out of work (each ends at once),
+ * frees the destroyed streams nobody references any more, then joins the graveyard. Streams with work left
+ * are left to drain; so is the calling thread's own (a host function that destroys its stream).
+ */
+static void reap_zombies(CUcontext c)
 {
-    for (api_stream_t **pp = &c->zombies; *pp;) {
-        api_stream_t *z = *pp;
-        pthread_mutex_lock(&z->lock);
-        bool done = (z->exited || !z->has_thread) && !z->draining && !z->head;
-        pthread_mutex_unlock(&z->lock);
-        if (done && z->refs == 0) {
-            *pp = z->next;
-            if (z->has_thread)
-                pthread_join(z->thread, NULL);
-            stream_free(z);
-        } else {
+    pthread_t self = pthread_self();
+    for (;;) {
+        api_stream_t *idle = NULL, *dead = NULL;
+        pthread_mutex_lock(&c->lock);
+        for (api_stream_t **pp = &c->zombies; *pp && !idle;) {
+            api_stream_t *z = *pp;
+            pthread_mutex_lock(&z->lock);
+            bool quiet = !z->head && !z->draining;
+            bool own = z->has_thread && pthread_equal(z->thread, self);
+            bool gone = quiet && !z->has_thread;
+            if (quiet && z->has_thread && !own)
+                idle = z;           /* stays linked, has_thread: nobody frees it while stream_join runs */
+            pthread_mutex_unlock(&z->lock);
+            if (gone && z->refs == 0) {
+                *pp = z->next;
+                dead = z;
+                break;
+            }
             pp = &z->next;
         }
+        pthread_mutex_unlock(&c->lock);
+        if (dead)
+            stream_free(dead);
+        else if (idle)
+            stream_join(idle);
+        else
+            break;
     }
+    grave_join();
 }
 
 void api_stream_destroy_all(CUcontext c)
@@ -523,11 +634,11 @@ void api_stream_destroy_all(CUcontext c)
     pthread_mutex_unlock(&c->lock);
     /* Stop (drain) everything first: a queue may wait on another queue of the context. */
     for (api_stream_t *s = all; s; s = s->next)
-        stream_stop(s);
+        stream_join(s);
     for (api_stream_t *s = z; s; s = s->next)
-        stream_stop(s);
+        stream_join(s);
     if (l)
-        stream_stop(l);
+        stream_join(l);
     pthread_mutex_lock(&c->lock);
     c->legacy = NULL;
     pthread_mutex_unlock(&c->lock);
@@ -540,6 +651,7 @@ void api_stream_destroy_all(CUcontext c)
     }
     if (l)
         stream_free(l);
+    grave_join();                /* destroyed streams' executors that ended on their own */
 }
 
 /* ---- resolving stream arguments ----------------------------------------------------------------------- */
@@ -640,8 +752,8 @@ static CUresult stream_create(CUstream *phStream, unsigned int Flags, int priori
     api_stream_t *s = api_stream_new(c, Flags, priority, API_STREAM_USER);
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    reap_zombies(c);
     pthread_mutex_lock(&c->lock);
-    reap_zombies_locked(c);
     s->next = c->streams;
     c->streams = s;
     pthread_mutex_unlock(&c->lock);
@@ -686,8 +798,8 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
     s->stopping = true;             /* the executor drains what is queued, then exits */
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
-    reap_zombies_locked(c);
     pthread_mutex_unlock(&c->lock);
+    reap_zombies(c);                /* joins s now if it has no work left, else it drains first */
     return CUDA_SUCCESS;
 }
 
@@ -709,6 +821,8 @@ static CUresult stream_synchronize(CUstream h, bool ptds)
     if (s->kind == API_STREAM_LEGACY && (rc = api_capture_check_legacy(s->ctx)) != CUDA_SUCCESS)
         return rc;
     api_stream_sync(s);
+    if (s->kind == API_STREAM_LEGACY)
+        reap_zombies(s->ctx);    /* it waited for the destroyed blocking streams too */
     api_pool_trim_all();
     return api_ctx_sticky(s->ctx);
 }
