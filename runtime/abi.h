@@ -92,6 +92,10 @@ enum rota_hold {
     ROTA_HOLD_QUANTUM = 4u,  /* exclusive-quantum mode: another client of the class holds the quantum */
 };
 
+enum rota_dev_flags {
+    ROTA_DEV_PROBED = 1u, /* rotad enumerated this GPU itself at start (runtime/probe.c): it is this node's */
+};
+
 enum rota_sched_state {
     ROTA_SCHED_IDLE = 0,     /* no launch for the idle window and nothing in flight */
     ROTA_SCHED_RUNNING = 1,  /* launching */
@@ -121,7 +125,9 @@ typedef struct rota_dev {
     _Atomic uint64_t confirm_lat_sum_ns; /* sum and max of high launch -> rotad published the slot holds */
     _Atomic uint64_t confirm_lat_max_ns;
     _Atomic uint64_t hold_lat_hist[ROTA_LAT_BUCKETS]; /* hold_events by latency: <= ROTA_LAT_BOUNDS_US[i] us */
-    uint64_t reserved_abi[2];
+    _Atomic uint32_t flags;        /* rota_dev_flags */
+    uint32_t pad0;
+    uint64_t reserved_abi[1];
 } rota_dev_t;
 
 /* A per-group limit from rotad's config file (group = the client's cgroup v2 path, see config.c). */
@@ -310,8 +316,12 @@ typedef struct rota_msg_result {
 /* PLACE (issue 5): `rota run` asks which of the GPUs it can see a new process should use. rotad answers with a
  * RESULT whose dev is the chosen index in cand[] (status 0), and counts the placement as pending for the asking
  * pid (SO_PEERCRED; rota run execs, so it is the job's pid) until that pid reserves memory on a GPU, dies, or
- * ROTA_PLACE_PENDING_MS pass. See runtime/place.h. */
+ * ROTA_PLACE_PENDING_MS pass. See runtime/place.h.
+ * flags ROTA_PLACE_KNOWN (librota's remap, before the process's cuInit: it has no driver to list GPUs with yet):
+ * ncand is 0 and cand[] all zero; rotad chooses among the GPUs it enumerated itself at start (rotad --no-probe:
+ * none), by the same rule, and the RESULT's dev is the region device index (status -ENODEV: none known). */
 #define ROTA_PLACE_PENDING_MS 30000u
+#define ROTA_PLACE_KNOWN 1u
 typedef struct rota_place_cand {
     uint8_t uuid[ROTA_UUID_LEN];
     uint64_t total_mem;    /* 1..ROTA_MAX_BYTES, as the asker's driver reports it */
@@ -319,8 +329,8 @@ typedef struct rota_place_cand {
 
 typedef struct rota_msg_place {
     rota_msg_hdr_t h;
-    uint32_t ncand;        /* 1..ROTA_MAX_DEVICES */
-    uint32_t flags;        /* none defined: must be 0 */
+    uint32_t ncand;        /* 1..ROTA_MAX_DEVICES; 0 with ROTA_PLACE_KNOWN */
+    uint32_t flags;        /* 0 or ROTA_PLACE_KNOWN */
     uint64_t mem;          /* the job's expected memory (its --mem limit), counted while pending; 0 = unknown */
     rota_place_cand_t cand[ROTA_MAX_DEVICES]; /* entries past ncand must be zero */
 } rota_msg_place_t;

@@ -1,4 +1,4 @@
-/* place.c - GPU placement for new processes: most free memory, then least load, with pending placements. */
+/* place.c - GPU placement for new processes: where the job fits, then least load, then most free memory. */
 #include "runtime/place.h"
 
 #include "runtime/ledger.h"
@@ -51,45 +51,94 @@ static place_pending_t *place_slot(place_t *pl, pid_t pid)
     return best;
 }
 
+int place_add_known(place_t *pl, rota_region_t *r, const rota_place_cand_t *gpus, int n)
+{
+    int added = 0;
+    for (int i = 0; i < n && i < ROTA_MAX_DEVICES; i++) {
+        int dev = ledger_device(r, gpus[i].uuid, gpus[i].total_mem);
+        if (dev < 0) continue;
+        pl->known |= 1u << dev;
+        atomic_fetch_or(&r->devices[dev].flags, ROTA_DEV_PROBED); /* for librota's remap (coord-place.c) */
+        added++;
+    }
+    return added;
+}
+
+/* What a GPU offers a new job. */
+typedef struct place_gpu {
+    uint64_t cap;          /* capacity */
+    uint64_t expect;       /* memory its jobs hold or will hold (place.h) */
+    unsigned load;         /* clients + pending placements */
+} place_gpu_t;
+
+static void place_measure(const place_t *pl, const rota_region_t *r, int dev, place_gpu_t *g)
+{
+    const rota_dev_t *d = &r->devices[dev];
+    uint64_t pmem = 0, more = 0;
+    g->cap = LD(&d->capacity);
+    g->load = LD(&d->clients) + place_pending_count(pl, dev, &pmem);
+    /* Beyond what is reserved: requests queued here, and the rest of the declared limit (ROTA_MEM_LIMIT, rota
+     * run --mem) of each job at home here (its first GPU, or the one it queues on), which it will grow to. */
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        const rota_slot_t *sl = &r->slots[i];
+        if (LD(&sl->state) != ROTA_SLOT_LIVE) continue;
+        int wdev = LD(&sl->wait_dev), home = LD(&sl->device);
+        uint64_t used = LD(&sl->used[dev]), w = wdev == dev ? LD(&sl->waiting) : 0, lim = LD(&sl->limit);
+        if (home < 0) home = wdev;
+        if (home == dev && lim > used + w) w = lim - used;
+        more += w;
+    }
+    g->expect = LD(&d->reserved) + more + pmem;
+}
+
+/* Whether a is a better home than b for a job of mem bytes (0: unknown): see place.h. */
+static bool place_better(const place_gpu_t *a, const place_gpu_t *b, uint64_t mem)
+{
+    uint64_t fa = a->expect < a->cap ? a->cap - a->expect : 0, fb = b->expect < b->cap ? b->cap - b->expect : 0;
+    bool ka = fa >= mem, kb = fb >= mem;
+    if (ka != kb) return ka;
+    if (ka && a->load != b->load) return a->load < b->load;
+    uint64_t big = a->cap > b->cap ? a->cap : b->cap;
+    uint64_t slack = big / 100 * PLACE_MEM_SLACK_PCT;
+    uint64_t diff = fa > fb ? fa - fb : fb - fa;
+    if (diff > slack) return fa > fb;
+    return a->load < b->load;
+}
+
 int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns)
 {
     place_expire(pl, now_ns);
     place_settle(pl, pid); /* a pid that asks again replaces its earlier placement */
-    int best = -1, best_dev = -1;
-    uint64_t best_free = 0, best_cap = 0;
-    unsigned best_load = 0;
-    for (unsigned i = 0; i < m->ncand && i < ROTA_MAX_DEVICES; i++) {
-        int dev = ledger_device(r, m->cand[i].uuid, m->cand[i].total_mem);
-        if (dev < 0) continue;
-        const rota_dev_t *d = &r->devices[dev];
-        uint64_t cap = LD(&d->capacity), res = LD(&d->reserved), pmem = 0;
-        unsigned load = LD(&d->clients) + place_pending_count(pl, dev, &pmem);
-        uint64_t used = res + pmem;
-        uint64_t free_b = used < cap ? cap - used : 0;
-        bool better;
-        if (best < 0) {
-            better = true;
-        } else {
-            uint64_t big = cap > best_cap ? cap : best_cap;
-            uint64_t slack = big / 100 * PLACE_MEM_SLACK_PCT;
-            uint64_t diff = free_b > best_free ? free_b - best_free : best_free - free_b;
-            if (diff > slack) better = free_b > best_free;
-            else better = load < best_load;
-        }
-        if (better) {
-            best = (int)i;
-            best_dev = dev;
-            best_free = free_b;
-            best_cap = cap;
-            best_load = load;
+    bool known = m->flags & ROTA_PLACE_KNOWN;
+    /* The candidates as region device indices; the answer is an index into this list (cand mode) or the
+     * device itself (known mode). */
+    int devs[ROTA_MAX_DEVICES], n = 0;
+    if (known) {
+        unsigned nd = LD(&r->ndevices);
+        for (unsigned d = 0; d < nd && d < ROTA_MAX_DEVICES; d++)
+            if (pl->known & (1u << d)) devs[n++] = (int)d;
+        if (!n) return -ENODEV;
+    } else {
+        for (unsigned i = 0; i < m->ncand && i < ROTA_MAX_DEVICES; i++)
+            devs[n++] = ledger_device(r, m->cand[i].uuid, m->cand[i].total_mem);
+    }
+    int best = -1;
+    place_gpu_t bg = {0};
+    for (int i = 0; i < n; i++) {
+        if (devs[i] < 0) continue;
+        place_gpu_t g;
+        place_measure(pl, r, devs[i], &g);
+        if (best < 0 || place_better(&g, &bg, m->mem)) {
+            best = i;
+            bg = g;
         }
     }
     if (best < 0) return -ENOSPC;
     place_pending_t *e = place_slot(pl, pid);
     e->pid = pid;
-    e->dev = best_dev;
+    e->dev = devs[best];
     e->mem = m->mem;
     e->deadline_ns = now_ns + (uint64_t)ROTA_PLACE_PENDING_MS * 1000000u;
     atomic_fetch_add_explicit(&r->seq, 1, memory_order_release);
-    return best;
+    return known ? devs[best] : best;
 }

@@ -1,4 +1,4 @@
-/* place.h - GPU placement: which of the GPUs a new process can see it should run on (rota run --gpu auto). */
+/* place.h - GPU placement: which GPU a new process should run on (rota run --gpu auto, librota's remap). */
 #ifndef ROTA_PLACE_H
 #define ROTA_PLACE_H
 
@@ -9,17 +9,23 @@
 
 /*
  * rotad sees the whole node, so it decides. A PLACE request carries the GPUs the asker can see (uuid, total
- * memory); every candidate is entered in the ledger (so rota status/top list it), and the answer is the
- * candidate with
- *   1. the most free memory: capacity - reserved - memory of pending placements on it, where two amounts
- *      within PLACE_MEM_SLACK_PCT percent of the larger capacity count as equal (a few MiB of difference
- *      must not outweigh a whole job), then
- *   2. the fewest clients + pending placements, then
- *   3. the lowest candidate index (deterministic).
+ * memory), or with ROTA_PLACE_KNOWN none (librota's remap: the GPUs rotad probed); every candidate is entered in
+ * the ledger (so rota status/top list it). Each GPU's expected memory is what is reserved there, plus requests
+ * queued there, plus the rest of the declared limit (ROTA_MEM_LIMIT, rota run --mem) of every job at home there
+ * (a job grows to its limit: counting only what it holds so far sends the next job where the memory is about to
+ * go), plus the memory of pending placements; free = capacity - expected. The answer is the candidate
+ *   1. where the job's memory (PLACE mem; 0 = unknown, fits anywhere) fits in the free memory: a job sent where it
+ *      does not fit waits for memory while another GPU could run it, then
+ *   2. among those, with the fewest clients + pending placements (load decides the job's own speed and that of
+ *      its neighbours; memory only has to fit), then
+ *   3. with the most free memory, where two amounts within PLACE_MEM_SLACK_PCT percent of the larger capacity
+ *      count as equal (a few MiB of difference must not outweigh a whole job), then the fewest clients, then
+ *   4. the lowest candidate index (deterministic).
+ * Where the job fits nowhere, the most free memory decides (it is the closest to fitting), then the load.
  * The chosen GPU then carries a pending placement for the asking pid until that pid reserves memory on some
- * GPU (place_settle: from then on the ledger counts it), the pid no longer exists, or ROTA_PLACE_PENDING_MS
- * pass. So jobs that start at once spread instead of all seeing the same empty GPU. A pid that asks again
- * replaces its earlier placement.
+ * GPU (place_settle: from then on the ledger and its limit count it), the pid no longer exists, or
+ * ROTA_PLACE_PENDING_MS pass. So jobs that start at once spread instead of all seeing the same empty GPU. A pid
+ * that asks again replaces its earlier placement.
  */
 
 #define PLACE_MAX_PENDING 256
@@ -34,12 +40,18 @@ typedef struct place_pending {
 
 typedef struct place {
     place_pending_t p[PLACE_MAX_PENDING];
+    uint32_t known;        /* region devices rotad enumerated itself (probe.c): ROTA_PLACE_KNOWN chooses here */
 } place_t;
 
 /* Chooses among m's candidates for pid at time now_ns (CLOCK_MONOTONIC) and records the pending placement.
  * Returns the candidate index (0..m->ncand-1), or -ENOSPC when no candidate could be entered in the ledger
- * (device table full). m must have passed proto_check. */
+ * (device table full). With ROTA_PLACE_KNOWN in m->flags the candidates are the devices in pl->known (only
+ * GPUs of the node's own driver, never ones a client reported: those may be another driver's or container's)
+ * and the answer is the region device index, or -ENODEV when pl->known is empty. m must have passed
+ * proto_check. */
 int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns);
+/* Enters the node's GPUs (rotad's probe) in the ledger and marks them known. Returns how many were entered. */
+int place_add_known(place_t *pl, rota_region_t *r, const rota_place_cand_t *gpus, int n);
 /* pid reserved memory: its placement is no longer pending (the ledger counts it now). */
 void place_settle(place_t *pl, pid_t pid);
 /* Pending placements on dev, and their memory (after expiring old ones). */

@@ -1,7 +1,9 @@
 /* rotad-main.c - rotad's command line: options, daemonising, readiness notification, exit codes. */
 #include "runtime/config.h"
 #include "runtime/lib/parse.h"
+#include "runtime/lib/proto.h"
 #include "runtime/lib/sockpath.h"
+#include "runtime/probe.h"
 #include "runtime/server.h"
 
 #include <errno.h>
@@ -18,7 +20,7 @@
 
 static const char usage[] =
     "usage: rotad [--socket PATH] [--config FILE] [--foreground] [--notify-fd N] [--idle-ms MS]\n"
-    "             [--tick-ms MS] [--quantum-ms MS]\n"
+    "             [--tick-ms MS] [--quantum-ms MS] [--no-probe]\n"
     "\n"
     "rota's per-node coordinator: the node-wide GPU memory ledger, queue-instead-of-OOM, launch scheduling.\n"
     "\n"
@@ -33,6 +35,8 @@ static const char usage[] =
     "  --tick-ms MS    scheduling decision period while GPUs are contended (default 1)\n"
     "  --quantum-ms MS exclusive-quantum mode: one client of a class runs at a time, MS each (default 0:\n"
     "                  weighted fair share of device time by ROTA_WEIGHT)\n"
+    "  --no-probe      do not list the node's GPUs at start (with the driver of ROTA_REAL_LIBCUDA, else\n"
+    "                  libcuda.so.1, in a short-lived child); librota then places no process itself\n"
     "  --help          print this and exit\n"
     "\n"
     "Environment: ROTA_SOCKET (as --socket), ROTA_LOG=error|warn|info|debug|quiet (default info).\n"
@@ -88,7 +92,7 @@ static int rotad_detach(int *ready_fd)
 int main(int argc, char **argv)
 {
     const char *sock = NULL, *cfgpath = NULL;
-    bool foreground = false;
+    bool foreground = false, probe = true;
     int notify_fd = -1;
     uint64_t sched_idle_ns = 0, sched_tick_ns = 0, sched_quantum_ns = 0;
     for (int i = 1; i < argc; i++) {
@@ -99,6 +103,8 @@ int main(int argc, char **argv)
             return ROTAD_EXIT_OK;
         } else if (!strcmp(a, "--foreground")) {
             foreground = true;
+        } else if (!strcmp(a, "--no-probe")) {
+            probe = false;
         } else if (!strcmp(a, "--socket") && has_val) {
             sock = argv[++i];
             if (!sock[0]) return rotad_fatal(ROTAD_EXIT_USAGE, "--socket: empty path");
@@ -172,6 +178,22 @@ int main(int argc, char **argv)
     char err[512];
     int rc = server_open(&o, &s, err, sizeof err);
     if (rc) return rotad_fatal(rc, "unable to start: %s", err);
+    if (probe) { /* before any thread exists: the probe forks */
+        rota_place_cand_t gpus[ROTA_MAX_DEVICES];
+        char why[256];
+        int n = probe_gpus(gpus, why, sizeof why);
+        if (n < 0) {
+            if (log_level >= 1) fprintf(stderr, "rotad: info: not listing the node's GPUs: %s; librota places no process\n", why);
+        } else {
+            n = server_add_gpus(s, gpus, n);
+            if (log_level >= 1) fprintf(stderr, "rotad: info: %d GPU%s on this node\n", n, n == 1 ? "" : "s");
+            for (int i = 0; i < n && log_level >= 2; i++) {
+                char id[PROTO_UUID_STR];
+                proto_uuid_str(gpus[i].uuid, id);
+                fprintf(stderr, "rotad: debug: GPU %d: %s, %llu bytes\n", i, id, (unsigned long long)gpus[i].total_mem);
+            }
+        }
+    }
     int ready_fd = -1;
     if (!foreground) {
         int e = rotad_detach(&ready_fd);

@@ -50,6 +50,7 @@ struct sched {
     _Atomic bool stop;
     bool waitv_ok;
     uint64_t last_tick;
+    uint64_t next_idle;   /* earliest time an active client with nothing in flight turns idle (0: none) */
     bool hi[SCHED_POOLS];
     uint64_t win_start[SCHED_POOLS], win_busy[SCHED_POOLS];
     int runner[SCHED_POOLS][ROTA_PRIO_COUNT];
@@ -124,6 +125,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
     uint32_t inflight[ROTA_MAX_CLIENTS] = {0};
     unsigned nhigh[SCHED_POOLS] = {0}, nbusylow[SCHED_POOLS] = {0}; /* for slot.track */
     bool any_active = false;
+    uint64_t next_idle = 0;
     /* The board before the channels: an activation that marked it after this read also set channel.active
      * before marking it, so it is either seen below or left marked for the next tick (see the clear below). */
     uint32_t pending[ROTA_MAX_DEVICES] = {0};
@@ -141,6 +143,9 @@ static bool sched_tick(sched_t *s, uint64_t now)
             uint64_t last = atomic_load(&ch->last_launch_ns);
             /* A thread waiting in the gate (held, or for a completion) keeps its client active. */
             bool waiting = LD(&ch->held_waiting) || LD(&ch->inflight_waiting);
+            if (!infl && !waiting && now > last && now - last < s->o.idle_ns &&
+                (!next_idle || last + s->o.idle_ns < next_idle))
+                next_idle = last + s->o.idle_ns; /* wake up then, not a tick later: whom it holds waits */
             if (!infl && !waiting && now > last && now - last >= s->o.idle_ns &&
                 atomic_compare_exchange_strong(&ch->active, &act, 0)) {
                 /* Dekker with the launch gate (store last_launch_ns, then load active): a launch we raced with
@@ -306,6 +311,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
     memcpy(s->hi, hi, sizeof hi);
 
     atomic_fetch_add(&r->sched_epoch, 1);
+    s->next_idle = next_idle;
     return any_active;
 }
 
@@ -328,9 +334,12 @@ static void *sched_main(void *arg)
             }
         uint64_t now = sched_now_ns();
         bool active = sched_tick(s, now);
+        uint64_t next_idle = s->next_idle;
         pthread_mutex_unlock(&s->mu);
         if (atomic_load(&s->stop)) break;
         uint64_t wait = active ? s->o.tick_ns : 1000000000ull;
+        uint64_t after = sched_now_ns();
+        if (next_idle && next_idle > after && next_idle - after < wait) wait = next_idle - after + 1000;
         if (!s->waitv_ok && n > 1 && wait > 200000) wait = 200000; /* no futex_waitv: poll the doorbells */
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);

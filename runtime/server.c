@@ -228,6 +228,11 @@ out_free:
     return rc;
 }
 
+int server_add_gpus(server_t *s, const rota_place_cand_t *gpus, int n)
+{
+    return place_add_known(&s->pl, s->rg.r, gpus, n);
+}
+
 /* ---- clients -------------------------------------------------------------------------------------------- */
 
 static void server_doom(server_t *s, client_t *c, const char *why)
@@ -503,7 +508,9 @@ static void server_on_adopt(server_t *s, client_t *c, const rota_msg_mem_t *m)
 static void server_on_place(server_t *s, client_t *c, const rota_msg_place_t *m)
 {
     int i = place_choose(&s->pl, s->rg.r, c->pid, m, server_now_ns());
-    if (i >= 0)
+    if (i >= 0 && (m->flags & ROTA_PLACE_KNOWN))
+        server_log(s, 2, "pid %d: placed on GPU %d (remap)", (int)c->pid, i);
+    else if (i >= 0)
         server_log(s, 2, "pid %d: placed on candidate %d of %u", (int)c->pid, i, (unsigned)m->ncand);
     rota_msg_result_t res = {0};
     proto_hdr_init(&res.h, ROTA_MSG_RESULT, sizeof res, m->h.seq);

@@ -2,6 +2,7 @@
 #ifndef ROTA_SERVER_H
 #define ROTA_SERVER_H
 
+#include "runtime/abi.h"
 #include "runtime/config.h"
 
 #include <stddef.h>
@@ -30,6 +31,9 @@ typedef struct server_opts {
 /* Takes the lock file (PATH.lock), removes a stale socket, binds and listens, creates the region. Returns an
  * exit code (ROTAD_EXIT_OK on success, *out set) and one message in err. */
 int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen);
+/* Enters the node's GPUs (runtime/probe.h) in the ledger: the ones librota's remap chooses among. Returns how
+ * many were entered. Before server_loop. */
+int server_add_gpus(server_t *s, const rota_place_cand_t *gpus, int n);
 /* After a fork (detaching): records the new pid in the lock file and the region. */
 void server_set_pid(server_t *s);
 /* Serves until SIGTERM or SIGINT (which the caller has blocked: they are read from a signalfd). Each of the

@@ -20,6 +20,10 @@ void coord_conn_unlock(void);
 int coord_region_dev(conn_t *c, CUdevice dev);
 uint64_t coord_now_ns(void);
 
+/* coord-place.c: the device remap (ROTA_GPU): sets CUDA_VISIBLE_DEVICES before the process's first real
+ * driver call, asking rotad for ROTA_GPU=auto. Once per process image; from coord_process_init, after connecting. */
+void coord_place(void);
+
 /* coord-track.c: the completion tracker of gated launches (one thread per process, started on first use). */
 /* An event of ctx to record after a launch (from a small pool, or new); NULL when none can be had. */
 CUevent track_event_get(CUcontext ctx);

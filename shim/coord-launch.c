@@ -60,6 +60,7 @@ static _Atomic uint32_t launch_done_seq;  /* futex word: bumped on every complet
 static _Atomic uint32_t launch_waiters;
 static _Atomic uint32_t launch_backlog;   /* 1: untracked launches since the last tracked one */
 static _Atomic uint64_t launch_count, launch_busy_ns;
+static _Atomic uint64_t launch_kernel_ns; /* moving average of a tracked launch's device time (0: none yet) */
 
 typedef struct launch_thread {
     unsigned pending;      /* gates passed whose after has not run */
@@ -199,6 +200,20 @@ static void launch_wait_hold(conn_t *c, const rota_slot_t *sl, rota_channel_t *c
     atomic_fetch_sub(&ch->held_waiting, 1);
 }
 
+/* How many lower-class launches may be in flight: ROTA_MAX_INFLIGHT, and no more than ROTA_INFLIGHT_US of device
+ * time at this process's average launch (one until the tracker measured one). What a high client that arrives
+ * waits for is the work already in flight: bounding it by time, not count, keeps that wait short for long kernels
+ * and still lets short ones keep the GPU busy. */
+static unsigned launch_bound(const rota_options_t *o)
+{
+    unsigned cap = o->max_inflight ? o->max_inflight : 1;
+    if (!o->inflight_us) return cap;
+    uint64_t k = LD(&launch_kernel_ns);
+    if (!k) return 1;
+    uint64_t n = (uint64_t)o->inflight_us * 1000u / k;
+    return n < 1 ? 1 : n > cap ? cap : (unsigned)n;
+}
+
 /* Reserves one in-flight slot, waiting for a completion while max are in flight. */
 static void launch_reserve(rota_channel_t *ch, unsigned max)
 {
@@ -240,8 +255,23 @@ static void launch_mirror(void)
 void launch_complete(uint64_t busy_ns)
 {
     atomic_fetch_add(&launch_busy_ns, busy_ns);
+    /* Only the tracker thread writes the average: 1/8 of the newest sample, a backlog unit clamped to 100 ms. */
+    uint64_t k = LD(&launch_kernel_ns), b = busy_ns > 100000000u ? 100000000u : busy_ns;
+    atomic_store_explicit(&launch_kernel_ns, k ? k - k / 8 + b / 8 : (b ? b : 1), memory_order_relaxed);
     launch_unreserve();
     launch_mirror();
+    /* A high client's last launch in flight completed: it may be idle now, and every lower client on its GPU
+     * waits for rotad to see that. Ring, so rotad looks now rather than at its next tick (the tracker thread
+     * pays the syscall, never a launch). */
+    if (rota_options()->priority == ROTA_PRIORITY_HIGH && !atomic_load(&launch_inflight)) {
+        conn_t *c = coord_conn_lock();
+        rota_channel_t *ch = c ? conn_channel(c) : NULL;
+        if (ch) {
+            atomic_fetch_add(&ch->doorbell, 1);
+            syscall(SYS_futex, &ch->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+        }
+        if (c) coord_conn_unlock();
+    }
 }
 
 /* Tracking resumes: one event on stream for whatever was launched untracked before, as one unit in flight. */
@@ -323,7 +353,7 @@ CUresult coord_launch_gate(CUstream stream)
         atomic_fetch_add(&launch_inflight, 1);
         lt.reserved++;
     } else {
-        unsigned max = o->max_inflight ? o->max_inflight : 1;
+        unsigned max = launch_bound(o);
         if (LD(&launch_backlog) && atomic_exchange(&launch_backlog, 0)) launch_track_backlog(ctx, stream);
         for (;;) {
             if (launch_held(sl, mark)) launch_wait_hold(c, sl, ch, mark); /* at once when rotad is gone */

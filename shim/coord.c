@@ -238,6 +238,7 @@ CUresult coord_process_init(void)
     if (coord_off()) return CUDA_SUCCESS;
     coord_enter();
     if (!coord.tried || coord.require_failed) coord_maybe_connect();
+    coord_place(); /* before any real driver call: CUDA_VISIBLE_DEVICES */
     return coord.require_failed ? coord_require_error() : CUDA_SUCCESS;
 }
 

@@ -37,8 +37,10 @@ static const opt_row_t opt_table[] = {
      "seconds, a number >= 0 (0 = fail at once)"},
     {"ROTA_PRIORITY", OPT_PRIORITY, OFF(priority), "normal", 0, 0, false, "one of high, normal, low"},
     {"ROTA_WEIGHT", OPT_DOUBLE, OFF(weight), "1", 0, 1e6, true, "a number > 0 and <= 1e6"},
-    {"ROTA_MAX_INFLIGHT", OPT_U32, OFF(max_inflight), "2", 1, 1024, false, "an integer from 1 to 1024"},
-    {"ROTA_GPU", OPT_GPU, OFF(gpu), "auto", 0, 1023, false, "auto or a device ordinal from 0 to 1023"},
+    {"ROTA_MAX_INFLIGHT", OPT_U32, OFF(max_inflight), "8", 1, 1024, false, "an integer from 1 to 1024"},
+    {"ROTA_INFLIGHT_US", OPT_U32, OFF(inflight_us), "500", 0, 1000000, false,
+     "microseconds, an integer from 0 to 1000000 (0 = no device-time bound)"},
+    {"ROTA_GPU", OPT_GPU, OFF(gpu), "auto", 0, 1023, false, "auto, all or a device ordinal from 0 to 1023"},
     {"ROTA_TEST_COUNTERS", OPT_PATH, OFF(test_counters), NULL, 0, 0, false, "a file path (test builds only)"},
     {"ROTA_TRACE", OPT_PATH, OFF(trace), NULL, 0, 0, false, "a file path (JSON lines of rota's decisions)"},
 };
@@ -107,6 +109,10 @@ static int opt_parse(const opt_row_t *r, const char *s)
             *(int *)field = ROTA_GPU_AUTO;
             return 0;
         }
+        if (strcasecmp(s, "all") == 0) {
+            *(int *)field = ROTA_GPU_ALL;
+            return 0;
+        }
         if ((rc = parse_u64(s, (uint64_t)r->min, (uint64_t)r->max, &u)) == 0) *(int *)field = (int)u;
         return rc;
     }
@@ -154,6 +160,7 @@ static void opt_format(const opt_row_t *r, char *buf, size_t n)
     case OPT_DOUBLE: snprintf(buf, n, "%g", *(const double *)field); break;
     case OPT_GPU:
         if (*(const int *)field == ROTA_GPU_AUTO) snprintf(buf, n, "auto");
+        else if (*(const int *)field == ROTA_GPU_ALL) snprintf(buf, n, "all");
         else snprintf(buf, n, "%d", *(const int *)field);
         break;
     }

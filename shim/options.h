@@ -10,6 +10,7 @@ enum rota_priority { ROTA_PRIORITY_HIGH = 0, ROTA_PRIORITY_NORMAL, ROTA_PRIORITY
 
 #define ROTA_OPT_PATH_MAX 4096
 #define ROTA_GPU_AUTO (-1)
+#define ROTA_GPU_ALL (-2)
 
 /* The effective options. Every field holds its default when the variable is unset. */
 typedef struct rota_options {
@@ -22,8 +23,9 @@ typedef struct rota_options {
     double mem_wait_s;                     /* ROTA_MEM_WAIT: seconds an allocation may queue (0 = fail at once) */
     int priority;                          /* ROTA_PRIORITY: high|normal|low (default normal) */
     double weight;                         /* ROTA_WEIGHT: share among equals, > 0 (default 1) */
-    unsigned max_inflight;                 /* ROTA_MAX_INFLIGHT: 1..1024 (default 2) */
-    int gpu;                               /* ROTA_GPU: auto (ROTA_GPU_AUTO) or a device ordinal 0..1023 */
+    unsigned max_inflight;                 /* ROTA_MAX_INFLIGHT: 1..1024 (default 8) */
+    unsigned inflight_us;                  /* ROTA_INFLIGHT_US: device time in flight, 0..1e6 us (default 500) */
+    int gpu;                               /* ROTA_GPU: auto (ROTA_GPU_AUTO), all (ROTA_GPU_ALL) or an ordinal 0..1023 */
     char test_counters[ROTA_OPT_PATH_MAX]; /* ROTA_TEST_COUNTERS: test-only hit counters, dumped here at exit */
     char trace[ROTA_OPT_PATH_MAX];         /* ROTA_TRACE: append rota's decisions here as JSON lines ("" = off) */
 } rota_options_t;

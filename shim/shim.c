@@ -11,10 +11,11 @@
  * constructor only parses the environment (no I/O, no threads, no dlopen), and an option error is reported
  * at the first driver call, not at load - `ls` with a typo in ROTA_LOG prints nothing.
  *
- * GPU placement is `rota run`'s (tools/rota/run.c): it asks rotad and sets CUDA_VISIBLE_DEVICES=GPU-<uuid> before
- * exec. The shim does not remap a process started without it (ROTA_GPU=auto alone): CUDA_VISIBLE_DEVICES must be
- * set before the real cuInit, and before cuInit there is no driver to enumerate the GPUs with (rotad knows only
- * the GPUs some client already used), so a remap here could only guess. ROTA_GPU is parsed and logged only.
+ * GPU placement: `rota run` (tools/rota/run.c) asks rotad and sets CUDA_VISIBLE_DEVICES=GPU-<uuid> before exec. A
+ * process started without it is remapped here (ROTA_GPU, shim/coord-place.c): CUDA_VISIBLE_DEVICES must be set
+ * before the real cuInit, so coord_process_init does it before the process's first call reaches the driver,
+ * whichever call that is. The process has no driver to list GPUs with yet; rotad has: it enumerated the node's
+ * GPUs at start (runtime/probe.c) and chooses among those.
  *
  * Thread safety: the one-time work runs under pthread_once (which glibc resets in a fork child), the
  * per-process work under proc_lock (re-initialised in the child). rota_in_shim is set around all of it, so a

@@ -133,7 +133,9 @@ int proto_check(const void *buf, size_t n, uint32_t *abi, const char **why)
     }
     case ROTA_MSG_PLACE: {
         const rota_msg_place_t *m = buf;
-        if (m->ncand < 1 || m->ncand > ROTA_MAX_DEVICES || m->flags || m->mem > ROTA_MAX_BYTES) {
+        bool known = m->flags == ROTA_PLACE_KNOWN; /* ncand 0: rotad's own GPUs (abi.h) */
+        if ((known ? m->ncand != 0 : m->ncand < 1 || m->ncand > ROTA_MAX_DEVICES) ||
+            (m->flags & ~ROTA_PLACE_KNOWN) || m->mem > ROTA_MAX_BYTES) {
             *why = "place: candidate count, flags or memory out of range";
             return -EBADMSG;
         }
@@ -248,74 +250,72 @@ int proto_prio_parse(const char *s, unsigned *prio)
     return -EINVAL;
 }
 
-int proto_region_check(const volatile void *map, size_t mapped, const char **why)
+/* Every shared object starts with the same header (abi.h): magic, ABI version, size. */
+typedef struct proto_obj {
+    uint32_t magic;
+    uint64_t size, map_size;
+    const char *small, *bad_magic, *other_abi, *bad_size; /* the reasons, one per check */
+} proto_obj_t;
+
+static int proto_obj_check(const volatile void *map, size_t mapped, const proto_obj_t *o, const char **why)
 {
-    const volatile rota_region_t *r = map;
-    if (mapped < ROTA_REGION_MAP_SIZE) {
-        *why = "region is smaller than this ABI's region";
+    const volatile uint32_t *w = map;
+    if (mapped < o->map_size) {
+        *why = o->small;
         return -EBADMSG;
     }
-    if (r->magic != ROTA_REGION_MAGIC) {
-        *why = "region has a bad magic (not a rota region, or corrupted)";
+    if (w[0] != o->magic) {
+        *why = o->bad_magic;
         return -EBADMSG;
     }
-    if (r->abi != ROTA_ABI_VERSION) {
-        *why = "region is of another rota ABI version";
+    if (w[1] != ROTA_ABI_VERSION) {
+        *why = o->other_abi;
         return -EPROTO;
     }
-    if (r->size != sizeof(rota_region_t) || r->max_devices != ROTA_MAX_DEVICES ||
-        r->max_clients != ROTA_MAX_CLIENTS || r->max_groups != ROTA_MAX_GROUPS) {
-        *why = "region has the wrong size or table sizes (corrupted)";
+    if (*(const volatile uint64_t *)(w + 2) != o->size) {
+        *why = o->bad_size;
         return -EBADMSG;
     }
     *why = "ok";
     return 0;
+}
+
+_Static_assert(offsetof(rota_region_t, abi) == 4 && offsetof(rota_region_t, size) == 8 &&
+                   offsetof(rota_channel_t, abi) == 4 && offsetof(rota_channel_t, size) == 8 &&
+                   offsetof(rota_board_t, abi) == 4 && offsetof(rota_board_t, size) == 8,
+               "shared objects start with magic, abi, size");
+
+int proto_region_check(const volatile void *map, size_t mapped, const char **why)
+{
+    static const proto_obj_t o = {ROTA_REGION_MAGIC, sizeof(rota_region_t), ROTA_REGION_MAP_SIZE,
+                                  "region is smaller than this ABI's region",
+                                  "region has a bad magic (not a rota region, or corrupted)",
+                                  "region is of another rota ABI version",
+                                  "region has the wrong size or table sizes (corrupted)"};
+    int rc = proto_obj_check(map, mapped, &o, why);
+    const volatile rota_region_t *r = map;
+    if (!rc && (r->max_devices != ROTA_MAX_DEVICES || r->max_clients != ROTA_MAX_CLIENTS ||
+                r->max_groups != ROTA_MAX_GROUPS)) {
+        *why = o.bad_size;
+        rc = -EBADMSG;
+    }
+    return rc;
 }
 
 int proto_channel_check(const volatile void *map, size_t mapped, const char **why)
 {
-    const volatile rota_channel_t *c = map;
-    if (mapped < ROTA_CHANNEL_MAP_SIZE) {
-        *why = "channel is smaller than this ABI's channel";
-        return -EBADMSG;
-    }
-    if (c->magic != ROTA_CHANNEL_MAGIC) {
-        *why = "channel has a bad magic";
-        return -EBADMSG;
-    }
-    if (c->abi != ROTA_ABI_VERSION) {
-        *why = "channel is of another rota ABI version";
-        return -EPROTO;
-    }
-    if (c->size != sizeof(rota_channel_t)) {
-        *why = "channel has the wrong size";
-        return -EBADMSG;
-    }
-    *why = "ok";
-    return 0;
+    static const proto_obj_t o = {ROTA_CHANNEL_MAGIC, sizeof(rota_channel_t), ROTA_CHANNEL_MAP_SIZE,
+                                  "channel is smaller than this ABI's channel", "channel has a bad magic",
+                                  "channel is of another rota ABI version", "channel has the wrong size"};
+    return proto_obj_check(map, mapped, &o, why);
 }
 
 int proto_board_check(const volatile void *map, size_t mapped, const char **why)
 {
-    const volatile rota_board_t *b = map;
-    if (mapped < ROTA_BOARD_MAP_SIZE) {
-        *why = "board is smaller than this ABI's board";
-        return -EBADMSG;
-    }
-    if (b->magic != ROTA_BOARD_MAGIC) {
-        *why = "board has a bad magic";
-        return -EBADMSG;
-    }
-    if (b->abi != ROTA_ABI_VERSION) {
-        *why = "board is of another rota ABI version";
-        return -EPROTO;
-    }
-    if (b->size != sizeof(rota_board_t)) {
-        *why = "board has the wrong size";
-        return -EBADMSG;
-    }
-    *why = "ok";
-    return 0;
+    static const proto_obj_t o = {ROTA_BOARD_MAGIC, sizeof(rota_board_t), ROTA_BOARD_MAP_SIZE,
+                                  "board is smaller than this ABI's board", "board has a bad magic",
+                                  "board is of another rota ABI version", "board has the wrong size"};
+    return proto_obj_check(map, mapped, &o, why);
 }
 
 void proto_sanitize(char *out, const char *in, size_t cap)

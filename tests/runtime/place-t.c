@@ -228,14 +228,21 @@ static void unit_tests(void)
     is_int(place_choose(pl, r, kids[4], &m, now), 0, "a pid asking again replaces its placement (still GPU 0)");
     is_uint(place_pending_count(pl, 0, NULL), 1, "not counted twice");
 
-    /* memory decides first */
+    /* where the job fits first, then load, then free memory */
     memset(pl, 0, sizeof *pl);
     atomic_store(&r->devices[0].reserved, 8 * GIB);
     atomic_store(&r->devices[1].clients, 3);
     rota_msg_place_t m2;
     cands(&m2, 2, 16 * GIB);
-    is_int(place_choose(pl, r, kids[0], &m2, now), 1, "most free memory beats fewer clients (GPU 0 half full)");
-    is_int(place_choose(pl, r, kids[1], &m, now), 2, "among equal free memory, the fewest clients + pending");
+    is_int(place_choose(pl, r, kids[0], &m2, now), 0,
+           "a job of unknown memory fits anywhere: the fewest clients (GPU 0 half full, GPU 1 three clients)");
+    m2.mem = 10 * GIB;
+    is_int(place_choose(pl, r, kids[0], &m2, now), 1, "a 10G job goes where it fits (GPU 1), whatever its load");
+    m2.mem = 20 * GIB;
+    is_int(place_choose(pl, r, kids[0], &m2, now), 1, "a job that fits nowhere: the most free memory (GPU 1)");
+    m2.mem = 0;
+    memset(pl, 0, sizeof *pl);
+    is_int(place_choose(pl, r, kids[1], &m, now), 2, "among equal load, the most free memory, then the lowest index");
     /* within the slack, load decides */
     memset(pl, 0, sizeof *pl);
     atomic_store(&r->devices[0].reserved, GIB / 8); /* < 2% of 16G */
@@ -256,12 +263,36 @@ static void unit_tests(void)
     cands(&m, 2, 16 * GIB);
     m.mem = 10 * GIB;
     is_int(place_choose(pl, r, kids[0], &m, now), 0, "a 10G job on an empty node: GPU 0");
-    m.mem = 0;
+    m.mem = 8 * GIB;
     atomic_store(&r->devices[1].clients, 2);
-    is_int(place_choose(pl, r, kids[1], &m, now), 1, "the pending 10G leaves GPU 0 less free memory than GPU 1");
+    is_int(place_choose(pl, r, kids[1], &m, now), 1, "the pending 10G leaves GPU 0 too little for an 8G job");
     uint64_t pm = 0;
     is_uint(place_pending_count(pl, 0, &pm), 1, "one pending on GPU 0");
     is_uint(pm, 10 * GIB, "with its 10G");
+    /* declared limits and queued requests count as the memory they will take */
+    memset(pl, 0, sizeof *pl);
+    atomic_store(&r->devices[1].clients, 0);
+    atomic_store(&r->slots[0].state, ROTA_SLOT_LIVE);
+    atomic_store(&r->slots[0].device, 0);
+    atomic_store(&r->slots[0].wait_dev, -1);
+    atomic_store(&r->slots[0].limit, 12 * GIB);
+    atomic_store(&r->slots[0].used[0], GIB);
+    atomic_store(&r->devices[0].reserved, GIB);
+    atomic_store(&r->devices[0].clients, 1);
+    m.mem = 6 * GIB;
+    is_int(place_choose(pl, r, kids[0], &m, now), 1, "a client's 12G limit counts in full on its GPU, not the 1G it holds");
+    atomic_store(&r->slots[1].state, ROTA_SLOT_LIVE);
+    atomic_store(&r->slots[1].device, -1);
+    atomic_store(&r->slots[1].wait_dev, 1);
+    atomic_store(&r->slots[1].waiting, 9 * GIB);
+    m.mem = 3 * GIB;
+    is_int(place_choose(pl, r, kids[1], &m, now), 0,
+           "a queued 9G request counts on its GPU: GPU 1 (6G pending + 9G queued) has no room for 3G, GPU 0 has 4G");
+    memset(&r->slots[0], 0, sizeof r->slots[0]);
+    memset(&r->slots[1], 0, sizeof r->slots[1]);
+    atomic_store(&r->devices[0].reserved, 0);
+    atomic_store(&r->devices[0].clients, 0);
+    m.mem = 0;
     /* expiry: by time, and by the process being gone */
     place_choose(pl, r, kids[2], &m, now + (uint64_t)ROTA_PLACE_PENDING_MS * 1000000u + 1);
     is_uint(place_pending_count(pl, 0, NULL) + place_pending_count(pl, 1, NULL), 1,
@@ -282,6 +313,38 @@ static void unit_tests(void)
     cands(&m, 17, GIB);
     ok(proto_check(&m, sizeof m, NULL, &why) == -EBADMSG, "PLACE with 17 candidates is refused");
     ok(proto_check(&m, sizeof m - 8, NULL, &why) == -EBADMSG, "a truncated PLACE is refused");
+
+    /* ROTA_PLACE_KNOWN (librota's remap): among the GPUs rotad probed itself, answered by region index */
+    cands(&m, 0, GIB);
+    m.flags = ROTA_PLACE_KNOWN;
+    is_int(proto_check(&m, sizeof m, NULL, &why), ROTA_MSG_PLACE, "PLACE KNOWN with no candidate passes (%s)", why);
+    memset(pl, 0, sizeof *pl);
+    is_int(place_choose(pl, r, kids[0], &m, now), -ENODEV, "KNOWN before any probed GPU: -ENODEV (nothing placed)");
+    is_uint(place_pending_count(pl, 0, NULL), 0, "and nothing pending");
+    cands(&m2, 1, GIB);
+    m2.flags = ROTA_PLACE_KNOWN;
+    ok(proto_check(&m2, sizeof m2, NULL, &why) == -EBADMSG, "PLACE KNOWN with candidates is refused");
+    cands(&m2, 1, GIB);
+    m2.flags = 2;
+    ok(proto_check(&m2, sizeof m2, NULL, &why) == -EBADMSG, "PLACE with an unknown flag is refused");
+    rota_place_cand_t probed[3];
+    for (int i = 0; i < 3; i++) {
+        memset(probed[i].uuid, 0x20 + i, ROTA_UUID_LEN);
+        probed[i].total_mem = 16 * GIB;
+    }
+    probed[2].total_mem = 4 * GIB; /* a smaller GPU */
+    is_int(place_add_known(pl, r, probed, 3), 3, "three probed GPUs entered");
+    is_uint(atomic_load(&r->ndevices), 7, "after the four a client reported (indexes 4, 5, 6)");
+    ok(pl->known == 0x70, "known mask %#x", pl->known);
+    int k0 = place_choose(pl, r, kids[0], &m, now), k1 = place_choose(pl, r, kids[1], &m, now);
+    ok(k0 == 4 && k1 == 5, "KNOWN answers region indexes of probed GPUs only: 4, then 5 (%d %d)", k0, k1);
+    int k2 = place_choose(pl, r, kids[5], &m, now); /* kids[2] is dead by now */
+    is_int(k2, 6, "a third job of unknown memory: the idle 4G GPU 6 (load before free memory)");
+    m.mem = 8 * GIB;
+    is_int(place_choose(pl, r, kids[3], &m, now), 4, "an 8G job: GPU 4 (16G, one pending), not the 4G GPU 6");
+    m.mem = 0;
+    is_int(place_add_known(pl, r, probed, 1), 1, "a GPU probed twice keeps its entry");
+    is_uint(atomic_load(&r->ndevices), 7, "(no new device)");
     for (int i = 0; i < 6; i++) {
         kill(kids[i], SIGKILL);
         waitpid(kids[i], NULL, 0);

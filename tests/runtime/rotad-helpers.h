@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -16,6 +17,18 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* Built with ASan or TSan: timing goals are not meaningful (every atomic and call is instrumented). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TH_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TH_SANITIZED 1
+#endif
+#endif
+#ifndef TH_SANITIZED
+#define TH_SANITIZED 0
+#endif
 
 /* A unique temp dir per test program; rotad's socket in it. */
 static char th_dir[64], th_sock[96];
@@ -36,6 +49,11 @@ static const char *th_rotad_path(void)
     return p;
 }
 
+/* Whether th_rotad_start lets rotad probe the node's GPUs. Off by default: rotad runs with the test's environment,
+ * whose simcuda node is not its clients' (each sets its own), and GPUs of another node are no place for them. A
+ * test that gives rotad its clients' node (SIMCUDA_NODE and knobs in its own environment) turns it on. */
+static bool th_rotad_probe;
+
 /* Starts rotad --foreground on th_sock (plus extra args, NULL-terminated), waiting for its readiness line. */
 static pid_t th_rotad_start_args(const char *const *extra)
 {
@@ -50,6 +68,7 @@ static pid_t th_rotad_start_args(const char *const *extra)
         snprintf(fd, sizeof fd, "%d", p[1]);
         const char *argv[16] = {"rotad", "--foreground", "--socket", th_sock, "--notify-fd", fd};
         int n = 6;
+        if (!th_rotad_probe) argv[n++] = "--no-probe";
         for (; extra && *extra && n < 15; extra++) argv[n++] = *extra;
         argv[n] = NULL;
         setenv("ROTA_LOG", getenv("ROTA_TEST_DEBUG") ? "debug" : "quiet", 1);

@@ -379,8 +379,14 @@ int main(void)
     is_uint(hist_n, ev, "the latency histogram counts every activation");
     /* Issue 5's goal: p99 <= 20 us. The measured span is a few loads and one atomic add; only a preemption of
      * the client's thread inside it could exceed the bound, and 99% of activations must not see one. */
-    ok(ev && bound_us[p99k] <= 20, "p99 of high launch -> lower classes held is <= 20 us (bucket <= %u us)",
-       bound_us[p99k]);
+    if (TH_SANITIZED) {
+        skip("the 20 us goal is for uninstrumented builds; this one has a sanitizer (p99 bucket <= %u us)",
+             bound_us[p99k]);
+    } else {
+        ok(ev && bound_us[p99k] <= 20, "p99 of high launch -> lower classes held is <= 20 us (bucket <= %u us)",
+           bound_us[p99k]);
+    }
+    ok(ev && atomic_load(&d0->hold_lat_max_ns) < 50000000ull, "and its maximum is under a loose sanity bound (50 ms)");
     ok(cev >= 1 && atomic_load(&d0->confirm_lat_max_ns) < 50000000ull,
        "rotad confirmed the holds, under a loose sanity bound (50 ms)");
     }
@@ -485,6 +491,46 @@ int main(void)
         sscanf(th_say(&lo, "spin 3 50000000", 5000), "%d %lf", &rc, &t);
         ok(rc == 0 && t >= 90, "and its bound is in effect: 3 x 50 ms with ROTA_MAX_INFLIGHT=1 take %.1f ms >= 90", t);
         th_say(&lo, "sync", 5000);
+        finish(&hi);
+        finish(&lo);
+    }
+
+    /* 9. the default in-flight bound is device time (ROTA_INFLIGHT_US=500): one 50 ms kernel at a time, several
+     * 20 us ones, beside an idle high client (so the low client tracks) */
+    SECTION(9) {
+        child_t lo, hi;
+        const char *el[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=low", NULL};
+        const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
+        spawn(&hi, eh);
+        spawn(&lo, el);
+        if (strcmp(th_say(&hi, NULL, 10000), "init 0") || strcmp(th_say(&lo, NULL, 10000), "init 0"))
+            bail("bound clients");
+        const rota_slot_t *sl = slot_of(r, lo.pid);
+        ok(sl && wait_track(sl, 1, 3000), "beside a registered high client the low client tracks");
+        unsigned long maxinf[2] = {0, 0};
+        double took[2] = {-1, -1};
+        const char *cmds[2] = {"spin 6 50000000", "spin 3000 20000"};
+        /* The bound follows a moving average of the client's launches (1/8 per completion): teach it first. */
+        const char *teach[2] = {"spin 4 50000000", "spin 64 20000"};
+        for (int k = 0; k < 2 && sl; k++) {
+            th_say(&lo, teach[k], 5000);
+            th_say(&lo, "sync", 5000);
+            fprintf(lo.to, "%s\n", cmds[k]);
+            const char *l = "";
+            for (int i = 0; i < 20000 && !l[0]; i++) {
+                unsigned v = atomic_load(&sl->inflight);
+                if (v > maxinf[k]) maxinf[k] = v;
+                l = th_say(&lo, NULL, 1);
+            }
+            int rc = -1;
+            sscanf(l, "%d %lf", &rc, &took[k]);
+            th_say(&lo, "sync", 10000);
+        }
+        diag("in flight at most %lu with 50 ms kernels (6 launched in %.1f ms), %lu with 20 us kernels", maxinf[0],
+             took[0], maxinf[1]);
+        ok(maxinf[0] == 1 && took[0] >= 200, "50 ms kernels: one in flight (seen %lu), so 6 launches wait for 5 (%.1f ms)",
+           maxinf[0], took[0]);
+        ok(maxinf[1] >= 3, "20 us kernels: several in flight under the same 500 us budget (seen %lu)", maxinf[1]);
         finish(&hi);
         finish(&lo);
     }

@@ -26,8 +26,11 @@ static const option_case_t cases[] = {
     {"ROTA_WEIGHT", "1e7", false},         {"ROTA_WEIGHT", "0.25", true},
     {"ROTA_MAX_INFLIGHT", "0", false},     {"ROTA_MAX_INFLIGHT", "1025", false},
     {"ROTA_MAX_INFLIGHT", "2x", false},    {"ROTA_MAX_INFLIGHT", "1024", true},
+    {"ROTA_INFLIGHT_US", "1000001", false}, {"ROTA_INFLIGHT_US", "0.5", false},
+    {"ROTA_INFLIGHT_US", "0", true},        {"ROTA_INFLIGHT_US", "250", true},
     {"ROTA_GPU", "first", false},          {"ROTA_GPU", "-1", false},
-    {"ROTA_GPU", "auto", true},            {"ROTA_SOCKET", "", false},
+    {"ROTA_GPU", "auto", true},            {"ROTA_GPU", "all", true},
+    {"ROTA_SOCKET", "", false},
     {"ROTA_REAL_LIBCUDA", "", false},      {"ROTA_TEST_COUNTERS", "", false},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
@@ -91,7 +94,8 @@ int main(int argc, char **argv)
     ok(strstr(c.out, "cuInit=0") && strstr(c.out, "rota: debug: option ROTA_LOG=debug\n") &&
            strstr(c.out, "rota: debug: option ROTA_WEIGHT=3\n") &&
            strstr(c.out, "rota: debug: option ROTA_MEM_WAIT=30 (default)") &&
-           strstr(c.out, "rota: debug: option ROTA_MAX_INFLIGHT=2 (default)") &&
+           strstr(c.out, "rota: debug: option ROTA_MAX_INFLIGHT=8 (default)") &&
+           strstr(c.out, "rota: debug: option ROTA_INFLIGHT_US=500 (default)") &&
            strstr(c.out, "rota: debug: option ROTA_PRIORITY=normal (default)") &&
            strstr(c.out, "rota: debug: option ROTA_GPU=auto (default)") && strstr(c.out, "rota: debug: real driver "),
        "ROTA_LOG=debug prints every effective option (defaults marked) and the driver it found");

@@ -28,8 +28,9 @@ static const char run_usage[] =
     "ROTA_PRIORITY, ROTA_WEIGHT (> 0, <= 1e6), ROTA_MEM_LIMIT (SIZE: bytes or K/M/G/T) and ROTA_GPU are set.\n"
     "\n"
     "GPU placement (--gpu, default auto), over the GPUs CMD could see (CUDA_VISIBLE_DEVICES is honoured):\n"
-    "  auto  rotad picks the GPU with the most free memory, then the fewest clients and placements still\n"
-    "        pending (jobs started at once spread); CMD sees it as device 0 (CUDA_VISIBLE_DEVICES=GPU-<uuid>).\n"
+    "  auto  rotad picks a GPU where --mem fits, then the fewest clients and placements still pending\n"
+    "        (jobs started at once spread), then the most free memory; CMD sees it as device 0\n"
+    "        (CUDA_VISIBLE_DEVICES=GPU-<uuid>).\n"
     "        Without rotad, or without a CUDA driver, nothing is placed (one warning): CMD sees every GPU.\n"
     "  N     the N-th visible GPU, as device 0.\n"
     "  all   no placement: CUDA_VISIBLE_DEVICES is left as it is.\n"
@@ -294,8 +295,8 @@ static void run_trace_place(const run_opts_t *o, int gpu, const char *uuid, cons
 static int run_place(const run_opts_t *o)
 {
     if (o->gpu == RUN_GPU_ALL) {
-        unsetenv("ROTA_GPU"); /* every visible GPU: nothing to remap */
-        return 0;
+        /* every visible GPU: nothing to remap, and librota must not place CMD either */
+        return run_setenv("ROTA_GPU", "all") ? ROTA_EXIT_RUN_FAIL : 0;
     }
     run_gpus_t gs = {0};
     char why[320];
