@@ -322,6 +322,9 @@ typedef struct rota_msg_result {
  * none), by the same rule, and the RESULT's dev is the region device index (status -ENODEV: none known). */
 #define ROTA_PLACE_PENDING_MS 30000u
 #define ROTA_PLACE_KNOWN 1u
+/* flags ROTA_PLACE_HIGH: the job runs at high priority. Two latency-critical jobs on one GPU slow each other
+ * down with nothing to protect them, so rotad keeps high jobs on GPUs with the fewest high clients first. */
+#define ROTA_PLACE_HIGH 2u
 typedef struct rota_place_cand {
     uint8_t uuid[ROTA_UUID_LEN];
     uint64_t total_mem;    /* 1..ROTA_MAX_BYTES, as the asker's driver reports it */

@@ -20,17 +20,25 @@ static void place_expire(place_t *pl, uint64_t now_ns)
     }
 }
 
-unsigned place_pending_count(const place_t *pl, int dev, uint64_t *mem)
+/* Pending placements on dev: their count, memory and how many are high-priority jobs. */
+static unsigned place_pending_on(const place_t *pl, int dev, uint64_t *mem, unsigned *high)
 {
-    unsigned n = 0;
+    unsigned n = 0, h = 0;
     uint64_t m = 0;
     for (unsigned i = 0; i < PLACE_MAX_PENDING; i++)
         if (pl->p[i].pid && pl->p[i].dev == dev) {
             n++;
+            h += pl->p[i].high;
             m += pl->p[i].mem;
         }
     if (mem) *mem = m;
+    if (high) *high = h;
     return n;
+}
+
+unsigned place_pending_count(const place_t *pl, int dev, uint64_t *mem)
+{
+    return place_pending_on(pl, dev, mem, NULL);
 }
 
 void place_settle(place_t *pl, pid_t pid)
@@ -69,6 +77,8 @@ typedef struct place_gpu {
     uint64_t cap;          /* capacity */
     uint64_t expect;       /* memory its jobs hold or will hold (place.h) */
     unsigned load;         /* clients + pending placements */
+    unsigned high;         /* high clients at home here + pending high placements */
+    unsigned busy;         /* busy fraction of the last >= 100 ms, permille (sched.c) */
 } place_gpu_t;
 
 static void place_measure(const place_t *pl, const rota_region_t *r, int dev, place_gpu_t *g)
@@ -76,7 +86,10 @@ static void place_measure(const place_t *pl, const rota_region_t *r, int dev, pl
     const rota_dev_t *d = &r->devices[dev];
     uint64_t pmem = 0, more = 0;
     g->cap = LD(&d->capacity);
-    g->load = LD(&d->clients) + place_pending_count(pl, dev, &pmem);
+    unsigned phigh = 0;
+    g->load = LD(&d->clients) + place_pending_on(pl, dev, &pmem, &phigh);
+    g->high = phigh;
+    g->busy = LD(&d->busy_permille);
     /* Beyond what is reserved: requests queued here, and the rest of the declared limit (ROTA_MEM_LIMIT, rota
      * run --mem) of each job at home here (its first GPU, or the one it queues on), which it will grow to. */
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
@@ -86,23 +99,29 @@ static void place_measure(const place_t *pl, const rota_region_t *r, int dev, pl
         uint64_t used = LD(&sl->used[dev]), w = wdev == dev ? LD(&sl->waiting) : 0, lim = LD(&sl->limit);
         if (home < 0) home = wdev;
         if (home == dev && lim > used + w) w = lim - used;
+        if (home == dev && LD(&sl->priority) == ROTA_PRIO_HIGH) g->high++;
         more += w;
     }
     g->expect = LD(&d->reserved) + more + pmem;
 }
 
 /* Whether a is a better home than b for a job of mem bytes (0: unknown): see place.h. */
-static bool place_better(const place_gpu_t *a, const place_gpu_t *b, uint64_t mem)
+static bool place_better(const place_gpu_t *a, const place_gpu_t *b, uint64_t mem, bool high)
 {
     uint64_t fa = a->expect < a->cap ? a->cap - a->expect : 0, fb = b->expect < b->cap ? b->cap - b->expect : 0;
     bool ka = fa >= mem, kb = fb >= mem;
     if (ka != kb) return ka;
+    if (high && a->high != b->high) return a->high < b->high;
     if (ka && a->load != b->load) return a->load < b->load;
+    /* Equal load: the idler GPU gives the job more device time (PLACE_BUSY_SLACK_PERMILLE is noise). */
+    int db = (int)a->busy - (int)b->busy;
+    if (ka && (db > PLACE_BUSY_SLACK_PERMILLE || db < -PLACE_BUSY_SLACK_PERMILLE)) return db < 0;
     uint64_t big = a->cap > b->cap ? a->cap : b->cap;
     uint64_t slack = big / 100 * PLACE_MEM_SLACK_PCT;
     uint64_t diff = fa > fb ? fa - fb : fb - fa;
     if (diff > slack) return fa > fb;
-    return a->load < b->load;
+    if (a->load != b->load) return a->load < b->load;
+    return db < -PLACE_BUSY_SLACK_PERMILLE;
 }
 
 int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns)
@@ -128,7 +147,7 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
         if (devs[i] < 0) continue;
         place_gpu_t g;
         place_measure(pl, r, devs[i], &g);
-        if (best < 0 || place_better(&g, &bg, m->mem)) {
+        if (best < 0 || place_better(&g, &bg, m->mem, m->flags & ROTA_PLACE_HIGH)) {
             best = i;
             bg = g;
         }
@@ -138,6 +157,7 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
     e->pid = pid;
     e->dev = devs[best];
     e->mem = m->mem;
+    e->high = m->flags & ROTA_PLACE_HIGH;
     e->deadline_ns = now_ns + (uint64_t)ROTA_PLACE_PENDING_MS * 1000000u;
     atomic_fetch_add_explicit(&r->seq, 1, memory_order_release);
     return known ? devs[best] : best;

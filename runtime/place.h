@@ -4,6 +4,7 @@
 
 #include "runtime/abi.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -16,12 +17,16 @@
  * go), plus the memory of pending placements; free = capacity - expected. The answer is the candidate
  *   1. where the job's memory (PLACE mem; 0 = unknown, fits anywhere) fits in the free memory: a job sent where it
  *      does not fit waits for memory while another GPU could run it, then
+ *   1b. for a high-priority job (ROTA_PLACE_HIGH), with the fewest high clients + pending high placements: rota
+ *      protects a high job from lower classes, not from another high job, then
  *   2. among those, with the fewest clients + pending placements (load decides the job's own speed and that of
- *      its neighbours; memory only has to fit), then
+ *      its neighbours; memory only has to fit), then the lowest busy fraction (rota_dev_t.busy_permille, more
+ *      than PLACE_BUSY_SLACK_PERMILLE apart), then
  *   3. with the most free memory, where two amounts within PLACE_MEM_SLACK_PCT percent of the larger capacity
  *      count as equal (a few MiB of difference must not outweigh a whole job), then the fewest clients, then
  *   4. the lowest candidate index (deterministic).
- * Where the job fits nowhere, the most free memory decides (it is the closest to fitting), then the load.
+ * Where the job fits nowhere, the most free memory decides (it is the closest to fitting), then the load, then
+ * the busy fraction.
  * The chosen GPU then carries a pending placement for the asking pid until that pid reserves memory on some
  * GPU (place_settle: from then on the ledger and its limit count it), the pid no longer exists, or
  * ROTA_PLACE_PENDING_MS pass. So jobs that start at once spread instead of all seeing the same empty GPU. A pid
@@ -30,11 +35,13 @@
 
 #define PLACE_MAX_PENDING 256
 #define PLACE_MEM_SLACK_PCT 2
+#define PLACE_BUSY_SLACK_PERMILLE 100
 
 typedef struct place_pending {
     pid_t pid;             /* 0 = free entry */
     int dev;               /* index in region->devices */
     uint64_t mem;          /* the job's expected memory (PLACE mem), counted against the GPU's free memory */
+    bool high;             /* a high-priority job (ROTA_PLACE_HIGH) */
     uint64_t deadline_ns;  /* CLOCK_MONOTONIC */
 } place_pending_t;
 

@@ -121,6 +121,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
     if (ndev > ROTA_MAX_DEVICES) ndev = ROTA_MAX_DEVICES;
     bool hi[SCHED_POOLS] = {0};
     unsigned nbusy[SCHED_POOLS] = {0};
+    bool devbusy[SCHED_POOLS] = {0}; /* the GPU had work: tracked launches in flight, or an untracked client active */
     bool fresh[ROTA_MAX_CLIENTS] = {0};
     uint32_t inflight[ROTA_MAX_CLIENTS] = {0};
     unsigned nhigh[SCHED_POOLS] = {0}, nbusylow[SCHED_POOLS] = {0}; /* for slot.track */
@@ -170,13 +171,16 @@ static bool sched_tick(sched_t *s, uint64_t now)
         any_active |= c->active || infl;
         if (c->active && c->prio == ROTA_PRIO_HIGH) hi[c->pool] = true;
         if (infl) nbusy[c->pool]++;
+        /* An uncontended client is not tracked (slot.track 0): nothing in flight shows, but while it launches
+         * (active) its GPU is as good as busy; placement and rota top read this. */
+        if (infl || (c->active && !LD(&sl->track))) devbusy[c->pool] = true;
         if (c->prio == ROTA_PRIO_HIGH) nhigh[c->pool]++; /* registered, active or not */
         else if (c->active || infl) nbusylow[c->pool]++;
     }
 
     /* Device time, sampled: every client with work in flight had dt / n of its GPU. */
     for (unsigned p = 0; p < SCHED_POOLS; p++) {
-        if (nbusy[p]) {
+        if (devbusy[p]) {
             s->win_busy[p] += dt;
             if (p >= 1) ST(&r->devices[p - 1].busy_ns, LD(&r->devices[p - 1].busy_ns) + dt);
         }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 static const char run_usage[] =
@@ -213,6 +214,9 @@ static int run_ask_rotad(const run_opts_t *o, const run_gpus_t *gs, int *pick, c
     proto_hdr_init(&m.h, ROTA_MSG_PLACE, sizeof m, 1);
     m.ncand = (uint32_t)gs->n;
     m.mem = o->mem;
+    /* The job's class: --priority, else the ROTA_PRIORITY it inherits (librota accepts any case). */
+    const char *prio = o->priority ? o->priority : getenv("ROTA_PRIORITY");
+    if (prio && !strcasecmp(prio, "high")) m.flags |= ROTA_PLACE_HIGH;
     memcpy(m.cand, gs->g, sizeof m.cand[0] * (size_t)gs->n);
     int rc = proto_send(conn_fd(c), &m, sizeof m, NULL, 0);
     if (rc) {
