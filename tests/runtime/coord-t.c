@@ -12,7 +12,6 @@
 /* ---- the client side: a tiny command interpreter over the Driver API ------------------------------------ */
 
 static CUresult (*p_cuInit)(unsigned);
-static CUresult (*p_cuDeviceGet)(CUdevice *, int);
 static CUresult (*p_cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
 static CUresult (*p_cuCtxSetCurrent)(CUcontext);
 static CUresult (*p_cuMemAlloc)(CUdeviceptr *, size_t);
@@ -20,37 +19,19 @@ static CUresult (*p_cuMemFree)(CUdeviceptr);
 static CUresult (*p_cuMemGetInfo)(size_t *, size_t *);
 static CUresult (*p_cuDeviceTotalMem)(size_t *, CUdevice);
 
-static void *sym(const char *name)
-{
-    void *p = dlsym(RTLD_DEFAULT, name); /* librota's wrapper when it is preloaded */
-    if (!p) {
-        printf("nosym %s\n", name);
-        exit(2);
-    }
-    return p;
-}
-
 static int child_main(void)
 {
-    if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL)) {
-        printf("nolib %s\n", dlerror());
-        return 2;
-    }
-    p_cuInit = sym("cuInit");
-    p_cuDeviceGet = sym("cuDeviceGet");
-    p_cuDevicePrimaryCtxRetain = sym("cuDevicePrimaryCtxRetain");
-    p_cuCtxSetCurrent = sym("cuCtxSetCurrent");
-    p_cuMemAlloc = sym("cuMemAlloc_v2");
-    p_cuMemFree = sym("cuMemFree_v2");
-    p_cuMemGetInfo = sym("cuMemGetInfo_v2");
-    p_cuDeviceTotalMem = sym("cuDeviceTotalMem_v2");
+    if (!th_cuda_load()) return 2;
+    p_cuInit = th_sym("cuInit");
+    p_cuDevicePrimaryCtxRetain = th_sym("cuDevicePrimaryCtxRetain");
+    p_cuCtxSetCurrent = th_sym("cuCtxSetCurrent");
+    p_cuMemAlloc = th_sym("cuMemAlloc_v2");
+    p_cuMemFree = th_sym("cuMemFree_v2");
+    p_cuMemGetInfo = th_sym("cuMemGetInfo_v2");
+    p_cuDeviceTotalMem = th_sym("cuDeviceTotalMem_v2");
     setvbuf(stdout, NULL, _IOLBF, 0);
     CUdevice dev;
-    CUcontext ctx;
-    CUresult rc = p_cuInit(0);
-    if (!rc) rc = p_cuDeviceGet(&dev, 0);
-    if (!rc) rc = p_cuDevicePrimaryCtxRetain(&ctx, dev);
-    if (!rc) rc = p_cuCtxSetCurrent(ctx);
+    CUresult rc = th_cuda_ctx(&dev);
     printf("init %d\n", (int)rc);
     CUdeviceptr ptrs[64];
     int n = 0;
@@ -139,31 +120,6 @@ static int alloc_rc(child_t *c, const char *size, int ms, double *took)
     return rc;
 }
 
-static void finish(child_t *c)
-{
-    fclose(c->to);
-    int st;
-    waitpid(c->pid, &st, 0);
-    fclose(c->from);
-}
-
-static void kill9(child_t *c)
-{
-    kill(c->pid, SIGKILL);
-    finish(c);
-}
-
-static bool err_has(const child_t *c, const char *what, int *count)
-{
-    FILE *f = fopen(c->err, "r");
-    char l[512];
-    int n = 0;
-    while (f && fgets(l, sizeof l, f)) n += strstr(l, what) != NULL;
-    if (f) fclose(f);
-    if (count) *count = n;
-    return n > 0;
-}
-
 static uint64_t ledger_reserved(void)
 {
     conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_OBSERVER};
@@ -182,10 +138,8 @@ int main(void)
 {
     if (getenv("ROTA_COORD_T_CHILD")) return child_main();
     signal(SIGPIPE, SIG_IGN); /* a dead client must fail a test, not kill the program */
-    const char *b = getenv("ROTA_BUILD");
-    char lib[600];
-    snprintf(lib, sizeof lib, "%s/lib/librota.so", b ? b : ".");
-    if (access(lib, R_OK)) return skip_all("librota.so is not built (%s)", lib);
+    const char *lib = th_librota_missing();
+    if (lib) return skip_all("librota.so is not built (%s)", lib);
     th_setup("coord");
     snprintf(node, sizeof node, "coord-t-%d", (int)getpid());
     pid_t rotad = th_rotad_start();
@@ -211,7 +165,7 @@ int main(void)
     is_str(th_say(&a, "free", 5000), "0", "free");
     ok(ledger_reserved() < 128 * M, "the ledger got the frees back (credit only: %llu)",
        (unsigned long long)ledger_reserved());
-    finish(&a);
+    th_finish(&a);
     ok(ledger_reserved() == 0 || (usleep(200000), ledger_reserved() == 0), "client exit: the ledger is at zero");
 
     /* across processes: queue instead of OOM, served on free; timeout; kill -9 */
@@ -237,12 +191,12 @@ int main(void)
     in_range(took, 250, 5000, "after about 0.3 s (ms, tolerance 250..5000)");
     fprintf(c3.to, "alloc 300M\n");
     usleep(300000);
-    kill9(&a);
+    th_kill9(&a);
     /* C waited 0.3 s at most: it may have timed out already on a slow machine; B's next request must work */
     th_say(&c3, NULL, 5000);
     is_int(alloc_rc(&c2, "600M", 5000, NULL), 0, "kill -9 of A gave its 600M back: B gets 600M more");
-    finish(&c3);
-    finish(&c2);
+    th_finish(&c3);
+    th_finish(&c2);
     usleep(100000);
     is_uint(ledger_reserved(), 0, "every client gone: nothing leaked");
 
@@ -261,7 +215,7 @@ int main(void)
     sscanf(th_say(&a, NULL, 5000), "%d %lf", &rc, &took);
     ok(rc == CUDA_ERROR_OUT_OF_MEMORY || rc == 0, "kill -9 of rotad wakes the waiting allocation (rc %d)", rc);
     in_range(took, 0, 4000, "promptly (ms), not after its 10 s wait");
-    ok(err_has(&a, "running uncoordinated", NULL), "A says it runs uncoordinated");
+    ok(th_err_count(&a, "running uncoordinated") > 0, "A says it runs uncoordinated");
     is_int(alloc_rc(&a, "50M", 5000, NULL), 0, "without rotad allocations pass through");
     rotad = th_rotad_start();
     usleep(1100000); /* reconnects are rate-limited to one a second */
@@ -271,8 +225,8 @@ int main(void)
     ok(r >= (200 + 50 + 10 + 700 + 10) * M && r <= (200 + 50 + 10 + 700 + 10) * M + 128 * M,
        "the new rotad's ledger has every live byte re-registered (%llu M, plus credit)",
        (unsigned long long)(r / M));
-    finish(&a);
-    finish(&c2);
+    th_finish(&a);
+    th_finish(&c2);
     usleep(100000);
     is_uint(ledger_reserved(), 0, "and gets them all back at exit");
 
@@ -286,7 +240,7 @@ int main(void)
     diag("cuMemAlloc(1M) through librota + rotad + simcuda: p50 %.2f us, p99 %.2f us (goal: ledger p99 <= 20 us)",
          p50, p99);
     in_range(p99, 0, 2000, "p99 under 2 ms (sanity bound for a loaded 2-core machine)");
-    finish(&a);
+    th_finish(&a);
 
     /* fork: parent and child are two clients, each with its own books */
     spawn(&a, NULL);
@@ -320,7 +274,7 @@ int main(void)
     is_int(alloc_rc(&a, "5M", 5000, NULL), 0, "the parent's connection survived the fork");
     waitpid(kid, NULL, 0); /* not our child: reaped by nobody here, just give it time */
     usleep(1600000);
-    finish(&a);
+    th_finish(&a);
     usleep(100000);
     is_uint(ledger_reserved(), 0, "parent and child gone: nothing leaked");
 
@@ -330,26 +284,19 @@ int main(void)
     is_str(th_say(&a, NULL, 10000), "init 0", "no rotad: cuInit still succeeds");
     is_int(alloc_rc(&a, "10M", 5000, NULL), 0, "and allocations pass through");
     is_int(alloc_rc(&a, "10M", 5000, NULL), 0, "again");
-    finish(&a);
-    int nwarn = 0;
-    err_has(&a, "rotad is not running", &nwarn);
+    th_finish(&a);
+    int nwarn = th_err_count(&a, "rotad is not running");
     is_int(nwarn, 1, "with exactly one warning");
     const char *req[] = {"ROTA_REQUIRE=1", NULL};
     spawn(&a, req);
     is_str(th_say(&a, NULL, 10000), "init 3", "ROTA_REQUIRE=1 without rotad: cuInit fails with CUDA_ERROR_NOT_INITIALIZED");
     rc = alloc_rc(&a, "10M", 5000, NULL);
     ok(rc != 0 && rc != -1, "and an allocation fails too (rc %d)", rc);
-    finish(&a);
-    nwarn = 0;
-    err_has(&a, "ROTA_REQUIRE=1 and rotad is not running", &nwarn);
+    th_finish(&a);
+    nwarn = th_err_count(&a, "ROTA_REQUIRE=1 and rotad is not running");
     is_int(nwarn, 1, "with exactly one clear error");
-    ok(err_has(&a, "cuInit: CUDA_ERROR_NOT_INITIALIZED", NULL), "which names cuInit's error");
+    ok(th_err_count(&a, "cuInit: CUDA_ERROR_NOT_INITIALIZED") > 0, "which names cuInit's error");
+    th_cleanup_children();
     th_cleanup();
-    char p[192];
-    for (int i = 0; i < th_nchild; i++) {
-        snprintf(p, sizeof p, "%s/child%d.err", th_dir, i);
-        unlink(p);
-    }
-    rmdir(th_dir);
     return done_testing();
 }

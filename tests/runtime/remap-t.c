@@ -13,108 +13,44 @@
 
 /* ---- the job: report device 0's UUID and the device count, hold 64 MiB until stdin closes ---------------- */
 
-static void *sym(const char *name)
-{
-    void *p = dlsym(RTLD_DEFAULT, name);
-    if (!p) {
-        printf("nosym %s\n", name);
-        exit(2);
-    }
-    return p;
-}
-
 typedef CUresult (*init_fn)(unsigned);
 typedef CUresult (*procaddr_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 
 static int job_main(void)
 {
-    /* RTLD_GLOBAL: dlsym(RTLD_DEFAULT) then finds librota's wrappers first (preloaded), as a -lcuda program would */
-    if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL)) {
-        printf("nolib\n");
-        return 2;
-    }
+    if (!th_cuda_load()) return 2;
     const char *first = getenv("ROTA_REMAP_T_FIRST");
     CUresult rc = CUDA_SUCCESS;
-    init_fn init = (init_fn)sym("cuInit");
+    init_fn init = (init_fn)th_sym("cuInit");
     if (first && !strcmp(first, "version")) {
         int v = 0;
-        rc = ((CUresult(*)(int *))sym("cuDriverGetVersion"))(&v);
+        rc = ((CUresult(*)(int *))th_sym("cuDriverGetVersion"))(&v);
     } else if (first && !strcmp(first, "procaddr")) {
         /* the PyTorch way: the entry points come from cuGetProcAddress, before cuInit */
         void *p = NULL;
         CUdriverProcAddressQueryResult st;
-        rc = ((procaddr_fn)sym("cuGetProcAddress_v2"))("cuInit", &p, 12000, 0, &st);
+        rc = ((procaddr_fn)th_sym("cuGetProcAddress_v2"))("cuInit", &p, 12000, 0, &st);
         if (!rc && p) init = (init_fn)p;
     }
-    CUresult (*count)(int *) = sym("cuDeviceGetCount");
-    CUresult (*get)(CUdevice *, int) = sym("cuDeviceGet");
-    CUresult (*uuid)(CUuuid *, CUdevice) = sym("cuDeviceGetUuid_v2");
-    CUresult (*retain)(CUcontext *, CUdevice) = sym("cuDevicePrimaryCtxRetain");
-    CUresult (*setcur)(CUcontext) = sym("cuCtxSetCurrent");
-    CUresult (*alloc)(CUdeviceptr *, size_t) = sym("cuMemAlloc_v2");
     int n = 0;
-    CUdevice d;
-    CUuuid u;
-    CUcontext ctx;
-    CUdeviceptr p;
-    if (!rc) rc = init(0);
-    if (!rc) rc = count(&n);
-    if (!rc) rc = get(&d, 0);
-    if (!rc) rc = uuid(&u, d);
-    if (!rc) rc = retain(&ctx, d);
-    if (!rc) rc = setcur(ctx);
-    if (!rc) rc = alloc(&p, 64u << 20);
     char s[PROTO_UUID_STR] = "none";
-    if (!rc) proto_uuid_str((const uint8_t *)u.bytes, s);
-    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-    printf("%d %d %s %s\n", (int)rc, n, s, vis && *vis ? vis : "-");
-    fflush(stdout);
-    char line[64];
-    while (fgets(line, sizeof line, stdin)) {
-    }
-    return 0;
+    if (!rc) rc = th_job_calls(init, &n, s);
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES"); /* as librota left it */
+    return th_job_say(rc, n, s, vis && *vis ? vis : "-");
 }
 
 /* ---- the parent ---------------------------------------------------------------------------------------------- */
 
 static char node[64], self[512];
 
-typedef struct job {
-    pid_t pid;
-    int in, out;
-    int rc, count;
-    char uuid[PROTO_UUID_STR + 8], vis[256];
-    char err[160];
-} job_t;
-
-static int njobs;
+typedef th_job_t job_t;
 
 /* Starts self under LD_PRELOAD=librota.so (not through rota run) with stdin/stdout on pipes, stderr in th_dir;
  * extra env "K=V" strings (NULL-terminated) last. */
 static void job_start(job_t *j, const char *const *env)
 {
-    int pin[2], pout[2];
-    if (pipe2(pin, O_CLOEXEC) || pipe2(pout, O_CLOEXEC)) bail("pipe");
-    memset(j, 0, sizeof *j);
-    snprintf(j->err, sizeof j->err, "%s/job%d.err", th_dir, njobs++);
-    j->pid = fork();
-    if (j->pid < 0) bail("fork");
-    if (j->pid == 0) {
-        dup2(pin[0], 0);
-        dup2(pout[1], 1);
-        int e = open(j->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (e >= 0) dup2(e, 2);
-        close(pin[0]), close(pin[1]), close(pout[0]), close(pout[1]);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        char pre[1200];
-        Dl_info di;
-        void *rt = dlsym(RTLD_DEFAULT, "__asan_init");
-        if (!rt) rt = dlsym(RTLD_DEFAULT, "__tsan_init");
-        if (rt && dladdr(rt, &di) && di.dli_fname && strstr(di.dli_fname, ".so"))
-            snprintf(pre, sizeof pre, "%s %s/lib/librota.so", di.dli_fname, getenv("ROTA_BUILD"));
-        else
-            snprintf(pre, sizeof pre, "%s/lib/librota.so", getenv("ROTA_BUILD"));
-        setenv("LD_PRELOAD", pre, 1);
+    if (th_job_fork(j, true)) {
+        th_preload_librota();
         setenv("ROTA_REMAP_T_JOB", "1", 1);
         setenv("ROTA_GPU", "auto", 1);
         setenv("ROTA_LOG", "info", 1);
@@ -124,38 +60,6 @@ static void job_start(job_t *j, const char *const *env)
         execl(self, "remap-t-job", (char *)NULL);
         _exit(127);
     }
-    close(pin[0]);
-    close(pout[1]);
-    j->in = pin[1];
-    j->out = pout[0];
-}
-
-/* Reads the job's report line (rc count uuid visible); false on EOF or timeout. */
-static bool job_report(job_t *j)
-{
-    char buf[512];
-    size_t n = 0;
-    struct pollfd p = {.fd = j->out, .events = POLLIN};
-    while (n < sizeof buf - 1) {
-        if (poll(&p, 1, 15000) != 1) return false;
-        ssize_t r = read(j->out, buf + n, 1);
-        if (r != 1) return false;
-        if (buf[n] == '\n') break;
-        n++;
-    }
-    buf[n] = 0;
-    return sscanf(buf, "%d %d %48s %255s", &j->rc, &j->count, j->uuid, j->vis) == 4;
-}
-
-/* Closes stdin, reaps; returns the exit status (or 128+signal). */
-static int job_finish(job_t *j)
-{
-    if (j->in >= 0) close(j->in);
-    j->in = -1;
-    int st = 0;
-    waitpid(j->pid, &st, 0);
-    close(j->out);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 /* Whether the job's stderr holds s. */
@@ -170,50 +74,12 @@ static bool job_said(const job_t *j, const char *s)
     return strstr(buf, s) != NULL;
 }
 
-/* The simulated GPUs' UUIDs in ordinal order, read through the driver here (all four visible). */
-static int sim_uuids(char u[4][PROTO_UUID_STR])
-{
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) return -1;
-    CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(h, "cuInit");
-    CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))dlsym(h, "cuDeviceGet");
-    CUresult (*uuid)(CUuuid *, CUdevice) = (CUresult(*)(CUuuid *, CUdevice))dlsym(h, "cuDeviceGetUuid_v2");
-    if (!init || !get || !uuid || init(0)) return -1;
-    for (int i = 0; i < 4; i++) {
-        CUdevice d;
-        CUuuid x;
-        if (get(&d, i) || uuid(&x, d)) return -1;
-        proto_uuid_str((const uint8_t *)x.bytes, u[i]);
-    }
-    return 0;
-}
-
-static int uuid_index(char u[4][PROTO_UUID_STR], const char *s)
-{
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(u[i], s)) return i;
-    return -1;
-}
-
-/* Output of a command line (popen), or "" */
-static char *run_out(const char *cmd)
-{
-    static char buf[65536];
-    buf[0] = 0;
-    FILE *f = popen(cmd, "r");
-    if (!f) return buf;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    pclose(f);
-    return buf;
-}
-
 /* simcuda-stat's counter NAME of device dev on node nd (text format), or -1. */
 static long long stat_of(const char *nd, int dev, const char *name)
 {
     char cmd[700];
     snprintf(cmd, sizeof cmd, "%s/bin/simcuda-stat --node %s", getenv("ROTA_BUILD"), nd);
-    char *out = run_out(cmd);
+    char *out = th_run_out(cmd);
     char key[64];
     snprintf(key, sizeof key, "device %d:", dev);
     char *line = strstr(out, key);
@@ -233,14 +99,8 @@ int main(void)
     if (n <= 0) bail("readlink /proc/self/exe");
     self[n] = 0;
 
-    th_setup("remap-t");
-    snprintf(node, sizeof node, "remap-t-%d", (int)getpid());
     /* rotad and the jobs share this environment: rotad's probe sees the jobs' node */
-    setenv("SIMCUDA_NODE", node, 1);
-    setenv("SIMCUDA_DEVICES", "4", 1);
-    setenv("SIMCUDA_MEM", "4G", 1);
-    setenv("ROTA_SOCKET", th_sock, 1);
-    unsetenv("CUDA_VISIBLE_DEVICES");
+    th_node4_setup("remap-t", node, sizeof node);
     unsetenv("ROTA_REAL_LIBCUDA");
     th_rotad_probe = true;
 
@@ -252,7 +112,7 @@ int main(void)
     setenv("SIMCUDA_NODE", node, 1);
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "%s/bin/rota status --json --socket %s", getenv("ROTA_BUILD"), th_sock);
-    char *js = run_out(cmd);
+    char *js = th_run_out(cmd);
     int ndev = 0;
     for (char *p = js; (p = strstr(p, "\"uuid\":")); p++) ndev++;
     is_int(ndev, 4, "rotad's probe enters the node's four GPUs in the ledger before any client");
@@ -267,9 +127,9 @@ int main(void)
         const char *env[] = {e1, e2, e3, NULL};
         job_t j;
         job_start(&j, env);
-        ok(job_report(&j) && j.rc == 0, "the probe leaves no process attached: other knobs re-create the node (rc %d)",
+        ok(th_job_report(&j) && j.rc == 0, "the probe leaves no process attached: other knobs re-create the node (rc %d)",
            j.rc);
-        job_finish(&j);
+        th_job_finish(&j);
     }
     is_int(th_rotad_stop(rotad), 0, "rotad stops");
     char shm[100];
@@ -277,7 +137,7 @@ int main(void)
     shm_unlink(shm);
 
     char u[4][PROTO_UUID_STR];
-    if (sim_uuids(u)) bail("unable to read the simulated GPUs' UUIDs");
+    if (th_sim_uuids(u)) bail("unable to read the simulated GPUs' UUIDs");
     rotad = th_rotad_start();
 
     /* four device-0 jobs at once, not through rota run; two reach the driver first by another call */
@@ -290,12 +150,12 @@ int main(void)
     job_start(&j[3], NULL);
     int seen = 0, bad = 0;
     for (int i = 0; i < 4; i++) {
-        if (!job_report(&j[i]) || j[i].rc) {
+        if (!th_job_report(&j[i]) || j[i].rc) {
             diag("job %d: rc %d count %d uuid %s vis %s", i, j[i].rc, j[i].count, j[i].uuid, j[i].vis);
             bad++;
             continue;
         }
-        int x = uuid_index(u, j[i].uuid);
+        int x = th_uuid_index(u, j[i].uuid);
         /* CUDA_VISIBLE_DEVICES=GPU-<chosen>,<the three others>: device 0 is the chosen one, all four visible */
         size_t ul = strlen(j[i].uuid);
         int others = 0;
@@ -313,65 +173,61 @@ int main(void)
     is_int(used, 4, "simcuda-stat: one context and the job's 64M on each of the four GPUs");
     ok(job_said(&j[3], "rota: info: placed on GPU "), "ROTA_LOG=info names the GPU chosen");
     ok(job_said(&j[0], "rota: debug: placement: GPU 3 "), "ROTA_LOG=debug shows what rotad chose by");
-    for (int i = 0; i < 4; i++) job_finish(&j[i]);
+    for (int i = 0; i < 4; i++) th_job_finish(&j[i]);
 
     /* a rank of a distributed launcher picks its own GPU: not placed */
     char lr[] = "LOCAL_RANK=1";
     const char *erank[] = {lr, NULL};
     job_start(&j[0], erank);
-    ok(job_report(&j[0]) && j[0].rc == 0 && j[0].count == 4 && !strcmp(j[0].vis, "-"),
+    ok(th_job_report(&j[0]) && j[0].rc == 0 && j[0].count == 4 && !strcmp(j[0].vis, "-"),
        "LOCAL_RANK set (torchrun): no remap, the rank sees all four GPUs");
-    job_finish(&j[0]);
+    th_job_finish(&j[0]);
 
     /* explicit choices are honoured */
     char g2[] = "ROTA_GPU=2";
     const char *eg2[] = {g2, NULL};
     job_start(&j[0], eg2);
-    ok(job_report(&j[0]) && j[0].rc == 0 && !strcmp(j[0].uuid, u[2]) && j[0].count == 1 && !strcmp(j[0].vis, "2"),
+    ok(th_job_report(&j[0]) && j[0].rc == 0 && !strcmp(j[0].uuid, u[2]) && j[0].count == 1 && !strcmp(j[0].vis, "2"),
        "ROTA_GPU=2: CUDA_VISIBLE_DEVICES=2, device 0 is GPU 2 (%s, %s)", j[0].uuid, j[0].vis);
-    job_finish(&j[0]);
+    th_job_finish(&j[0]);
     char vis[160];
     snprintf(vis, sizeof vis, "CUDA_VISIBLE_DEVICES=%s,%s", u[3], u[1]);
     const char *ev[] = {vis, NULL};
     job_start(&j[0], ev);
-    ok(job_report(&j[0]) && j[0].count == 2 && !strcmp(j[0].uuid, u[3]),
+    ok(th_job_report(&j[0]) && j[0].count == 2 && !strcmp(j[0].uuid, u[3]),
        "auto with CUDA_VISIBLE_DEVICES preset: left as it is (two GPUs, device 0 = GPU 3)");
-    job_finish(&j[0]);
+    th_job_finish(&j[0]);
     char g1[] = "ROTA_GPU=1";
     const char *evg[] = {vis, g1, NULL};
     job_start(&j[0], evg);
-    ok(job_report(&j[0]) && j[0].count == 1 && !strcmp(j[0].uuid, u[1]),
+    ok(th_job_report(&j[0]) && j[0].count == 1 && !strcmp(j[0].uuid, u[1]),
        "ROTA_GPU=1 indexes a preset CUDA_VISIBLE_DEVICES (GPU-3,GPU-1 -> GPU-1), like rota run --gpu 1");
-    job_finish(&j[0]);
+    th_job_finish(&j[0]);
     char gall[] = "ROTA_GPU=all";
     const char *ea[] = {gall, NULL};
     job_start(&j[0], ea);
-    ok(job_report(&j[0]) && j[0].count == 4 && !strcmp(j[0].vis, "-"), "ROTA_GPU=all: all four GPUs, no remap");
-    job_finish(&j[0]);
+    ok(th_job_report(&j[0]) && j[0].count == 4 && !strcmp(j[0].vis, "-"), "ROTA_GPU=all: all four GPUs, no remap");
+    th_job_finish(&j[0]);
     is_int(th_rotad_stop(rotad), 0, "rotad stops");
 
     /* rotad --no-probe knows no GPU of its own: nothing placed */
     const char *np[] = {"--no-probe", NULL};
     rotad = th_rotad_start_args(np);
     job_start(&j[0], NULL);
-    ok(job_report(&j[0]) && j[0].rc == 0 && j[0].count == 4 && !strcmp(j[0].vis, "-"),
+    ok(th_job_report(&j[0]) && j[0].rc == 0 && j[0].count == 4 && !strcmp(j[0].vis, "-"),
        "rotad --no-probe: not placed, the job sees four GPUs");
-    job_finish(&j[0]);
+    th_job_finish(&j[0]);
     is_int(th_rotad_stop(rotad), 0, "rotad stops");
 
     /* no rotad: no placement (fail-open), the job still runs */
     job_start(&j[0], NULL);
-    ok(job_report(&j[0]) && j[0].rc == 0 && j[0].count == 4 && !strcmp(j[0].uuid, u[0]),
+    ok(th_job_report(&j[0]) && j[0].rc == 0 && j[0].count == 4 && !strcmp(j[0].uuid, u[0]),
        "without rotad: not placed, the job sees four GPUs and uses GPU 0");
-    is_int(job_finish(&j[0]), 0, "and exits 0");
+    is_int(th_job_finish(&j[0]), 0, "and exits 0");
 
     snprintf(shm, sizeof shm, "/%s", node);
     shm_unlink(shm);
-    for (int i = 0; i < njobs; i++) {
-        char p[200];
-        snprintf(p, sizeof p, "%s/job%d.err", th_dir, i);
-        unlink(p);
-    }
+    th_cleanup_children();
     th_cleanup();
     return done_testing();
 }

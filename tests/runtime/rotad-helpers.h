@@ -1,9 +1,13 @@
-/* rotad-helpers.h - starting and stopping a private rotad for the runtime tests (header-only helpers). */
+/* rotad-helpers.h - the runtime tests' shared helpers (header-only): a private rotad, client processes driven
+ * over pipes, jobs on a simulated four-GPU node, and the client side's driver setup. */
 #ifndef ROTA_TESTS_ROTAD_HELPERS_H
 #define ROTA_TESTS_ROTAD_HELPERS_H
 
+#include "runtime/lib/proto.h"
+#include "tests/tap/kernels.h"
 #include "tests/tap/tap.h"
 
+#include <cuda.h>
 #include <dlfcn.h>
 
 #include <errno.h>
@@ -16,6 +20,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Built with ASan or TSan: timing goals are not meaningful (every atomic and call is instrumented). */
@@ -112,6 +117,95 @@ static void th_cleanup(void)
     rmdir(th_dir);
 }
 
+/* Monotonic milliseconds, for deadlines and the durations clients report. */
+static inline double th_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Where librota.so should be in the build, when it is not there (the test skips or bails); else NULL. */
+static inline const char *th_librota_missing(void)
+{
+    static char lib[600];
+    const char *b = getenv("ROTA_BUILD");
+    snprintf(lib, sizeof lib, "%s/lib/librota.so", b ? b : ".");
+    return access(lib, R_OK) ? lib : NULL;
+}
+
+/* The sanitizer runtime this program runs with when it is a shared object, else NULL: in a child's LD_PRELOAD
+ * it must come first, before librota.so. */
+static inline const char *th_sanitizer_so(void)
+{
+    Dl_info di;
+    void *rt = dlsym(RTLD_DEFAULT, "__asan_init");
+    if (!rt) rt = dlsym(RTLD_DEFAULT, "__tsan_init");
+    if (rt && dladdr(rt, &di) && di.dli_fname && strstr(di.dli_fname, ".so")) return di.dli_fname;
+    return NULL;
+}
+
+/* In a child about to exec: LD_PRELOAD=librota.so, after the sanitizer runtime when there is one. */
+static inline void th_preload_librota(void)
+{
+    char pre[1200];
+    const char *rt = th_sanitizer_so();
+    if (rt) snprintf(pre, sizeof pre, "%s %s/lib/librota.so", rt, getenv("ROTA_BUILD"));
+    else snprintf(pre, sizeof pre, "%s/lib/librota.so", getenv("ROTA_BUILD"));
+    setenv("LD_PRELOAD", pre, 1);
+}
+
+/* ---- the client side: the re-executed program's driver --------------------------------------------------- */
+
+/* A driver entry point as the client sees it (librota's wrapper when it is preloaded); without it the client
+ * says "nosym NAME" and exits 2 (it is a child of the test, not the test). */
+static inline void *th_sym(const char *name)
+{
+    void *p = dlsym(RTLD_DEFAULT, name);
+    if (!p) {
+        printf("nosym %s\n", name);
+        exit(2);
+    }
+    return p;
+}
+
+/* Loads the driver RTLD_GLOBAL (dlsym(RTLD_DEFAULT) then finds librota's wrappers first, as a -lcuda program
+ * would); false, having said "nolib WHY", without it. */
+static inline bool th_cuda_load(void)
+{
+    if (dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL)) return true;
+    printf("nolib %s\n", dlerror());
+    return false;
+}
+
+/* cuInit, then device 0's primary context made current: the client's first calls. */
+static inline CUresult th_cuda_ctx(CUdevice *dev)
+{
+    CUresult (*init)(unsigned) = th_sym("cuInit");
+    CUresult (*get)(CUdevice *, int) = th_sym("cuDeviceGet");
+    CUresult (*retain)(CUcontext *, CUdevice) = th_sym("cuDevicePrimaryCtxRetain");
+    CUresult (*setcur)(CUcontext) = th_sym("cuCtxSetCurrent");
+    CUcontext ctx;
+    CUresult rc = init(0);
+    if (!rc) rc = get(dev, 0);
+    if (!rc) rc = retain(&ctx, *dev);
+    if (!rc) rc = setcur(ctx);
+    return rc;
+}
+
+/* The tests' spin_ns kernel (tests/tap/kernels.h) loaded in the current context, and a non-blocking stream. */
+static inline CUresult th_cuda_spin(CUfunction *spin, CUstream *st)
+{
+    CUresult (*load)(CUmodule *, const void *) = th_sym("cuModuleLoadData");
+    CUresult (*getfn)(CUfunction *, CUmodule, const char *) = th_sym("cuModuleGetFunction");
+    CUresult (*mkstream)(CUstream *, unsigned) = th_sym("cuStreamCreate");
+    CUmodule mod;
+    CUresult rc = load(&mod, rota_kernels_ptx);
+    if (!rc) rc = getfn(spin, mod, "spin_ns");
+    if (!rc) rc = mkstream(st, CU_STREAM_NON_BLOCKING);
+    return rc;
+}
+
 /* ---- client processes: this test program re-executed under librota.so, driven over two pipes ---------- */
 
 typedef struct th_child {
@@ -120,7 +214,7 @@ typedef struct th_child {
     char err[160]; /* the child's stderr, kept in th_dir */
 } th_child_t;
 
-static int th_nchild; /* children spawned so far: th_dir/child<i>.err for i < th_nchild */
+static int th_nchild; /* children (and jobs) spawned so far: th_dir/child<i>.err for i < th_nchild */
 
 /* Re-executes /proc/self/exe as argv0 with role_var=1 set, LD_PRELOAD=librota.so (under a sanitizer its
  * runtime first, as it must be), rotad's socket, its own simcuda node (1G) and ROTA_LOG=log; env: NULL-
@@ -138,15 +232,7 @@ static inline void th_spawn(th_child_t *c, const char *role_var, const char *arg
         dup2(out[1], 1);
         int e = open(c->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(e, 2);
-        char pre[1200];
-        Dl_info di;
-        void *rt = dlsym(RTLD_DEFAULT, "__asan_init");
-        if (!rt) rt = dlsym(RTLD_DEFAULT, "__tsan_init");
-        if (rt && dladdr(rt, &di) && di.dli_fname && strstr(di.dli_fname, ".so"))
-            snprintf(pre, sizeof pre, "%s %s/lib/librota.so", di.dli_fname, getenv("ROTA_BUILD"));
-        else
-            snprintf(pre, sizeof pre, "%s/lib/librota.so", getenv("ROTA_BUILD"));
-        setenv("LD_PRELOAD", pre, 1);
+        th_preload_librota();
         setenv(role_var, "1", 1);
         setenv("ROTA_SOCKET", th_sock, 1);
         setenv("SIMCUDA_NODE", node, 1);
@@ -174,6 +260,203 @@ static inline const char *th_say(th_child_t *c, const char *cmd, int ms)
     if (poll(&p, 1, ms) != 1 || !fgets(line, sizeof line, c->from)) return "";
     line[strcspn(line, "\n")] = 0;
     return line;
+}
+
+/* Bails with why unless the child's first line, within 10 s, is "init 0": its driver setup succeeded. */
+static inline void th_ready(th_child_t *c, const char *why)
+{
+    if (strcmp(th_say(c, NULL, 10000), "init 0")) bail("%s", why);
+}
+
+/* Closes the child's stdin and reaps it; returns its exit status (or 128+signal). */
+static inline int th_finish(th_child_t *c)
+{
+    fclose(c->to);
+    int st = 0;
+    waitpid(c->pid, &st, 0);
+    fclose(c->from);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static inline void th_kill9(th_child_t *c)
+{
+    kill(c->pid, SIGKILL);
+    th_finish(c);
+}
+
+/* How many lines of the child's stderr contain what. */
+static inline int th_err_count(const th_child_t *c, const char *what)
+{
+    FILE *f = fopen(c->err, "r");
+    char l[512];
+    int n = 0;
+    while (f && fgets(l, sizeof l, f)) n += strstr(l, what) != NULL;
+    if (f) fclose(f);
+    return n;
+}
+
+/* Removes the children's stderr files (th_dir/child<i>.err), before th_cleanup removes th_dir. */
+static inline void th_cleanup_children(void)
+{
+    char p[192];
+    for (int i = 0; i < th_nchild; i++) {
+        snprintf(p, sizeof p, "%s/child%d.err", th_dir, i);
+        unlink(p);
+    }
+}
+
+/* ---- jobs: a program on a node of four simulated GPUs that reports once what it sees, then holds -------- */
+
+/* A job's report line is "RC COUNT UUID VISIBLE": cuInit..cuMemAlloc's result, the device count, device 0's
+ * UUID and CUDA_VISIBLE_DEVICES ("-" when unset). */
+typedef struct th_job {
+    pid_t pid;
+    int in, out; /* its stdin (closing it ends the job) and stdout */
+    int rc, count;
+    char uuid[PROTO_UUID_STR + 8], vis[256];
+    char err[160]; /* its stderr, kept in th_dir; "" when inherited */
+} th_job_t;
+
+/* Forks a job with stdin and stdout on pipes, stderr in th_dir/child<i>.err when keep_err (else inherited);
+ * returns true in the child, which never outlives the test and goes on to set its environment and exec. */
+static inline bool th_job_fork(th_job_t *j, bool keep_err)
+{
+    int pin[2], pout[2];
+    if (pipe2(pin, O_CLOEXEC) || pipe2(pout, O_CLOEXEC)) bail("pipe"); /* other jobs must not hold them */
+    memset(j, 0, sizeof *j);
+    if (keep_err) snprintf(j->err, sizeof j->err, "%s/child%d.err", th_dir, th_nchild++);
+    j->pid = fork();
+    if (j->pid < 0) bail("fork");
+    if (j->pid == 0) {
+        dup2(pin[0], 0);
+        dup2(pout[1], 1);
+        int e = keep_err ? open(j->err, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
+        if (e >= 0) dup2(e, 2);
+        close(pin[0]), close(pin[1]), close(pout[0]), close(pout[1]);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        return true;
+    }
+    close(pin[0]);
+    close(pout[1]);
+    j->in = pin[1];
+    j->out = pout[0];
+    return false;
+}
+
+/* th_setup(name), then this process's environment, which rotad and the jobs inherit: a simulated node of four
+ * 4G GPUs named "NAME-<pid>" (in node, n bytes), rotad's socket th_sock, no CUDA_VISIBLE_DEVICES. */
+static inline void th_node4_setup(const char *name, char *node, size_t n)
+{
+    th_setup(name);
+    snprintf(node, n, "%s-%d", name, (int)getpid());
+    setenv("SIMCUDA_NODE", node, 1);
+    setenv("SIMCUDA_DEVICES", "4", 1);
+    setenv("SIMCUDA_MEM", "4G", 1);
+    setenv("ROTA_SOCKET", th_sock, 1);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+}
+
+/* In the job: cuInit (init: the entry point the job got) .. a 64 MiB cuMemAlloc on device 0, through whatever is
+ * preloaded; the device count in *n and device 0's UUID in uuid (left as it is unless every call succeeds). */
+static inline CUresult th_job_calls(CUresult (*init)(unsigned), int *n, char uuid[PROTO_UUID_STR])
+{
+    CUresult (*count)(int *) = th_sym("cuDeviceGetCount");
+    CUresult (*get)(CUdevice *, int) = th_sym("cuDeviceGet");
+    CUresult (*getuuid)(CUuuid *, CUdevice) = th_sym("cuDeviceGetUuid_v2");
+    CUresult (*retain)(CUcontext *, CUdevice) = th_sym("cuDevicePrimaryCtxRetain");
+    CUresult (*setcur)(CUcontext) = th_sym("cuCtxSetCurrent");
+    CUresult (*alloc)(CUdeviceptr *, size_t) = th_sym("cuMemAlloc_v2");
+    CUdevice d;
+    CUuuid u;
+    CUcontext ctx;
+    CUdeviceptr p;
+    CUresult rc = init(0);
+    if (!rc) rc = count(n);
+    if (!rc) rc = get(&d, 0);
+    if (!rc) rc = getuuid(&u, d);
+    if (!rc) rc = retain(&ctx, d);
+    if (!rc) rc = setcur(ctx);
+    if (!rc) rc = alloc(&p, 64u << 20);
+    if (!rc) proto_uuid_str((const uint8_t *)u.bytes, uuid);
+    return rc;
+}
+
+/* In the job: its report line (vis for VISIBLE), then it holds what it took until its stdin closes; 0. */
+static inline int th_job_say(CUresult rc, int n, const char *uuid, const char *vis)
+{
+    printf("%d %d %s %s\n", (int)rc, n, uuid, vis);
+    fflush(stdout);
+    char line[64];
+    while (fgets(line, sizeof line, stdin)) {
+    }
+    return 0;
+}
+
+/* Reads the job's report line (rc count uuid visible); false on EOF or timeout. */
+static inline bool th_job_report(th_job_t *j)
+{
+    char buf[512];
+    size_t n = 0;
+    struct pollfd p = {.fd = j->out, .events = POLLIN};
+    while (n < sizeof buf - 1) {
+        if (poll(&p, 1, 15000) != 1) return false;
+        ssize_t r = read(j->out, buf + n, 1);
+        if (r != 1) return false;
+        if (buf[n] == '\n') break;
+        n++;
+    }
+    buf[n] = 0;
+    return sscanf(buf, "%d %d %48s %255s", &j->rc, &j->count, j->uuid, j->vis) == 4;
+}
+
+/* Closes stdin, reaps; returns the exit status (or 128+signal). */
+static inline int th_job_finish(th_job_t *j)
+{
+    if (j->in >= 0) close(j->in);
+    j->in = -1;
+    int st = 0;
+    waitpid(j->pid, &st, 0);
+    close(j->out);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The simulated GPUs' UUIDs in ordinal order, read through the driver here (all four visible). */
+static inline int th_sim_uuids(char u[4][PROTO_UUID_STR])
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return -1;
+    CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(h, "cuInit");
+    CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))dlsym(h, "cuDeviceGet");
+    CUresult (*uuid)(CUuuid *, CUdevice) = (CUresult(*)(CUuuid *, CUdevice))dlsym(h, "cuDeviceGetUuid_v2");
+    if (!init || !get || !uuid || init(0)) return -1;
+    for (int i = 0; i < 4; i++) {
+        CUdevice d;
+        CUuuid x;
+        if (get(&d, i) || uuid(&x, d)) return -1;
+        proto_uuid_str((const uint8_t *)x.bytes, u[i]);
+    }
+    return 0;
+}
+
+/* Which of the four UUIDs s is, or -1. */
+static inline int th_uuid_index(char u[4][PROTO_UUID_STR], const char *s)
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(u[i], s)) return i;
+    return -1;
+}
+
+/* Output of a command line (popen), or "" */
+static inline char *th_run_out(const char *cmd)
+{
+    static char buf[65536];
+    buf[0] = 0;
+    FILE *f = popen(cmd, "r");
+    if (!f) return buf;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    pclose(f);
+    return buf;
 }
 
 #endif

@@ -18,55 +18,21 @@ static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, un
                                     unsigned, CUstream, void **, void **);
 static CUresult (*p_cuStreamSynchronize)(CUstream);
 
-static void *sym(const char *name)
-{
-    void *p = dlsym(RTLD_DEFAULT, name); /* librota's wrapper when it is preloaded */
-    if (!p) {
-        printf("nosym %s\n", name);
-        exit(2);
-    }
-    return p;
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* Commands: "alloc SIZE", "free" (the last allocation), "spin N NS" (N kernels, then a sync),
  * "spinfor MS" (2 ms kernels back to back, a sync every 8, for MS ms); each answered "RC MS". */
 static int child_main(void)
 {
-    if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL)) {
-        printf("nolib %s\n", dlerror());
-        return 2;
-    }
-    CUresult (*p_cuInit)(unsigned) = sym("cuInit");
-    CUresult (*p_cuDeviceGet)(CUdevice *, int) = sym("cuDeviceGet");
-    CUresult (*p_cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice) = sym("cuDevicePrimaryCtxRetain");
-    CUresult (*p_cuCtxSetCurrent)(CUcontext) = sym("cuCtxSetCurrent");
-    CUresult (*p_cuMemAlloc)(CUdeviceptr *, size_t) = sym("cuMemAlloc_v2");
-    CUresult (*p_cuMemFree)(CUdeviceptr) = sym("cuMemFree_v2");
-    CUresult (*p_cuModuleLoadData)(CUmodule *, const void *) = sym("cuModuleLoadData");
-    CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *) = sym("cuModuleGetFunction");
-    CUresult (*p_cuStreamCreate)(CUstream *, unsigned) = sym("cuStreamCreate");
-    p_cuLaunchKernel = sym("cuLaunchKernel");
-    p_cuStreamSynchronize = sym("cuStreamSynchronize");
+    if (!th_cuda_load()) return 2;
+    CUresult (*p_cuMemAlloc)(CUdeviceptr *, size_t) = th_sym("cuMemAlloc_v2");
+    CUresult (*p_cuMemFree)(CUdeviceptr) = th_sym("cuMemFree_v2");
+    p_cuLaunchKernel = th_sym("cuLaunchKernel");
+    p_cuStreamSynchronize = th_sym("cuStreamSynchronize");
     setvbuf(stdout, NULL, _IOLBF, 0);
     CUdevice dev;
-    CUcontext ctx;
-    CUmodule mod;
     CUfunction spin;
     CUstream st;
-    CUresult rc = p_cuInit(0);
-    if (!rc) rc = p_cuDeviceGet(&dev, 0);
-    if (!rc) rc = p_cuDevicePrimaryCtxRetain(&ctx, dev);
-    if (!rc) rc = p_cuCtxSetCurrent(ctx);
-    if (!rc) rc = p_cuModuleLoadData(&mod, rota_kernels_ptx);
-    if (!rc) rc = p_cuModuleGetFunction(&spin, mod, "spin_ns");
-    if (!rc) rc = p_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING);
+    CUresult rc = th_cuda_ctx(&dev);
+    if (!rc) rc = th_cuda_spin(&spin, &st);
     printf("init %d\n", (int)rc);
     if (rc) return 1;
     CUdeviceptr ptrs[64];
@@ -76,7 +42,7 @@ static int child_main(void)
         char arg[64] = "";
         unsigned k;
         unsigned long long ns;
-        double t0 = now_ms();
+        double t0 = th_now_ms();
         if (sscanf(line, "alloc %63s", arg) == 1) {
             uint64_t bytes = strtoull(arg, NULL, 10) << 20; /* MiB */
             CUdeviceptr p = 0;
@@ -93,7 +59,7 @@ static int child_main(void)
             ns = 2000000;
             void *args[] = {&ns};
             rc = CUDA_SUCCESS;
-            for (unsigned i = 0; now_ms() - t0 < k && !rc; i++) {
+            for (unsigned i = 0; th_now_ms() - t0 < k && !rc; i++) {
                 rc = p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, st, args, NULL);
                 if (!rc && i % 8 == 7) rc = p_cuStreamSynchronize(st);
             }
@@ -101,7 +67,7 @@ static int child_main(void)
         } else {
             rc = CUDA_ERROR_INVALID_VALUE;
         }
-        printf("%d %.3f\n", (int)rc, now_ms() - t0);
+        printf("%d %.3f\n", (int)rc, th_now_ms() - t0);
     }
     return 0;
 }
@@ -123,24 +89,6 @@ static int say_rc(child_t *c, const char *cmd, int ms)
     int rc = -1;
     if (sscanf(th_say(c, cmd, ms), "%d", &rc) != 1) rc = -1;
     return rc;
-}
-
-static void finish(child_t *c)
-{
-    fclose(c->to);
-    int st;
-    waitpid(c->pid, &st, 0);
-    fclose(c->from);
-}
-
-static int err_count(const child_t *c, const char *what)
-{
-    FILE *f = fopen(c->err, "r");
-    char l[512];
-    int n = 0;
-    while (f && fgets(l, sizeof l, f)) n += strstr(l, what) != NULL;
-    if (f) fclose(f);
-    return n;
 }
 
 /* ---- reading a trace ------------------------------------------------------------------------------------- */
@@ -227,10 +175,8 @@ int main(void)
     if (getenv("ROTA_TRACE_T_CHILD")) return child_main();
     signal(SIGPIPE, SIG_IGN);
     plan(26);
-    const char *b = getenv("ROTA_BUILD");
-    char lib[600];
-    snprintf(lib, sizeof lib, "%s/lib/librota.so", b ? b : ".");
-    if (access(lib, R_OK)) bail("librota.so is not built (%s)", lib);
+    const char *lib = th_librota_missing();
+    if (lib) bail("librota.so is not built (%s)", lib);
     th_setup("trace");
     snprintf(node, sizeof node, "trace-t-%d", (int)getpid());
     char quiet[160], mem[160], held[160], e_quiet[200], e_mem[200], e_held[200];
@@ -250,17 +196,17 @@ int main(void)
     is_int(say_rc(&a, "alloc 100", 5000), 0, "it allocates 100M of 1G (fits: no wait)");
     is_int(say_rc(&a, "spin 8 1000000", 5000), 0, "and launches alone (no hold)");
     is_int(say_rc(&a, "free", 5000), 0, "and frees");
-    finish(&a);
+    th_finish(&a);
     ok(access(quiet, F_OK) != 0 && errno == ENOENT, "a client that never waited created no trace file");
 
     /* 2. memory: a waiter that is granted, one that times out */
     const char *ea[] = {"ROTA_MEM_WAIT=0", NULL};
     spawn(&a, ea);
-    if (strcmp(th_say(&a, NULL, 10000), "init 0")) bail("client A");
+    th_ready(&a, "client A");
     is_int(say_rc(&a, "alloc 900", 5000), 0, "client A takes 900M of 1G");
     const char *ew[] = {e_mem, "ROTA_MEM_WAIT=10", NULL};
     spawn(&w, ew);
-    if (strcmp(th_say(&w, NULL, 10000), "init 0")) bail("client W");
+    th_ready(&w, "client W");
     fprintf(w.to, "alloc 300\n");
     usleep(300000);
     is_int(say_rc(&a, "free", 5000), 0, "A frees its 900M while W waits for 300M");
@@ -268,11 +214,11 @@ int main(void)
     is_int(say_rc(&a, "alloc 600", 5000), 0, "A takes 600M again");
     const char *ed[] = {e_mem, "ROTA_MEM_WAIT=0.3", NULL};
     spawn(&d, ed);
-    if (strcmp(th_say(&d, NULL, 10000), "init 0")) bail("client D");
+    th_ready(&d, "client D");
     is_int(say_rc(&d, "alloc 400", 10000), CUDA_ERROR_OUT_OF_MEMORY, "D's 400M does not fit within 0.3 s: OOM");
-    finish(&d);
-    finish(&w);
-    finish(&a);
+    th_finish(&d);
+    th_finish(&w);
+    th_finish(&a);
     int n = trace_read(mem);
     ok(n > 0, "the waiters wrote a trace of well-formed lines (%d events%s)", n, n < 0 ? ": a bad line" : "");
     is_int(trace_pairs(n, w.pid, "mem_wait", "mem_grant", "mem_deny", 300 * M), 1,
@@ -286,15 +232,15 @@ int main(void)
     const char *eh[] = {"ROTA_PRIORITY=high", NULL};
     const char *el[] = {e_held, "ROTA_PRIORITY=low", "ROTA_MAX_INFLIGHT=1", NULL};
     spawn(&lo, el);
-    if (strcmp(th_say(&lo, NULL, 10000), "init 0")) bail("low client");
+    th_ready(&lo, "low client");
     spawn(&hi, eh);
-    if (strcmp(th_say(&hi, NULL, 10000), "init 0")) bail("high client");
+    th_ready(&hi, "high client");
     fprintf(hi.to, "spinfor 1200\n");
     usleep(200000);
     is_int(say_rc(&lo, "spin 100 2000000", 15000), 0, "a low client launches beside a busy high client");
     is_int(say_rc(&hi, NULL, 10000), 0, "the high client's work completes");
-    finish(&hi);
-    finish(&lo);
+    th_finish(&hi);
+    th_finish(&lo);
     n = trace_read(held);
     ok(n > 0, "the held client wrote a trace of well-formed lines (%d events%s)", n, n < 0 ? ": a bad line" : "");
     int spans = trace_pairs(n, lo.pid, "hold", "release", NULL, 0);
@@ -305,25 +251,21 @@ int main(void)
     /* 4. a file that cannot be opened: one warning, tracing off, the client unharmed */
     const char *eb[] = {"ROTA_TRACE=/nonexistent-rota-dir/trace.jsonl", "ROTA_MEM_WAIT=0.2", NULL};
     spawn(&a, ea);
-    if (strcmp(th_say(&a, NULL, 10000), "init 0")) bail("client A");
+    th_ready(&a, "client A");
     is_int(say_rc(&a, "alloc 900", 5000), 0, "client A takes 900M of 1G again");
     spawn(&d, eb);
-    if (strcmp(th_say(&d, NULL, 10000), "init 0")) bail("client D");
+    th_ready(&d, "client D");
     is_int(say_rc(&d, "alloc 400", 10000), CUDA_ERROR_OUT_OF_MEMORY, "an untraceable waiter still times out as usual");
     is_int(say_rc(&d, "alloc 400", 10000), CUDA_ERROR_OUT_OF_MEMORY, "twice");
-    finish(&d);
-    finish(&a);
-    is_int(err_count(&d, "unable to open ROTA_TRACE"), 1, "an unopenable ROTA_TRACE is exactly one warning");
+    th_finish(&d);
+    th_finish(&a);
+    is_int(th_err_count(&d, "unable to open ROTA_TRACE"), 1, "an unopenable ROTA_TRACE is exactly one warning");
 
     is_int(th_rotad_stop(rotad), 0, "rotad stops");
     unlink(mem);
     unlink(held);
     unlink(quiet);
-    for (int i = 0; i < th_nchild; i++) {
-        char p[192];
-        snprintf(p, sizeof p, "%s/child%d.err", th_dir, i);
-        unlink(p);
-    }
+    th_cleanup_children();
     th_cleanup();
     return done_testing();
 }

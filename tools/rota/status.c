@@ -1,13 +1,14 @@
 /* status.c - `rota status [--json]`: a snapshot of rotad's region (devices, ledger, clients). */
 #include "tools/rota/rota.h"
 
+#include "tools/rota/client.h"
+#include "tools/rota/fmt.h"
+#include "tools/rota/sample.h"
+
 #include "runtime/abi.h"
 #include "runtime/lib/conn.h"
 #include "runtime/lib/parse.h"
 #include "runtime/lib/proto.h"
-
-#include <errno.h>
-#include <time.h>
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -27,19 +28,6 @@ static const char status_usage[] =
     "launches_per_s, busy_ns and devtime_per_s. Rates come from two samples --sample seconds apart (default\n"
     "0.2, 0..10; 0 = no rates: null). Exit codes: 0 ok; 1 rotad unreachable; 2 usage error.\n";
 
-static void status_size(char *out, size_t n, uint64_t v)
-{
-    static const char *const unit[] = {"B", "K", "M", "G", "T", "P"};
-    double d = (double)v;
-    unsigned u = 0;
-    while (d >= 1024 && u < 5) {
-        d /= 1024;
-        u++;
-    }
-    if (u == 0) snprintf(out, n, "%" PRIu64 "B", v);
-    else snprintf(out, n, "%.1f%s", d, unit[u]);
-}
-
 static void status_json_str(FILE *f, const char *s)
 {
     fputc('"', f);
@@ -50,13 +38,6 @@ static void status_json_str(FILE *f, const char *s)
         else fputc(c, f);
     }
     fputc('"', f);
-}
-
-static uint64_t status_used(const rota_slot_t *s)
-{
-    uint64_t t = 0;
-    for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) t += LD(&s->used[d]);
-    return t;
 }
 
 static void status_json_rate(FILE *f, const char *name, bool known, double v)
@@ -119,7 +100,7 @@ static void status_print_json(FILE *f, const rota_region_t *r, const rota_sample
                 LD(&s->weight) / 1000.0);
         if (dev >= 0 && dev < ROTA_MAX_DEVICES) fprintf(f, "%d", dev);
         else fprintf(f, "null");
-        fprintf(f, ",\"used\":%" PRIu64 ",\"credit\":%" PRIu64 ",\"limit\":", status_used(s), LD(&s->credit));
+        fprintf(f, ",\"used\":%" PRIu64 ",\"credit\":%" PRIu64 ",\"limit\":", rota_client_used(s), LD(&s->credit));
         if (LD(&s->limit)) fprintf(f, "%" PRIu64, LD(&s->limit));
         else fprintf(f, "null");
         fprintf(f, ",\"group\":%d,\"waiting\":%" PRIu64 ",\"wait_device\":", LD(&s->group), LD(&s->waiting));
@@ -148,8 +129,8 @@ static void status_print_text(FILE *f, const rota_region_t *r)
         const rota_dev_t *d = &r->devices[i];
         char u[PROTO_UUID_STR], cap[16], res[16];
         proto_uuid_str(d->uuid, u);
-        status_size(cap, sizeof cap, LD(&d->capacity));
-        status_size(res, sizeof res, LD(&d->reserved));
+        rota_fmt_size(cap, sizeof cap, LD(&d->capacity));
+        rota_fmt_size(res, sizeof res, LD(&d->reserved));
         fprintf(f, "%-3u %-40s %10s %10s %7u\n", i, u, cap, res, LD(&d->waiters));
     }
     fprintf(f, "\n%-8s %-6s %-16s %-8s %3s %10s %10s %10s %-8s\n", "PID", "UID", "COMMAND", "PRIORITY", "DEV", "USED",
@@ -159,10 +140,10 @@ static void status_print_text(FILE *f, const rota_region_t *r)
         if (atomic_load_explicit(&s->state, memory_order_acquire) != ROTA_SLOT_LIVE) continue;
         char comm[ROTA_COMM_LEN], used[16], lim[16], wait[16], dev[12];
         proto_sanitize(comm, s->comm, sizeof comm);
-        status_size(used, sizeof used, status_used(s));
-        if (LD(&s->limit)) status_size(lim, sizeof lim, LD(&s->limit));
+        rota_fmt_size(used, sizeof used, rota_client_used(s));
+        if (LD(&s->limit)) rota_fmt_size(lim, sizeof lim, LD(&s->limit));
         else snprintf(lim, sizeof lim, "-");
-        if (LD(&s->waiting)) status_size(wait, sizeof wait, LD(&s->waiting));
+        if (LD(&s->waiting)) rota_fmt_size(wait, sizeof wait, LD(&s->waiting));
         else snprintf(wait, sizeof wait, "-");
         int d = LD(&s->device);
         if (d >= 0) snprintf(dev, sizeof dev, "%d", d);
@@ -206,13 +187,7 @@ int rota_status_main(int argc, char **argv)
     }
     if (json) {
         rota_sample_t *sa = sample > 0 ? calloc(2, sizeof *sa) : NULL;
-        if (sa) {
-            rota_sample_take(conn_region(c), &sa[0]);
-            struct timespec ts = {(time_t)sample, (long)((sample - (double)(time_t)sample) * 1e9)};
-            while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
-            }
-            rota_sample_take(conn_region(c), &sa[1]);
-        }
+        if (sa) rota_sample_pair(conn_region(c), sa, sample);
         status_print_json(stdout, conn_region(c), sa, sa ? &sa[1] : NULL);
         free(sa);
     } else {

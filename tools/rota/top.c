@@ -1,19 +1,22 @@
 /* top.c - `rota top`: a live view of rotad's region (per-GPU busy and memory, per-client state and rates). */
 #include "tools/rota/rota.h"
 
+#include "tools/rota/client.h"
+#include "tools/rota/fmt.h"
+#include "tools/rota/sample.h"
+
 #include "runtime/lib/conn.h"
 #include "runtime/lib/parse.h"
 #include "runtime/lib/proto.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <termios.h>
-#include <time.h>
 #include <unistd.h>
 
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
@@ -29,85 +32,7 @@ static const char top_usage[] =
     "for scripts. A '-' is a number not known yet (no earlier sample). Exit codes: 0 ok; 1 rotad\n"
     "unreachable or lost; 2 usage error.\n";
 
-static uint64_t top_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* ---- samples (shared with rota status --json) ------------------------------------------------------------- */
-
-void rota_sample_take(const rota_region_t *r, rota_sample_t *s)
-{
-    s->t_ns = top_now_ns();
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-        const rota_slot_t *sl = &r->slots[i];
-        bool live = atomic_load_explicit(&sl->state, memory_order_acquire) == ROTA_SLOT_LIVE;
-        s->gen[i] = live ? LD(&sl->gen) : 0;
-        s->launches[i] = live ? LD(&sl->launches) : 0;
-        s->busy_ns[i] = live ? LD(&sl->busy_ns) : 0;
-    }
-    /* A GPU's device time: rotad's own sum when it keeps one, else the sum over its live clients (each counted
-     * on its first GPU: a multi-GPU client's time is not split). */
-    uint64_t sum[ROTA_MAX_DEVICES] = {0};
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-        int d = s->gen[i] ? LD(&r->slots[i].device) : -1;
-        if (d >= 0 && d < ROTA_MAX_DEVICES) sum[d] += s->busy_ns[i];
-    }
-    for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) {
-        uint64_t own = LD(&r->devices[d].busy_ns);
-        s->dev_busy_ns[d] = own ? own : sum[d];
-    }
-}
-
-bool rota_sample_rates(const rota_sample_t *a, const rota_sample_t *b, unsigned i, double *launches_per_s,
-                       double *busy_frac)
-{
-    if (!a || !b || i >= ROTA_MAX_CLIENTS || !a->gen[i] || a->gen[i] != b->gen[i] || b->t_ns <= a->t_ns)
-        return false;
-    double dt = (double)(b->t_ns - a->t_ns) / 1e9;
-    uint64_t dl = b->launches[i] >= a->launches[i] ? b->launches[i] - a->launches[i] : 0;
-    uint64_t db = b->busy_ns[i] >= a->busy_ns[i] ? b->busy_ns[i] - a->busy_ns[i] : 0;
-    *launches_per_s = (double)dl / dt;
-    *busy_frac = (double)db / 1e9 / dt;
-    return true;
-}
-
-bool rota_sample_dev_busy(const rota_sample_t *a, const rota_sample_t *b, unsigned d, double *busy_frac)
-{
-    if (!a || !b || d >= ROTA_MAX_DEVICES || b->t_ns <= a->t_ns) return false;
-    uint64_t db = b->dev_busy_ns[d] >= a->dev_busy_ns[d] ? b->dev_busy_ns[d] - a->dev_busy_ns[d] : 0;
-    *busy_frac = (double)db / (double)(b->t_ns - a->t_ns);
-    return true;
-}
-
-const char *rota_client_state(const rota_slot_t *s)
-{
-    if (LD(&s->waiting)) return "memwait";
-    if (LD(&s->hold)) return "held";
-    switch (LD(&s->sched_state)) {
-    case ROTA_SCHED_RUNNING: return "running";
-    case ROTA_SCHED_HELD: return "held";
-    case ROTA_SCHED_MEMWAIT: return "memwait";
-    default: return "idle";
-    }
-}
-
 /* ---- one frame ---------------------------------------------------------------------------------------------- */
-
-static void top_size(char *out, size_t n, uint64_t v)
-{
-    static const char *const unit[] = {"B", "K", "M", "G", "T", "P"};
-    double d = (double)v;
-    unsigned u = 0;
-    while (d >= 1024 && u < 5) {
-        d /= 1024;
-        u++;
-    }
-    if (u == 0) snprintf(out, n, "%" PRIu64 "B", v);
-    else snprintf(out, n, "%.1f%s", d, unit[u]);
-}
 
 static void top_frame(FILE *f, const rota_region_t *r, const rota_sample_t *a, const rota_sample_t *b, bool tty)
 {
@@ -123,8 +48,8 @@ static void top_frame(FILE *f, const rota_region_t *r, const rota_sample_t *a, c
         char u[PROTO_UUID_STR], cap[16], res[16], dts[16];
         double db;
         proto_uuid_str(d->uuid, u);
-        top_size(cap, sizeof cap, LD(&d->capacity));
-        top_size(res, sizeof res, LD(&d->reserved));
+        rota_fmt_size(cap, sizeof cap, LD(&d->capacity));
+        rota_fmt_size(res, sizeof res, LD(&d->reserved));
         if (rota_sample_dev_busy(a, b, i, &db)) snprintf(dts, sizeof dts, "%.2f", db);
         else snprintf(dts, sizeof dts, "-");
         fprintf(f, "%-3u %-40s %6.1f %7s %10s %10s %7u %4u%s", i, u, LD(&d->busy_permille) / 10.0, dts, cap, res,
@@ -137,9 +62,7 @@ static void top_frame(FILE *f, const rota_region_t *r, const rota_sample_t *a, c
         if (atomic_load_explicit(&s->state, memory_order_acquire) != ROTA_SLOT_LIVE) continue;
         char comm[ROTA_COMM_LEN], used[16], dev[12], lps[16], dts[16];
         proto_sanitize(comm, s->comm, sizeof comm);
-        uint64_t u = 0;
-        for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) u += LD(&s->used[d]);
-        top_size(used, sizeof used, u);
+        rota_fmt_size(used, sizeof used, rota_client_used(s));
         int d = LD(&s->device);
         if (d >= 0) snprintf(dev, sizeof dev, "%d", d);
         else snprintf(dev, sizeof dev, "-");
@@ -228,11 +151,7 @@ int rota_top_main(int argc, char **argv)
     }
     int rc = ROTA_EXIT_OK;
     if (once) {
-        rota_sample_take(r, &sa[0]);
-        struct timespec ts = {0, 200000000};
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
-        }
-        rota_sample_take(r, &sa[1]);
+        rota_sample_pair(r, sa, 0.2);
         top_frame(stdout, r, &sa[0], &sa[1], false);
         if (fflush(stdout)) rc = ROTA_EXIT_FAIL;
         goto out;
@@ -262,9 +181,9 @@ int rota_top_main(int argc, char **argv)
         /* Wait for the interval, a key, or a signal; rotad's EOF shows as readable on the connection. */
         struct pollfd p[2] = {{.fd = STDIN_FILENO, .events = POLLIN}, {.fd = conn_fd(c), .events = POLLIN}};
         if (!top_raw) p[0].fd = -1; /* not a terminal: no keys to read */
-        uint64_t end = top_now_ns() + (uint64_t)(interval * 1e9);
+        uint64_t end = rota_sample_now_ns() + (uint64_t)(interval * 1e9);
         while (!top_stop) {
-            uint64_t now = top_now_ns();
+            uint64_t now = rota_sample_now_ns();
             if (now >= end) break;
             int n = poll(p, 2, (int)((end - now) / 1000000) + 1);
             if (n < 0 && errno != EINTR) break;

@@ -1,0 +1,32 @@
+/* sample.h - samples of rotad's region counters, and the rates two of them give (rota top, rota status --json). */
+#ifndef ROTA_TOOL_SAMPLE_H
+#define ROTA_TOOL_SAMPLE_H
+
+#include "runtime/abi.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Two samples of the region's counters give rates (launches/s, device time per second); rota top and
+ * rota status --json compute them the same way. */
+typedef struct rota_sample {
+    uint64_t t_ns;                          /* CLOCK_MONOTONIC */
+    uint32_t gen[ROTA_MAX_CLIENTS];         /* 0 = slot not live */
+    uint64_t launches[ROTA_MAX_CLIENTS];
+    uint64_t busy_ns[ROTA_MAX_CLIENTS];
+    uint64_t dev_busy_ns[ROTA_MAX_DEVICES];
+} rota_sample_t;
+
+/* The clock samples are taken by (CLOCK_MONOTONIC, ns). */
+uint64_t rota_sample_now_ns(void);
+void rota_sample_take(const rota_region_t *r, rota_sample_t *s);
+/* s[0], then s[1] seconds later (a signal does not cut the wait short): one pair to compute rates from. */
+void rota_sample_pair(const rota_region_t *r, rota_sample_t s[2], double seconds);
+/* Rates of slot i between a and b (b later); false when the slot changed owner or a sample is missing. */
+bool rota_sample_rates(const rota_sample_t *a, const rota_sample_t *b, unsigned i, double *launches_per_s,
+                       double *busy_frac);
+/* Device time per second on GPU d between a and b (0..1 per GPU: rota_dev.busy_ns, or while rotad keeps none the
+ * sum of the device time of the clients on d); false without both samples. */
+bool rota_sample_dev_busy(const rota_sample_t *a, const rota_sample_t *b, unsigned d, double *busy_frac);
+
+#endif
