@@ -15,77 +15,26 @@
 
 /* ---- the job: report device 0's UUID and the device count, hold 64 MiB until stdin closes ---------------- */
 
-static void *sym(void *h, const char *name)
-{
-    void *p = dlsym(h, name);
-    if (!p) {
-        printf("nosym %s\n", name);
-        exit(2);
-    }
-    return p;
-}
-
 static int job_main(void)
 {
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-    if (!h) {
-        printf("nolib\n");
-        return 2;
-    }
-    CUresult (*init)(unsigned) = sym(RTLD_DEFAULT, "cuInit");
-    CUresult (*count)(int *) = sym(RTLD_DEFAULT, "cuDeviceGetCount");
-    CUresult (*get)(CUdevice *, int) = sym(RTLD_DEFAULT, "cuDeviceGet");
-    CUresult (*uuid)(CUuuid *, CUdevice) = sym(RTLD_DEFAULT, "cuDeviceGetUuid_v2");
-    CUresult (*retain)(CUcontext *, CUdevice) = sym(RTLD_DEFAULT, "cuDevicePrimaryCtxRetain");
-    CUresult (*setcur)(CUcontext) = sym(RTLD_DEFAULT, "cuCtxSetCurrent");
-    CUresult (*alloc)(CUdeviceptr *, size_t) = sym(RTLD_DEFAULT, "cuMemAlloc_v2");
+    if (!th_cuda_load()) return 2;
     int n = 0;
-    CUdevice d;
-    CUuuid u;
-    CUcontext ctx;
-    CUdeviceptr p;
-    CUresult rc = init(0);
-    if (!rc) rc = count(&n);
-    if (!rc) rc = get(&d, 0);
-    if (!rc) rc = uuid(&u, d);
-    if (!rc) rc = retain(&ctx, d);
-    if (!rc) rc = setcur(ctx);
-    if (!rc) rc = alloc(&p, 64u << 20);
     char s[PROTO_UUID_STR] = "none";
-    if (!rc) proto_uuid_str((const uint8_t *)u.bytes, s);
+    CUresult rc = th_job_calls(th_sym("cuInit"), &n, s);
     const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-    printf("%d %d %s %s\n", (int)rc, n, s, vis ? vis : "-");
-    fflush(stdout);
-    char line[64];
-    while (fgets(line, sizeof line, stdin)) {
-    }
-    return 0;
+    return th_job_say(rc, n, s, vis ? vis : "-");
 }
 
 /* ---- the parent ---------------------------------------------------------------------------------------------- */
 
 static char node[64], rota_bin[512], self[512];
 
-typedef struct job {
-    pid_t pid;
-    int in, out;
-    int rc, count;
-    char uuid[PROTO_UUID_STR + 8], vis[256];
-} job_t;
+typedef th_job_t job_t;
 
 /* Starts `rota run ARGS... -- self` with stdin/stdout on pipes; extra env "K=V" strings (NULL-terminated). */
 static void job_start(job_t *j, const char *const *args, const char *const *env)
 {
-    int pin[2], pout[2];
-    if (pipe2(pin, O_CLOEXEC) || pipe2(pout, O_CLOEXEC)) bail("pipe");
-    memset(j, 0, sizeof *j);
-    j->pid = fork();
-    if (j->pid < 0) bail("fork");
-    if (j->pid == 0) {
-        dup2(pin[0], 0);
-        dup2(pout[1], 1);
-        close(pin[0]), close(pin[1]), close(pout[0]), close(pout[1]);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (th_job_fork(j, false)) {
         setenv("ROTA_PLACE_T_JOB", "1", 1);
         setenv("SIMCUDA_NODE", node, 1);
         setenv("SIMCUDA_DEVICES", "4", 1);
@@ -93,10 +42,8 @@ static void job_start(job_t *j, const char *const *args, const char *const *env)
         setenv("ROTA_LOG", "error", 1);
         unsetenv("CUDA_VISIBLE_DEVICES");
         /* Under a sanitizer its runtime must come first in the job, before librota.so (rota run keeps it first). */
-        Dl_info di;
-        void *rt = dlsym(RTLD_DEFAULT, "__asan_init");
-        if (!rt) rt = dlsym(RTLD_DEFAULT, "__tsan_init");
-        if (rt && dladdr(rt, &di) && di.dli_fname && strstr(di.dli_fname, ".so")) setenv("LD_PRELOAD", di.dli_fname, 1);
+        const char *rt = th_sanitizer_so();
+        if (rt) setenv("LD_PRELOAD", rt, 1);
         for (; env && *env; env++) putenv((char *)*env);
         const char *argv[24] = {"rota", "run", "--quiet"};
         int n = 3;
@@ -107,76 +54,6 @@ static void job_start(job_t *j, const char *const *args, const char *const *env)
         execv(rota_bin, (char **)argv);
         _exit(127);
     }
-    close(pin[0]);
-    close(pout[1]);
-    j->in = pin[1];
-    j->out = pout[0];
-}
-
-/* Reads the job's report line (rc count uuid visible); false on EOF or timeout. */
-static bool job_report(job_t *j)
-{
-    char buf[512];
-    size_t n = 0;
-    struct pollfd p = {.fd = j->out, .events = POLLIN};
-    while (n < sizeof buf - 1) {
-        if (poll(&p, 1, 15000) != 1) return false;
-        ssize_t r = read(j->out, buf + n, 1);
-        if (r != 1) return false;
-        if (buf[n] == '\n') break;
-        n++;
-    }
-    buf[n] = 0;
-    return sscanf(buf, "%d %d %48s %255s", &j->rc, &j->count, j->uuid, j->vis) == 4;
-}
-
-/* Closes stdin, reaps; returns the exit status (or 128+signal). */
-static int job_finish(job_t *j)
-{
-    if (j->in >= 0) close(j->in);
-    j->in = -1;
-    int st = 0;
-    waitpid(j->pid, &st, 0);
-    close(j->out);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/* The simulated GPUs' UUIDs in ordinal order, read through the driver here (all four visible). */
-static int sim_uuids(char u[4][PROTO_UUID_STR])
-{
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) return -1;
-    CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(h, "cuInit");
-    CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))dlsym(h, "cuDeviceGet");
-    CUresult (*uuid)(CUuuid *, CUdevice) = (CUresult(*)(CUuuid *, CUdevice))dlsym(h, "cuDeviceGetUuid_v2");
-    if (!init || !get || !uuid || init(0)) return -1;
-    for (int i = 0; i < 4; i++) {
-        CUdevice d;
-        CUuuid x;
-        if (get(&d, i) || uuid(&x, d)) return -1;
-        proto_uuid_str((const uint8_t *)x.bytes, u[i]);
-    }
-    return 0;
-}
-
-static int uuid_index(char u[4][PROTO_UUID_STR], const char *s)
-{
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(u[i], s)) return i;
-    return -1;
-}
-
-/* Output of a command line (popen), or "" */
-static char *run_out(const char *cmd)
-{
-    static char buf[65536];
-    buf[0] = 0;
-    FILE *f = popen(cmd, "r");
-    if (!f) return buf;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    pclose(f);
-    return buf;
 }
 
 /* ---- unit tests of place_choose -------------------------------------------------------------------------- */
@@ -291,6 +168,38 @@ static void unit_tests(void)
     memset(&r->slots[0], 0, sizeof r->slots[0]);
     memset(&r->slots[1], 0, sizeof r->slots[1]);
     atomic_store(&r->devices[0].reserved, 0);
+    /* high-priority jobs go where the fewest high clients are; equal load: the idler GPU */
+    memset(pl, 0, sizeof *pl);
+    for (int i = 0; i < 4; i++) atomic_store(&r->devices[i].clients, 0);
+    atomic_store(&r->slots[0].state, ROTA_SLOT_LIVE);
+    atomic_store(&r->slots[0].device, 0);
+    atomic_store(&r->slots[0].wait_dev, -1);
+    atomic_store(&r->slots[0].priority, ROTA_PRIO_HIGH);
+    atomic_store(&r->devices[0].clients, 1);
+    atomic_store(&r->devices[1].clients, 2);
+    cands(&m, 2, 16 * GIB);
+    is_int(place_choose(pl, r, kids[0], &m, now), 0, "a normal job: the fewest clients (GPU 0, one high client)");
+    m.flags = ROTA_PLACE_HIGH;
+    is_int(place_choose(pl, r, kids[1], &m, now), 1,
+           "a high job: the GPU without a high client (GPU 1, though it has two clients)");
+    is_int(place_choose(pl, r, kids[2], &m, now), 0,
+           "a second high job: GPU 1's pending high placement counts as much as GPU 0's high client (load decides)");
+    m.flags = 0;
+    memset(pl, 0, sizeof *pl);
+    memset(&r->slots[0], 0, sizeof r->slots[0]);
+    atomic_store(&r->devices[0].clients, 1);
+    atomic_store(&r->devices[1].clients, 1);
+    atomic_store(&r->devices[0].busy_permille, 950);
+    atomic_store(&r->devices[1].busy_permille, 300);
+    is_int(place_choose(pl, r, kids[0], &m, now), 1, "equal load: the idler GPU (busy 0.30 against 0.95)");
+    memset(pl, 0, sizeof *pl);
+    atomic_store(&r->devices[1].busy_permille, 900);
+    is_int(place_choose(pl, r, kids[1], &m, now), 0,
+           "busy fractions %d permille apart or less count as equal (then the lowest index)", PLACE_BUSY_SLACK_PERMILLE);
+    for (int i = 0; i < 4; i++) {
+        atomic_store(&r->devices[i].clients, 0);
+        atomic_store(&r->devices[i].busy_permille, 0);
+    }
     atomic_store(&r->devices[0].clients, 0);
     m.mem = 0;
     /* expiry: by time, and by the process being gone */
@@ -325,8 +234,10 @@ static void unit_tests(void)
     m2.flags = ROTA_PLACE_KNOWN;
     ok(proto_check(&m2, sizeof m2, NULL, &why) == -EBADMSG, "PLACE KNOWN with candidates is refused");
     cands(&m2, 1, GIB);
-    m2.flags = 2;
+    m2.flags = 4;
     ok(proto_check(&m2, sizeof m2, NULL, &why) == -EBADMSG, "PLACE with an unknown flag is refused");
+    m2.flags = ROTA_PLACE_HIGH;
+    is_int(proto_check(&m2, sizeof m2, NULL, &why), ROTA_MSG_PLACE, "PLACE HIGH with candidates passes (%s)", why);
     rota_place_cand_t probed[3];
     for (int i = 0; i < 3; i++) {
         memset(probed[i].uuid, 0x20 + i, ROTA_UUID_LEN);
@@ -365,15 +276,9 @@ int main(void)
 
     unit_tests();
 
-    th_setup("place-t");
-    snprintf(node, sizeof node, "place-t-%d", (int)getpid());
-    setenv("SIMCUDA_NODE", node, 1);
-    setenv("SIMCUDA_DEVICES", "4", 1);
-    setenv("SIMCUDA_MEM", "4G", 1);
-    setenv("ROTA_SOCKET", th_sock, 1);
-    unsetenv("CUDA_VISIBLE_DEVICES");
+    th_node4_setup("place-t", node, sizeof node);
     char u[4][PROTO_UUID_STR];
-    if (sim_uuids(u)) bail("unable to read the simulated GPUs' UUIDs");
+    if (th_sim_uuids(u)) bail("unable to read the simulated GPUs' UUIDs");
     pid_t rotad = th_rotad_start();
 
     /* four device-0 jobs at once */
@@ -381,11 +286,11 @@ int main(void)
     for (int i = 0; i < 4; i++) job_start(&j[i], NULL, NULL);
     int seen = 0, bad = 0;
     for (int i = 0; i < 4; i++) {
-        if (!job_report(&j[i]) || j[i].rc) {
+        if (!th_job_report(&j[i]) || j[i].rc) {
             bad++;
             continue;
         }
-        int x = uuid_index(u, j[i].uuid);
+        int x = th_uuid_index(u, j[i].uuid);
         if (x < 0 || j[i].count != 1 || strcmp(j[i].vis, j[i].uuid)) bad++;
         else seen |= 1 << x;
     }
@@ -395,7 +300,7 @@ int main(void)
     /* rota top --once and rota status --json show them */
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "%s top --once --socket %s", rota_bin, th_sock);
-    char *top = run_out(cmd);
+    char *top = th_run_out(cmd);
     int shown = 0;
     for (int i = 0; i < 4; i++) {
         char pid[32];
@@ -406,7 +311,7 @@ int main(void)
     ok(strstr(top, "BUSY%") && strstr(top, "LAUNCH/S") && strstr(top, "STATE"), "with busy, launches/s, state");
     ok(strstr(top, u[0]) && strstr(top, u[3]), "and every GPU by UUID");
     snprintf(cmd, sizeof cmd, "%s status --json --socket %s", rota_bin, th_sock);
-    char *js = run_out(cmd);
+    char *js = th_run_out(cmd);
     int nclients = 0;
     for (char *p = js; (p = strstr(p, "\"launches_per_s\":")); p++) nclients++;
     is_int(nclients, 4, "rota status --json: four clients with launches_per_s");
@@ -420,45 +325,45 @@ int main(void)
              "assert all(k in x for x in g for k in (\"busy_permille\",\"held\",\"busy_ns\",\"devtime_per_s\")); "
              "assert sorted(x[\"device\"] for x in c)==[0,1,2,3]; print(\"parsed\")'",
              rota_bin, th_sock);
-    char *py = run_out(cmd);
+    char *py = th_run_out(cmd);
     if (!strncmp(py, "nopython", 8)) skip("python3 is not installed: JSON not parsed");
     else is_str(py, "parsed\n", "rota status --json parses: 4 clients on devices 0..3, every new field present");
-    for (int i = 0; i < 4; i++) job_finish(&j[i]);
+    for (int i = 0; i < 4; i++) th_job_finish(&j[i]);
 
     /* --gpu N, and CUDA_VISIBLE_DEVICES */
     const char *g2[] = {"--gpu", "2", NULL};
     job_start(&j[0], g2, NULL);
-    ok(job_report(&j[0]) && !strcmp(j[0].uuid, u[2]) && j[0].count == 1, "--gpu 2: device 0 is GPU 2 (%s)",
+    ok(th_job_report(&j[0]) && !strcmp(j[0].uuid, u[2]) && j[0].count == 1, "--gpu 2: device 0 is GPU 2 (%s)",
        j[0].uuid);
-    is_int(job_finish(&j[0]), 0, "the job's exit status is rota run's");
+    is_int(th_job_finish(&j[0]), 0, "the job's exit status is rota run's");
     char vis[160];
     snprintf(vis, sizeof vis, "CUDA_VISIBLE_DEVICES=%s,%s", u[3], u[1]);
     const char *venv[] = {vis, NULL};
     const char *g1[] = {"--gpu", "1", NULL};
     job_start(&j[0], g1, venv);
-    ok(job_report(&j[0]) && !strcmp(j[0].uuid, u[1]), "--gpu 1 indexes CUDA_VISIBLE_DEVICES (GPU-3,GPU-1 -> GPU-1)");
-    job_finish(&j[0]);
+    ok(th_job_report(&j[0]) && !strcmp(j[0].uuid, u[1]), "--gpu 1 indexes CUDA_VISIBLE_DEVICES (GPU-3,GPU-1 -> GPU-1)");
+    th_job_finish(&j[0]);
     /* auto among the visible ones: GPUs 1 and 3 only, whatever the others hold */
     for (int i = 0; i < 2; i++) job_start(&j[i], NULL, venv);
     int vm = 0;
     for (int i = 0; i < 2; i++)
-        if (job_report(&j[i])) vm |= 1 << uuid_index(u, j[i].uuid);
+        if (th_job_report(&j[i])) vm |= 1 << th_uuid_index(u, j[i].uuid);
     is_int(vm, (1 << 1) | (1 << 3), "auto with CUDA_VISIBLE_DEVICES set: two jobs take the two visible GPUs");
-    for (int i = 0; i < 2; i++) job_finish(&j[i]);
+    for (int i = 0; i < 2; i++) th_job_finish(&j[i]);
     const char *g9[] = {"--gpu", "9", NULL};
     job_start(&j[0], g9, NULL);
-    is_int(job_finish(&j[0]), 125, "--gpu 9 with four GPUs: rota run fails with 125");
+    is_int(th_job_finish(&j[0]), 125, "--gpu 9 with four GPUs: rota run fails with 125");
     const char *gall[] = {"--gpu", "all", NULL};
     job_start(&j[0], gall, NULL);
-    ok(job_report(&j[0]) && j[0].count == 4 && !strcmp(j[0].vis, "-"), "--gpu all: all four GPUs, no remap");
-    job_finish(&j[0]);
+    ok(th_job_report(&j[0]) && j[0].count == 4 && !strcmp(j[0].vis, "-"), "--gpu all: all four GPUs, no remap");
+    th_job_finish(&j[0]);
 
     /* no rotad: no placement (fail-open), the job still runs */
     is_int(th_rotad_stop(rotad), 0, "rotad stops");
     job_start(&j[0], NULL, NULL);
-    ok(job_report(&j[0]) && j[0].rc == 0 && j[0].count == 4 && !strcmp(j[0].uuid, u[0]),
+    ok(th_job_report(&j[0]) && j[0].rc == 0 && j[0].count == 4 && !strcmp(j[0].uuid, u[0]),
        "without rotad: not placed, the job sees four GPUs and uses GPU 0");
-    is_int(job_finish(&j[0]), 0, "and exits 0");
+    is_int(th_job_finish(&j[0]), 0, "and exits 0");
 
     char shm[80];
     snprintf(shm, sizeof shm, "/%s", node);

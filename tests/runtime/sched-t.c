@@ -13,13 +13,7 @@
 
 /* ---- the client side ------------------------------------------------------------------------------------ */
 
-static CUresult (*p_cuInit)(unsigned);
-static CUresult (*p_cuDeviceGet)(CUdevice *, int);
-static CUresult (*p_cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
-static CUresult (*p_cuCtxSetCurrent)(CUcontext);
 static CUresult (*p_cuMemAlloc)(CUdeviceptr *, size_t);
-static CUresult (*p_cuModuleLoadData)(CUmodule *, const void *);
-static CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
 static CUresult (*p_cuStreamCreate)(CUstream *, unsigned);
 static CUresult (*p_cuStreamSynchronize)(CUstream);
 static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -32,23 +26,6 @@ static CUresult (*p_cuStreamDestroy)(CUstream);
 static CUresult (*p_cuEventCreate)(CUevent *, unsigned);
 static CUresult (*p_cuEventRecord)(CUevent, CUstream);
 static CUresult (*p_cuEventSynchronize)(CUevent);
-
-static void *sym(const char *name)
-{
-    void *p = dlsym(RTLD_DEFAULT, name);
-    if (!p) {
-        printf("nosym %s\n", name);
-        exit(2);
-    }
-    return p;
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static CUfunction spin;
 static CUstream cst;
@@ -77,53 +54,37 @@ static uint64_t env_u(const char *n, uint64_t def)
  *                  graph launch + sync), each answered with its duration in ms. */
 static int child_main(void)
 {
-    if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL)) {
-        printf("nolib %s\n", dlerror());
-        return 2;
-    }
-    p_cuInit = sym("cuInit");
-    p_cuDeviceGet = sym("cuDeviceGet");
-    p_cuDevicePrimaryCtxRetain = sym("cuDevicePrimaryCtxRetain");
-    p_cuCtxSetCurrent = sym("cuCtxSetCurrent");
-    p_cuMemAlloc = sym("cuMemAlloc_v2");
-    p_cuModuleLoadData = sym("cuModuleLoadData");
-    p_cuModuleGetFunction = sym("cuModuleGetFunction");
-    p_cuStreamCreate = sym("cuStreamCreate");
-    p_cuStreamSynchronize = sym("cuStreamSynchronize");
-    p_cuLaunchKernel = sym("cuLaunchKernel");
-    p_cuStreamBeginCapture = sym("cuStreamBeginCapture_v2");
-    p_cuStreamEndCapture = sym("cuStreamEndCapture");
-    p_cuGraphInstantiate = sym("cuGraphInstantiateWithFlags");
-    p_cuGraphLaunch = sym("cuGraphLaunch");
-    p_cuStreamDestroy = sym("cuStreamDestroy_v2");
-    p_cuEventCreate = sym("cuEventCreate");
-    p_cuEventRecord = sym("cuEventRecord");
-    p_cuEventSynchronize = sym("cuEventSynchronize");
+    if (!th_cuda_load()) return 2;
+    p_cuMemAlloc = th_sym("cuMemAlloc_v2");
+    p_cuStreamCreate = th_sym("cuStreamCreate");
+    p_cuStreamSynchronize = th_sym("cuStreamSynchronize");
+    p_cuLaunchKernel = th_sym("cuLaunchKernel");
+    p_cuStreamBeginCapture = th_sym("cuStreamBeginCapture_v2");
+    p_cuStreamEndCapture = th_sym("cuStreamEndCapture");
+    p_cuGraphInstantiate = th_sym("cuGraphInstantiateWithFlags");
+    p_cuGraphLaunch = th_sym("cuGraphLaunch");
+    p_cuStreamDestroy = th_sym("cuStreamDestroy_v2");
+    p_cuEventCreate = th_sym("cuEventCreate");
+    p_cuEventRecord = th_sym("cuEventRecord");
+    p_cuEventSynchronize = th_sym("cuEventSynchronize");
     setvbuf(stdout, NULL, _IOLBF, 0);
     CUdevice dev;
-    CUcontext ctx;
-    CUmodule mod;
     CUdeviceptr buf;
-    CUresult rc = p_cuInit(0);
-    if (!rc) rc = p_cuDeviceGet(&dev, 0);
-    if (!rc) rc = p_cuDevicePrimaryCtxRetain(&ctx, dev);
-    if (!rc) rc = p_cuCtxSetCurrent(ctx);
+    CUresult rc = th_cuda_ctx(&dev);
     if (!rc) rc = p_cuMemAlloc(&buf, 1 << 20); /* registers the GPU with rotad */
-    if (!rc) rc = p_cuModuleLoadData(&mod, rota_kernels_ptx);
-    if (!rc) rc = p_cuModuleGetFunction(&spin, mod, "spin_ns");
-    if (!rc) rc = p_cuStreamCreate(&cst, CU_STREAM_NON_BLOCKING);
+    if (!rc) rc = th_cuda_spin(&spin, &cst);
     printf("init %d\n", (int)rc);
     if (rc) return 1;
     const char *mode = getenv("SCHED_MODE");
     uint64_t kns = env_u("SCHED_KNS", 2000000);
     if (!strcmp(mode, "spin")) {
-        double end = now_ms() + (double)env_u("SCHED_DUR_MS", 1000), next = now_ms() + 100;
+        double end = th_now_ms() + (double)env_u("SCHED_DUR_MS", 1000), next = th_now_ms() + 100;
         unsigned long n = 0, every = env_u("SCHED_SYNC_EVERY", 8), window = env_u("SCHED_WINDOW", 0);
         CUevent win[64];
         if (window > 64) window = 64;
         for (unsigned long i = 0; i < window; i++)
             if (p_cuEventCreate(&win[i], CU_EVENT_DISABLE_TIMING)) return 3;
-        while (now_ms() < end) {
+        while (th_now_ms() < end) {
             /* SCHED_WINDOW=N: at most N kernels queued, and the queue never drains (a busy high client);
              * else the application's own bound as frameworks keep a few steps queued: a sync every 8. */
             if (window && n >= window && p_cuEventSynchronize(win[n % window])) return 3;
@@ -131,7 +92,7 @@ static int child_main(void)
             if (window && p_cuEventRecord(win[n % window], cst)) return 3;
             n++;
             if (!window && n % every == 0) p_cuStreamSynchronize(cst);
-            if (now_ms() >= next) {
+            if (th_now_ms() >= next) {
                 printf("n %lu\n", n);
                 next += 100;
             }
@@ -143,11 +104,11 @@ static int child_main(void)
         double *lat = calloc(reqs, sizeof *lat);
         usleep(200000); /* let the spinners get going */
         for (unsigned r = 0; r < reqs; r++) {
-            double t0 = now_ms();
+            double t0 = th_now_ms();
             for (int k = 0; k < 3; k++)
                 if (launch_spin(kns)) return 3;
             p_cuStreamSynchronize(cst);
-            lat[r] = now_ms() - t0;
+            lat[r] = th_now_ms() - t0;
             usleep(gap * 1000);
         }
         qsort(lat, reqs, sizeof *lat, cmp_d);
@@ -158,10 +119,10 @@ static int child_main(void)
         while (fgets(line, sizeof line, stdin)) {
             unsigned n;
             unsigned long long ns;
-            double t0 = now_ms();
+            double t0 = th_now_ms();
             if (sscanf(line, "spin %u %llu", &n, &ns) == 2) {
                 for (unsigned i = 0; i < n; i++) rc = launch_spin(ns);
-                printf("%d %.3f\n", (int)rc, now_ms() - t0);
+                printf("%d %.3f\n", (int)rc, th_now_ms() - t0);
             } else if (!strncmp(line, "ephemeral", 9)) {
                 /* A stream destroyed while its tracked launches are still in flight. */
                 CUstream keep = cst, tmp;
@@ -170,10 +131,10 @@ static int child_main(void)
                 for (int i = 0; i < 3 && !rc; i++) rc = launch_spin(5000000);
                 cst = keep;
                 if (!rc) rc = p_cuStreamDestroy(tmp);
-                printf("%d %.3f\n", (int)rc, now_ms() - t0);
+                printf("%d %.3f\n", (int)rc, th_now_ms() - t0);
             } else if (!strncmp(line, "sync", 4)) {
                 rc = p_cuStreamSynchronize(cst);
-                printf("%d %.3f\n", (int)rc, now_ms() - t0);
+                printf("%d %.3f\n", (int)rc, th_now_ms() - t0);
             } else if (!strncmp(line, "capture", 7)) {
                 CUgraph g;
                 CUgraphExec ge;
@@ -181,9 +142,9 @@ static int child_main(void)
                 for (int i = 0; i < 3 && !rc; i++) rc = launch_spin(1000000);
                 if (!rc) rc = p_cuStreamEndCapture(cst, &g);
                 if (!rc) rc = p_cuGraphInstantiate(&ge, g, 0);
-                double t1 = now_ms();
+                double t1 = th_now_ms();
                 if (!rc) rc = p_cuGraphLaunch(ge, cst);
-                double t2 = now_ms();
+                double t2 = th_now_ms();
                 if (!rc) rc = p_cuStreamSynchronize(cst);
                 printf("%d %.3f %.3f\n", (int)rc, t1 - t0, t2 - t1);
             }
@@ -207,9 +168,9 @@ static void spawn(child_t *c, const char *const *env)
 /* Reads lines until one starts with prefix (within ms); returns it or "". */
 static const char *expect(child_t *c, const char *prefix, int ms)
 {
-    double end = now_ms() + ms;
+    double end = th_now_ms() + ms;
     for (;;) {
-        int left = (int)(end - now_ms());
+        int left = (int)(end - th_now_ms());
         if (left <= 0) return "";
         const char *l = th_say(c, NULL, left);
         if (!l[0]) return "";
@@ -217,22 +178,20 @@ static const char *expect(child_t *c, const char *prefix, int ms)
     }
 }
 
-static int finish(child_t *c)
-{
-    fclose(c->to);
-    int st = 0;
-    waitpid(c->pid, &st, 0);
-    fclose(c->from);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static void kill9(child_t *c)
-{
-    kill(c->pid, SIGKILL);
-    finish(c);
-}
-
 /* Runs a request client (high) beside nspin spinners; returns the request p50 (ms), spinner counts in counts. */
+/* The index of the histogram bucket holding the p99 (nearest rank) of the activations counted since before[]. */
+static unsigned hold_p99_bucket(const rota_dev_t *d, const uint64_t before[ROTA_LAT_BUCKETS], uint64_t *n)
+{
+    uint64_t h[ROTA_LAT_BUCKETS], total = 0, acc = 0;
+    for (unsigned k = 0; k < ROTA_LAT_BUCKETS; k++) total += h[k] = atomic_load(&d->hold_lat_hist[k]) - before[k];
+    *n = total;
+    for (unsigned k = 0; k < ROTA_LAT_BUCKETS; k++) {
+        acc += h[k];
+        if (acc * 100 >= total * 99) return k;
+    }
+    return ROTA_LAT_BUCKETS - 1;
+}
+
 static double run_mix(int nspin, bool rota, double *p99, unsigned long *counts)
 {
     child_t sp[2], rq;
@@ -242,20 +201,20 @@ static double run_mix(int nspin, bool rota, double *p99, unsigned long *counts)
                            "ROTA_PRIORITY=high", rota ? "ROTA_LOG=warn" : "ROTA_DISABLE=1", NULL};
     for (int i = 0; i < nspin; i++) {
         spawn(&sp[i], spenv);
-        if (strcmp(th_say(&sp[i], NULL, 10000), "init 0")) bail("spinner did not start");
+        th_ready(&sp[i], "spinner did not start");
     }
     spawn(&rq, rqenv);
-    if (strcmp(th_say(&rq, NULL, 10000), "init 0")) bail("request client did not start");
+    th_ready(&rq, "request client did not start");
     double p50 = -1;
     *p99 = -1;
     const char *l = expect(&rq, "lat", 15000);
     if (sscanf(l, "lat %lf %lf", &p50, p99) != 2) p50 = -1;
-    finish(&rq);
+    th_finish(&rq);
     for (int i = 0; i < nspin; i++) {
         l = expect(&sp[i], "done", 10000);
         counts[i] = 0;
         sscanf(l, "done %lu", &counts[i]);
-        finish(&sp[i]);
+        th_finish(&sp[i]);
     }
     return p50;
 }
@@ -281,8 +240,8 @@ static const rota_slot_t *slot_of(const rota_region_t *r, pid_t pid)
 /* Waits up to ms for slot->hold to become (nonzero if want, else zero). */
 static bool wait_hold(const rota_slot_t *s, bool want, int ms)
 {
-    double end = now_ms() + ms;
-    while (now_ms() < end) {
+    double end = th_now_ms() + ms;
+    while (th_now_ms() < end) {
         if ((atomic_load(&s->hold) != 0) == want) return true;
         usleep(1000);
     }
@@ -292,8 +251,8 @@ static bool wait_hold(const rota_slot_t *s, bool want, int ms)
 /* Waits up to ms for slot->track to become want. */
 static bool wait_track(const rota_slot_t *s, uint32_t want, int ms)
 {
-    double end = now_ms() + ms;
-    while (now_ms() < end) {
+    double end = th_now_ms() + ms;
+    while (th_now_ms() < end) {
         if (atomic_load(&s->track) == want) return true;
         usleep(1000);
     }
@@ -304,9 +263,9 @@ static bool wait_track(const rota_slot_t *s, uint32_t want, int ms)
 static unsigned long progress(child_t *c, int ms)
 {
     unsigned long n = 0, v;
-    double end = now_ms() + ms;
-    while (now_ms() < end) {
-        const char *l = th_say(c, NULL, (int)(end - now_ms()) + 1);
+    double end = th_now_ms() + ms;
+    while (th_now_ms() < end) {
+        const char *l = th_say(c, NULL, (int)(end - th_now_ms()) + 1);
         if (!l[0]) break;
         if (sscanf(l, "n %lu", &v) == 1) n = v;
     }
@@ -350,18 +309,10 @@ int main(void)
        cnt[0], cnt[1]);
     uint64_t ev = atomic_load(&d0->hold_events), cev = atomic_load(&d0->confirm_events);
     ok(ev >= 1, "the high client measured high-launch-to-held latency (%llu activations)", (unsigned long long)ev);
-    /* p99 from the histogram: the bound of the bucket that holds the 99th percentile. */
     static const uint32_t bound_us[ROTA_LAT_BUCKETS] = ROTA_LAT_BOUNDS_US;
-    uint64_t hist_n = 0, acc = 0;
-    for (unsigned k = 0; k < ROTA_LAT_BUCKETS; k++) hist_n += atomic_load(&d0->hold_lat_hist[k]);
-    unsigned p99k = ROTA_LAT_BUCKETS - 1;
-    for (unsigned k = 0; k < ROTA_LAT_BUCKETS; k++) {
-        acc += atomic_load(&d0->hold_lat_hist[k]);
-        if (acc * 100 >= hist_n * 99) {
-            p99k = k;
-            break;
-        }
-    }
+    static const uint64_t zero[ROTA_LAT_BUCKETS];
+    uint64_t hist_n = 0;
+    unsigned p99k = hold_p99_bucket(d0, zero, &hist_n);
     if (ev)
         diag("high launch -> lower classes held (board): mean %.2f us, max %.1f us, p99 <= %u us over %llu "
              "activations; rotad confirmed with slot holds: mean %.1f us, max %.1f us over %llu",
@@ -377,18 +328,41 @@ int main(void)
                                (unsigned long long)atomic_load(&d0->hold_lat_hist[k]));
     diag("histogram (us: activations):%s", hs);
     is_uint(hist_n, ev, "the latency histogram counts every activation");
-    /* Issue 5's goal: p99 <= 20 us. The measured span is a few loads and one atomic add; only a preemption of
-     * the client's thread inside it could exceed the bound, and 99% of activations must not see one. */
-    if (TH_SANITIZED) {
-        skip("the 20 us goal is for uninstrumented builds; this one has a sanitizer (p99 bucket <= %u us)",
-             bound_us[p99k]);
-    } else {
-        ok(ev && bound_us[p99k] <= 20, "p99 of high launch -> lower classes held is <= 20 us (bucket <= %u us)",
-           bound_us[p99k]);
-    }
     ok(ev && atomic_load(&d0->hold_lat_max_ns) < 50000000ull, "and its maximum is under a loose sanity bound (50 ms)");
     ok(cev >= 1 && atomic_load(&d0->confirm_lat_max_ns) < 50000000ull,
        "rotad confirmed the holds, under a loose sanity bound (50 ms)");
+    }
+
+    /* 10. issue 5's goal, p99 of high launch -> lower classes held <= 20 us, over enough activations for a p99
+     * to mean something (300; 80 would make it the maximum): short requests 8 ms apart (idle window 5 ms, so
+     * each one activates) beside a low spinner. */
+    SECTION(10) {
+        static const uint32_t bound_us[ROTA_LAT_BUCKETS] = ROTA_LAT_BOUNDS_US;
+        uint64_t before[ROTA_LAT_BUCKETS];
+        for (unsigned k = 0; k < ROTA_LAT_BUCKETS; k++) before[k] = atomic_load(&d0->hold_lat_hist[k]);
+        child_t sp, rq;
+        const char *spenv[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=4000", "SCHED_KNS=500000", "ROTA_PRIORITY=low", NULL};
+        const char *rqenv[] = {"SCHED_MODE=req", "SCHED_REQS=300", "SCHED_GAP_MS=8", "SCHED_KNS=100000",
+                               "ROTA_PRIORITY=high", NULL};
+        spawn(&sp, spenv);
+        th_ready(&sp, "spinner did not start");
+        spawn(&rq, rqenv);
+        th_ready(&rq, "request client did not start");
+        expect(&rq, "lat", 30000);
+        th_finish(&rq);
+        expect(&sp, "done", 10000);
+        th_finish(&sp);
+        usleep(50000); /* rotad adds up the last activations at its next tick */
+        uint64_t n = 0;
+        unsigned k = hold_p99_bucket(d0, before, &n);
+        diag("high launch -> lower classes held: p99 <= %u us over %llu activations", bound_us[k],
+             (unsigned long long)n);
+        ok(n >= 250, "the requests activated the high client again and again (%llu activations)", (unsigned long long)n);
+        /* The span is a few loads and one atomic add; only a preemption inside it exceeds the bound. */
+        if (TH_SANITIZED)
+            skip("the 20 us goal is for uninstrumented builds; this one has a sanitizer (p99 <= %u us)", bound_us[k]);
+        else
+            ok(n && bound_us[k] <= 20, "p99 of high launch -> lower classes held is <= 20 us (<= %u us)", bound_us[k]);
     }
 
     /* 2. weighted fair share among one class: weights 3 and 1 */
@@ -398,7 +372,8 @@ int main(void)
         const char *eb[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", "ROTA_WEIGHT=1", NULL};
         spawn(&a, ea);
         spawn(&b, eb);
-        if (strcmp(th_say(&a, NULL, 10000), "init 0") || strcmp(th_say(&b, NULL, 10000), "init 0")) bail("spinners");
+        th_ready(&a, "spinners");
+        th_ready(&b, "spinners");
         /* Mid-run: the region shows both as live clients with launches and device time. */
         usleep(1500000);
         const rota_slot_t *sa = slot_of(r, a.pid), *sb = slot_of(r, b.pid);
@@ -410,8 +385,8 @@ int main(void)
         unsigned long na = 0, nb = 0;
         sscanf(expect(&a, "done", 10000), "done %lu", &na);
         sscanf(expect(&b, "done", 10000), "done %lu", &nb);
-        finish(&a);
-        finish(&b);
+        th_finish(&a);
+        th_finish(&b);
         double ratio = nb ? (double)na / (double)nb : 0;
         (void)0;
         diag("fair share, weights 3:1: %lu vs %lu kernels of 2 ms, ratio %.2f", na, nb, ratio);
@@ -426,13 +401,13 @@ int main(void)
                             "SCHED_WINDOW=16", NULL};
         const char *el[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=low", NULL};
         spawn(&lo, el);
-        if (strcmp(th_say(&lo, NULL, 10000), "init 0")) bail("low client");
+        th_ready(&lo, "low client");
         const char *l = th_say(&lo, "spin 2 50000000", 5000); /* 100 ms of work in flight before the hold */
         int rc = -1;
         sscanf(l, "%d", &rc);
-        double t0 = now_ms();
+        double t0 = th_now_ms();
         spawn(&hi, eh);
-        if (strcmp(th_say(&hi, NULL, 10000), "init 0")) bail("high client");
+        th_ready(&hi, "high client");
         const rota_slot_t *sl = slot_of(r, lo.pid);
         ok(rc == 0 && sl && wait_hold(sl, true, 3000), "a low client is held while a high client launches");
         double cap = -1, gl = -1;
@@ -444,11 +419,11 @@ int main(void)
         l = th_say(&lo, "capture", 10000);
         got = sscanf(l, "%d %lf %lf", &rc, &cap, &gl) == 3;
         ok(got && rc == 0, "capture + graph launch on a held stream work");
-        double left = 1500 - (now_ms() - t0);
+        double left = 1500 - (th_now_ms() - t0);
         ok(cap >= 0 && cap < 300, "the capture itself does not wait for the hold (%.1f ms)", cap);
         ok(gl > 100, "the graph launch is gated: it waited for the high client (%.1f ms > 100 ms; %.0f ms were left)",
            gl, left + gl);
-        finish(&hi);
+        th_finish(&hi);
         l = th_say(&lo, "ephemeral", 5000);
         rc = -1;
         sscanf(l, "%d", &rc);
@@ -460,7 +435,7 @@ int main(void)
         int rc2 = -1;
         sscanf(l, "%d", &rc2);
         ok(rc == 0 && rc2 == 0, "and the tracker goes on: later launches are bounded and complete (%d, %d)", rc, rc2);
-        finish(&lo);
+        th_finish(&lo);
     }
 
     /* 7. uncontended launches are not tracked; a high client's registration brings the bound back */
@@ -469,7 +444,7 @@ int main(void)
         const char *el[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=low", "ROTA_MAX_INFLIGHT=1", NULL};
         const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
         spawn(&lo, el);
-        if (strcmp(th_say(&lo, NULL, 10000), "init 0")) bail("low client");
+        th_ready(&lo, "low client");
         const rota_slot_t *sl = slot_of(r, lo.pid);
         th_say(&lo, "spin 1 1000000", 5000); /* rotad learns its GPU */
         th_say(&lo, "sync", 5000);
@@ -484,15 +459,15 @@ int main(void)
         ok(rc == 0 && zero && t >= 0 && t < 100,
            "uncontended: no launch tracked (slot.inflight 0 over 50 ms) and no bound (4 x 50 ms in %.1f ms < 100)", t);
         spawn(&hi, eh);
-        if (strcmp(th_say(&hi, NULL, 10000), "init 0")) bail("high client");
+        th_ready(&hi, "high client");
         ok(sl && wait_track(sl, 1, 3000), "a high client registers: the low client tracks again (slot.track 1)");
         rc = -1;
         t = -1;
         sscanf(th_say(&lo, "spin 3 50000000", 5000), "%d %lf", &rc, &t);
         ok(rc == 0 && t >= 90, "and its bound is in effect: 3 x 50 ms with ROTA_MAX_INFLIGHT=1 take %.1f ms >= 90", t);
         th_say(&lo, "sync", 5000);
-        finish(&hi);
-        finish(&lo);
+        th_finish(&hi);
+        th_finish(&lo);
     }
 
     /* 9. the default in-flight bound is device time (ROTA_INFLIGHT_US=500): one 50 ms kernel at a time, several
@@ -503,8 +478,8 @@ int main(void)
         const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
         spawn(&hi, eh);
         spawn(&lo, el);
-        if (strcmp(th_say(&hi, NULL, 10000), "init 0") || strcmp(th_say(&lo, NULL, 10000), "init 0"))
-            bail("bound clients");
+        th_ready(&hi, "bound clients");
+        th_ready(&lo, "bound clients");
         const rota_slot_t *sl = slot_of(r, lo.pid);
         ok(sl && wait_track(sl, 1, 3000), "beside a registered high client the low client tracks");
         unsigned long maxinf[2] = {0, 0};
@@ -531,8 +506,8 @@ int main(void)
         ok(maxinf[0] == 1 && took[0] >= 200, "50 ms kernels: one in flight (seen %lu), so 6 launches wait for 5 (%.1f ms)",
            maxinf[0], took[0]);
         ok(maxinf[1] >= 3, "20 us kernels: several in flight under the same 500 us budget (seen %lu)", maxinf[1]);
-        finish(&hi);
-        finish(&lo);
+        th_finish(&hi);
+        th_finish(&lo);
     }
 
     /* 4. kill -9 of a held client, then of the high client */
@@ -542,25 +517,26 @@ int main(void)
                             "SCHED_WINDOW=16", NULL};
         const char *el[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", "ROTA_PRIORITY=low", NULL};
         spawn(&hi, eh);
-        if (strcmp(th_say(&hi, NULL, 10000), "init 0")) bail("high client");
+        th_ready(&hi, "high client");
         spawn(&lo1, el);
         spawn(&lo2, el);
-        if (strcmp(th_say(&lo1, NULL, 10000), "init 0") || strcmp(th_say(&lo2, NULL, 10000), "init 0")) bail("low");
+        th_ready(&lo1, "low");
+        th_ready(&lo2, "low");
         const rota_slot_t *s1 = slot_of(r, lo1.pid), *s2 = slot_of(r, lo2.pid);
         ok(s1 && s2 && wait_hold(s1, true, 3000) && wait_hold(s2, true, 3000), "both low clients are held");
         unsigned long before = progress(&lo2, 300);
-        kill9(&lo1);
+        th_kill9(&lo1);
         ok(wait_hold(s2, true, 200), "kill -9 of a held client: the other stays held while the high one runs");
         unsigned long held_n = progress(&lo2, 300);
-        double t = now_ms();
-        kill9(&hi);
+        double t = th_now_ms();
+        th_kill9(&hi);
         bool released = wait_hold(s2, false, 2000);
-        double rel = now_ms() - t;
+        double rel = th_now_ms() - t;
         unsigned long after = progress(&lo2, 400);
         ok(released && rel < 1000, "kill -9 of the high client releases the held one within 1 s (%.1f ms)", rel);
         ok(after > held_n + 20, "and it makes progress again (%lu -> %lu kernels; %lu while held)", held_n, after,
            held_n - before);
-        finish(&lo2);
+        th_finish(&lo2);
     }
 
     /* 8. the board holds lower classes before rotad has run at all: rotad stopped (SIGSTOP), a high client's
@@ -571,8 +547,8 @@ int main(void)
         const char *el[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=low", NULL};
         spawn(&hi, eh);
         spawn(&lo, el);
-        if (strcmp(th_say(&hi, NULL, 10000), "init 0") || strcmp(th_say(&lo, NULL, 10000), "init 0"))
-            bail("board clients");
+        th_ready(&hi, "board clients");
+        th_ready(&lo, "board clients");
         /* Both idle: a low launch passes at once. */
         const char *l = th_say(&lo, "spin 1 1000", 5000);
         double t = -1;
@@ -599,8 +575,8 @@ int main(void)
         ok(got && rc == 0 && t >= 400,
            "rotad runs again: it answers the board and the low launch goes once the high client is idle (%.1f ms)", t);
         th_say(&lo, "sync", 5000);
-        finish(&hi);
-        finish(&lo);
+        th_finish(&hi);
+        th_finish(&lo);
     }
 
     /* 5. rotad killed while a client is held: the client proceeds (fail-open) */
@@ -610,9 +586,9 @@ int main(void)
                             "SCHED_WINDOW=16", NULL};
         const char *el[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=2500", "SCHED_KNS=2000000", "ROTA_PRIORITY=low", NULL};
         spawn(&hi, eh);
-        if (strcmp(th_say(&hi, NULL, 10000), "init 0")) bail("high client");
+        th_ready(&hi, "high client");
         spawn(&lo, el);
-        if (strcmp(th_say(&lo, NULL, 10000), "init 0")) bail("low client");
+        th_ready(&lo, "low client");
         const rota_slot_t *sl = slot_of(r, lo.pid);
         ok(sl && wait_hold(sl, true, 3000), "the low client is held");
         unsigned long held_n = progress(&lo, 300);
@@ -623,10 +599,10 @@ int main(void)
         unsigned long after = progress(&lo, 800);
         ok(after > held_n + 20, "rotad killed: the held client proceeds uncoordinated (%lu -> %lu kernels)", held_n,
            after);
-        kill9(&hi);
+        th_kill9(&hi);
         unsigned long n = 0;
         sscanf(expect(&lo, "done", 10000), "done %lu", &n);
-        ok(finish(&lo) == 0 && n > 0, "and finishes normally");
+        ok(th_finish(&lo) == 0 && n > 0, "and finishes normally");
     }
     /* 6. exclusive-quantum mode: one client of a class at a time */
     SECTION(6) {
@@ -640,7 +616,8 @@ int main(void)
         const char *e[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=1500", "SCHED_KNS=2000000", NULL};
         spawn(&a, e);
         spawn(&b, e);
-        if (strcmp(th_say(&a, NULL, 10000), "init 0") || strcmp(th_say(&b, NULL, 10000), "init 0")) bail("spinners");
+        th_ready(&a, "spinners");
+        th_ready(&b, "spinners");
         usleep(200000);
         const rota_slot_t *sa = slot_of(r, a.pid), *sb = slot_of(r, b.pid);
         int one = 0, samples = 0;
@@ -652,8 +629,8 @@ int main(void)
         unsigned long na = 0, nb = 0;
         sscanf(expect(&a, "done", 10000), "done %lu", &na);
         sscanf(expect(&b, "done", 10000), "done %lu", &nb);
-        finish(&a);
-        finish(&b);
+        th_finish(&a);
+        th_finish(&b);
         diag("exclusive quanta of 50 ms: exactly one of two spinners held in %d of %d samples; kernels %lu + %lu", one,
              samples, na, nb);
         ok(samples && one * 2 >= samples, "--quantum-ms: one client of the class runs at a time (most samples)");
@@ -665,11 +642,7 @@ int main(void)
     (void)th_rotad_start;
     if (obs) conn_close(obs);
     if (only && atoi(only) != 5 && atoi(only) != 6) th_rotad_stop(rotad);
-    for (int i = 0; i < th_nchild; i++) {
-        char p[192];
-        snprintf(p, sizeof p, "%s/child%d.err", th_dir, i);
-        unlink(p);
-    }
+    th_cleanup_children();
     th_cleanup();
     char shm[96];
     snprintf(shm, sizeof shm, "/dev/shm/%s", node);
