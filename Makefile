@@ -186,6 +186,14 @@ $(B)/tests/%: $(O)/tests/%.o $(TAP_A) $(KERNELS_O) $(COMMON_A) $(SIMCUDA) \
 # Tests find build outputs through these variables (never by guessing paths).
 export ROTA_BUILD := $(abspath $(B))
 export ROTA_SRCDIR := $(abspath .)
+# The shared sanitizer runtime that an uninstrumented program (sh, cat) must preload before librota.so, where
+# librota.so does not load one itself: clang links its runtimes statically into instrumented programs and leaves
+# librota.so's references to them undefined. Empty otherwise (gcc's librota.so names its libasan/libtsan).
+SAN_RT_address   := asan
+SAN_RT_thread    := tsan
+SAN_RT_undefined := ubsan_standalone
+SAN_CLANG := $(if $(SANITIZER),$(findstring clang,$(shell $(CC) --version 2>/dev/null)))
+export ROTA_SANITIZER_RT := $(if $(SAN_CLANG),$(shell $(CC) -print-file-name=libclang_rt.$(SAN_RT_$(SANITIZER))-$$($(CC) -dumpmachine | cut -d- -f1).so))
 test: all
 	LD_LIBRARY_PATH=$(abspath $(B))/lib prove -f -e '' $(sort $(TESTS)) $(sort $(TEST_SH))
 

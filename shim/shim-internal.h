@@ -14,8 +14,18 @@
 
 #define ROTA_LIKELY(x) __builtin_expect(!!(x), 1)
 #define ROTA_UNLIKELY(x) __builtin_expect(!!(x), 0)
-/* Code that may run before a sanitizer runtime is initialised (our dlsym, called by libasan's own start-up). */
+/* Code that may run before a sanitizer runtime is initialised (our dlsym, called by the ASan and TSan runtimes'
+ * own start-up). clang's no_sanitize("thread") still emits __tsan_func_entry/exit, which crash there, so clang
+ * also gets disable_sanitizer_instrumentation (clang 14+; gcc lacks it, clang 14's ASan ignores it). */
+#if defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(disable_sanitizer_instrumentation)
+#define ROTA_NO_SANITIZE \
+    __attribute__((disable_sanitizer_instrumentation, no_sanitize("address", "undefined", "thread", "memory")))
+#endif
+#endif
+#ifndef ROTA_NO_SANITIZE
 #define ROTA_NO_SANITIZE __attribute__((no_sanitize("address", "undefined", "thread")))
+#endif
 
 /* ---- the table (wrappers.def) -------------------------------------------------------------------------- */
 /* ROTA_EXPORTED_<family>(x) is x for the families librota exports, nothing for REAL. */
