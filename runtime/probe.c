@@ -1,8 +1,8 @@
 /* probe.c - rotad learns the node's GPUs at start: a forked child enumerates them with the driver. */
 #include "runtime/probe.h"
 
-#include <cuda.h>
-#include <dlfcn.h>
+#include "runtime/lib/gpus.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -24,54 +24,12 @@ typedef struct probe_answer {
     rota_place_cand_t gpus[ROTA_MAX_DEVICES];
 } probe_answer_t;
 
-/* In the child: the driver's view, through the same entry points `rota run` uses (no context). */
+/* In the child: the driver's view, as `rota run` sees it (no context). A driver with no GPU is nothing to place
+ * on, not an error. */
 static void probe_child(probe_answer_t *a)
 {
-    const char *lib = getenv("ROTA_REAL_LIBCUDA");
-    if (!lib || !*lib) lib = "libcuda.so.1";
-    a->n = -1;
-    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(a->why, sizeof a->why, "no CUDA driver (%s)", dlerror());
-        return;
-    }
-    CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(h, "cuInit");
-    CUresult (*count)(int *) = (CUresult(*)(int *))dlsym(h, "cuDeviceGetCount");
-    CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))dlsym(h, "cuDeviceGet");
-    CUresult (*uuid)(CUuuid *, CUdevice) = (CUresult(*)(CUuuid *, CUdevice))dlsym(h, "cuDeviceGetUuid_v2");
-    if (!uuid) uuid = (CUresult(*)(CUuuid *, CUdevice))dlsym(h, "cuDeviceGetUuid");
-    CUresult (*mem)(size_t *, CUdevice) = (CUresult(*)(size_t *, CUdevice))dlsym(h, "cuDeviceTotalMem_v2");
-    if (!init || !count || !get || !uuid || !mem) {
-        snprintf(a->why, sizeof a->why, "the CUDA driver %s lacks the device queries", lib);
-        return;
-    }
-    int c = 0;
-    CUresult rc = init(0);
-    if (rc == CUDA_ERROR_NO_DEVICE) { /* a driver with no GPU: nothing to place on, not an error */
-        a->n = 0;
-        return;
-    }
-    if (rc == CUDA_SUCCESS) rc = count(&c);
-    if (rc != CUDA_SUCCESS) {
-        snprintf(a->why, sizeof a->why, "the CUDA driver %s failed to initialise (CUresult %d)", lib, (int)rc);
-        return;
-    }
-    int n = c < ROTA_MAX_DEVICES ? c : ROTA_MAX_DEVICES;
-    for (int i = 0; i < n; i++) {
-        CUdevice d;
-        CUuuid u;
-        size_t total = 0;
-        rc = get(&d, i);
-        if (rc == CUDA_SUCCESS) rc = uuid(&u, d);
-        if (rc == CUDA_SUCCESS) rc = mem(&total, d);
-        if (rc != CUDA_SUCCESS) {
-            snprintf(a->why, sizeof a->why, "unable to query GPU %d (CUresult %d)", i, (int)rc);
-            return;
-        }
-        memcpy(a->gpus[i].uuid, u.bytes, ROTA_UUID_LEN);
-        a->gpus[i].total_mem = total < 1 ? 1 : total > ROTA_MAX_BYTES ? ROTA_MAX_BYTES : total;
-    }
-    a->n = n;
+    int n = gpus_list(a->gpus, a->why, sizeof a->why);
+    a->n = n == -ENODEV ? 0 : n < 0 ? -1 : n;
 }
 
 static uint64_t probe_now_ms(void)

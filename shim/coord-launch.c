@@ -148,6 +148,13 @@ static bool launch_held(const rota_slot_t *sl, _Atomic uint32_t *mark)
     return LD(&sl->hold) || (mark && LD(mark));
 }
 
+/* Asks rotad's scheduler thread to look at this client now (one FUTEX_WAKE on the channel's doorbell). */
+static void launch_ring(rota_channel_t *ch)
+{
+    atomic_fetch_add(&ch->doorbell, 1);
+    syscall(SYS_futex, &ch->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
 /* A high client's activating launch: mark the board, and record how long the gate took to get there. */
 static void launch_mark_high(rota_channel_t *ch, _Atomic uint32_t *mark, uint64_t t_in)
 {
@@ -162,6 +169,19 @@ static void launch_mark_high(rota_channel_t *ch, _Atomic uint32_t *mark, uint64_
     while (lat > mx && !atomic_compare_exchange_weak(&ch->hold_lat_max_ns, &mx, lat)) {
     }
     atomic_fetch_add(&ch->hold_events, 1); /* last: rotad adds up the others once it sees this grow */
+}
+
+/* Every gated launch: stamp the channel; the first after idling also sets channel.active, marks the board (a high
+ * client's: mark != NULL, t_in its gate entry) and rings rotad. */
+static void launch_stamp(rota_channel_t *ch, _Atomic uint32_t *mark, uint64_t t_in)
+{
+    uint64_t now = coord_now_ns();
+    atomic_store(&ch->last_launch_ns, now); /* seq_cst, then active: pairs with rotad's idle check (sched.c) */
+    if (atomic_load(&ch->active)) return;
+    atomic_store_explicit(&ch->active_since_ns, now, memory_order_relaxed);
+    atomic_store(&ch->active, 1);
+    if (mark) launch_mark_high(ch, mark, t_in);
+    launch_ring(ch);
 }
 
 static void launch_wait_hold(conn_t *c, const rota_slot_t *sl, rota_channel_t *ch, _Atomic uint32_t *mark)
@@ -266,10 +286,7 @@ void launch_complete(uint64_t busy_ns)
     if (rota_options()->priority == ROTA_PRIORITY_HIGH && !atomic_load(&launch_inflight)) {
         conn_t *c = coord_conn_lock();
         rota_channel_t *ch = c ? conn_channel(c) : NULL;
-        if (ch) {
-            atomic_fetch_add(&ch->doorbell, 1);
-            syscall(SYS_futex, &ch->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
-        }
+        if (ch) launch_ring(ch);
         if (c) coord_conn_unlock();
     }
 }
@@ -319,7 +336,7 @@ CUresult coord_launch_gate(CUstream stream)
         if (c) coord_conn_unlock();
         return CUDA_SUCCESS; /* uncoordinated: nothing gated, nothing tracked */
     }
-    pthread_once(&launch_once, launch_setup);
+    /* launch_setup ran when this connection was made (launch_warm, before coord.c publishes it). */
     const rota_slot_t *sl = &conn_region(c)->slots[conn_slot(c)];
     CUcontext ctx = NULL;
     ROTA_REAL(cuCtxGetCurrent)(&ctx);
@@ -328,15 +345,7 @@ CUresult coord_launch_gate(CUstream stream)
     _Atomic uint32_t *mark = launch_mark(c, key);
     if (high) {
         /* First thing once the GPU is known: the sooner the board is marked, the sooner lower classes hold. */
-        uint64_t now = coord_now_ns();
-        atomic_store(&ch->last_launch_ns, now); /* seq_cst, then active: pairs with rotad's idle check */
-        if (!atomic_load(&ch->active)) {
-            atomic_store_explicit(&ch->active_since_ns, now, memory_order_relaxed);
-            atomic_store(&ch->active, 1);
-            if (mark) launch_mark_high(ch, mark, t_in);
-            atomic_fetch_add(&ch->doorbell, 1);
-            syscall(SYS_futex, &ch->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
-        }
+        launch_stamp(ch, mark, t_in);
         lt.pending++;
         coord_conn_unlock();
         return CUDA_SUCCESS;
@@ -365,14 +374,7 @@ CUresult coord_launch_gate(CUstream stream)
         lt.reserved++;
     }
     lt.pending++;
-    uint64_t now = coord_now_ns();
-    atomic_store(&ch->last_launch_ns, now); /* seq_cst: pairs with rotad's idle check (runtime/sched.c) */
-    if (!atomic_load(&ch->active)) {
-        atomic_store_explicit(&ch->active_since_ns, now, memory_order_relaxed);
-        atomic_store(&ch->active, 1);
-        atomic_fetch_add(&ch->doorbell, 1);
-        syscall(SYS_futex, &ch->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
-    }
+    launch_stamp(ch, NULL, 0);
     coord_conn_unlock();
     return CUDA_SUCCESS;
 }

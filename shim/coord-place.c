@@ -7,6 +7,7 @@
 #include "runtime/abi.h"
 #include "runtime/lib/conn.h"
 #include "runtime/lib/proto.h"
+#include "runtime/lib/visible.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -43,23 +44,6 @@
 #define PLACE_ANSWER_MS 2000
 
 static bool place_done;
-
-/* The idx-th entry of a CUDA_VISIBLE_DEVICES list (as rota run --gpu N reads it): 0, or -1 when it has none. */
-static int place_visible_entry(const char *list, int idx, char *out, size_t n)
-{
-    for (int i = 0; list; i++) {
-        const char *end = strchr(list, ',');
-        size_t len = end ? (size_t)(end - list) : strlen(list);
-        if (i == idx) {
-            if (!len || len >= n) return -1;
-            memcpy(out, list, len);
-            out[len] = 0;
-            return 0;
-        }
-        list = end ? end + 1 : NULL;
-    }
-    return -1;
-}
 
 /* ROTA_LOG=debug: the numbers rotad chose by, as the region shows them now. */
 static void place_log_why(conn_t *c)
@@ -165,7 +149,7 @@ void coord_place(void)
         char id[PROTO_UUID_STR + 8];
         if (!vis) {
             snprintf(id, sizeof id, "%d", o->gpu);
-        } else if (place_visible_entry(vis, o->gpu, id, sizeof id)) {
+        } else if (visible_entry(vis, o->gpu, id, sizeof id)) {
             rota_log(ROTA_LOG_WARN, "ROTA_GPU=%d: CUDA_VISIBLE_DEVICES='%s' has no entry %d; left as it is", o->gpu,
                      vis, o->gpu);
             return;

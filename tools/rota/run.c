@@ -3,12 +3,12 @@
 
 #include "runtime/abi.h"
 #include "runtime/lib/conn.h"
+#include "runtime/lib/gpus.h"
 #include "runtime/lib/parse.h"
 #include "runtime/lib/proto.h"
 #include "runtime/lib/trace.h"
+#include "runtime/lib/visible.h"
 
-#include <cuda.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -153,50 +153,14 @@ typedef struct run_gpus {
     rota_place_cand_t g[ROTA_MAX_DEVICES];
 } run_gpus_t;
 
-/* Returns 0, or -1 with a reason in why (no driver, cuInit failed, ...). More than ROTA_MAX_DEVICES GPUs: the
- * first ROTA_MAX_DEVICES are candidates. */
+/* Returns 0, or -1 with a reason in why (no driver, cuInit failed, no GPU, ...). More than ROTA_MAX_DEVICES GPUs:
+ * the first ROTA_MAX_DEVICES are candidates. The driver stays loaded: exec unloads it. */
 static int run_enumerate(run_gpus_t *gs, char *why, size_t n)
 {
-    const char *lib = getenv("ROTA_REAL_LIBCUDA");
-    if (!lib || !*lib) lib = "libcuda.so.1";
-    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        snprintf(why, n, "no CUDA driver (%s)", dlerror());
-        return -1;
-    }
-    CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(h, "cuInit");
-    CUresult (*count)(int *) = (CUresult(*)(int *))dlsym(h, "cuDeviceGetCount");
-    CUresult (*get)(CUdevice *, int) = (CUresult(*)(CUdevice *, int))dlsym(h, "cuDeviceGet");
-    CUresult (*uuid)(CUuuid *, CUdevice) = (CUresult(*)(CUuuid *, CUdevice))dlsym(h, "cuDeviceGetUuid_v2");
-    if (!uuid) uuid = (CUresult(*)(CUuuid *, CUdevice))dlsym(h, "cuDeviceGetUuid");
-    CUresult (*mem)(size_t *, CUdevice) = (CUresult(*)(size_t *, CUdevice))dlsym(h, "cuDeviceTotalMem_v2");
-    if (!init || !count || !get || !uuid || !mem) {
-        snprintf(why, n, "the CUDA driver %s lacks the device queries", lib);
-        return -1;
-    }
-    int c = 0;
-    CUresult rc = init(0);
-    if (rc == CUDA_SUCCESS) rc = count(&c);
-    if (rc != CUDA_SUCCESS) {
-        snprintf(why, n, "the CUDA driver failed to initialise (CUresult %d)", (int)rc);
-        return -1;
-    }
-    gs->n = c < ROTA_MAX_DEVICES ? c : ROTA_MAX_DEVICES;
-    for (int i = 0; i < gs->n; i++) {
-        CUdevice d;
-        CUuuid u;
-        size_t total = 0;
-        rc = get(&d, i);
-        if (rc == CUDA_SUCCESS) rc = uuid(&u, d);
-        if (rc == CUDA_SUCCESS) rc = mem(&total, d);
-        if (rc != CUDA_SUCCESS) {
-            snprintf(why, n, "unable to query GPU %d (CUresult %d)", i, (int)rc);
-            return -1;
-        }
-        memcpy(gs->g[i].uuid, u.bytes, ROTA_UUID_LEN);
-        gs->g[i].total_mem = total < 1 ? 1 : total > ROTA_MAX_BYTES ? ROTA_MAX_BYTES : total;
-    }
-    return 0; /* the driver stays loaded: exec unloads it */
+    int k = gpus_list(gs->g, why, n);
+    if (k < 0) return -1;
+    gs->n = k;
+    return 0;
 }
 
 /* Asks rotad which candidate to use: 0 and *pick, or -1 with a reason in why. */
@@ -254,23 +218,6 @@ out_close:
     return rc;
 }
 
-/* The n-th entry of a CUDA_VISIBLE_DEVICES list, for --gpu N without a driver to ask. */
-static int run_visible_entry(const char *list, int idx, char *out, size_t n)
-{
-    for (int i = 0; list; i++) {
-        const char *end = strchr(list, ',');
-        size_t len = end ? (size_t)(end - list) : strlen(list);
-        if (i == idx) {
-            if (!len || len >= n) return -1;
-            memcpy(out, list, len);
-            out[len] = 0;
-            return 0;
-        }
-        list = end ? end + 1 : NULL;
-    }
-    return -1;
-}
-
 static int run_setenv(const char *k, const char *v)
 {
     if (setenv(k, v, 1) == 0) return 0;
@@ -318,7 +265,7 @@ static int run_place(const run_opts_t *o)
             proto_uuid_str(gs.g[o->gpu].uuid, id);
             run_trace_place(o, o->gpu, id, "fixed");
         } else if (vis) {
-            if (run_visible_entry(vis, o->gpu, id, sizeof id)) {
+            if (visible_entry(vis, o->gpu, id, sizeof id)) {
                 fprintf(stderr, "rota run: fatal: --gpu %d: CUDA_VISIBLE_DEVICES='%s' has no entry %d\n", o->gpu,
                         vis, o->gpu);
                 return ROTA_EXIT_RUN_FAIL;
