@@ -82,32 +82,44 @@ static void sched_set_hold(sched_t *s, unsigned slot, uint32_t hold)
                 hold & ROTA_HOLD_SHARE ? " share" : "", hold & ROTA_HOLD_QUANTUM ? " quantum" : "");
 }
 
-/* Adds what the high clients measured of their board marks (channel.hold_*) to their GPUs, validated: only
- * growth counts, a single latency above SCHED_MAX_LAT_NS is not a measurement, and a client's figures never
- * move another GPU's by more than they grew. */
+/* Adds what one high client measured of its board marks (channel.hold_*) to its GPU, validated: only growth
+ * counts, a single latency above SCHED_MAX_LAT_NS is not a measurement, and a client's figures never move its
+ * GPU's by more than they grew. The client bumps the histogram before hold_events (launch_mark_high), so a read
+ * can catch a histogram one activation ahead of the count: such a snapshot is left for the next tick, so that the
+ * GPU's histogram always adds up to its hold_events. */
+static void sched_client_hold_stats(sched_t *s, sched_client_t *c, unsigned ndev)
+{
+    rota_channel_t *ch = c->ch;
+    uint64_t ev = atomic_load(&ch->hold_events), sum = LD(&ch->hold_lat_sum_ns), mx = LD(&ch->hold_lat_max_ns);
+    if (ev <= c->hold_events || sum < c->hold_sum) return;
+    uint64_t dev_n = ev - c->hold_events, dsum = sum - c->hold_sum;
+    uint32_t h[ROTA_LAT_BUCKETS];
+    uint64_t hist_n = 0;
+    bool sane = c->pool != 0 && c->pool <= ndev && dev_n <= 1000000 && dsum <= dev_n * SCHED_MAX_LAT_NS;
+    for (unsigned k = 0; k < ROTA_LAT_BUCKETS; k++) {
+        h[k] = LD(&ch->hold_lat_hist[k]);
+        if (h[k] < c->hold_hist[k]) sane = false;
+        else hist_n += h[k] - c->hold_hist[k];
+    }
+    if (sane && hist_n > dev_n) return; /* caught between the histogram and the count: next tick */
+    uint32_t was[ROTA_LAT_BUCKETS];
+    memcpy(was, c->hold_hist, sizeof was);
+    c->hold_events = ev;
+    c->hold_sum = sum;
+    memcpy(c->hold_hist, h, sizeof h);
+    if (!sane || hist_n != dev_n) return; /* not a client's honest figures: skipped, and not retried */
+    rota_dev_t *d = &s->r->devices[c->pool - 1];
+    for (unsigned k = 0; k < ROTA_LAT_BUCKETS; k++)
+        if (h[k] != was[k]) ST(&d->hold_lat_hist[k], LD(&d->hold_lat_hist[k]) + (h[k] - was[k]));
+    ST(&d->hold_lat_sum_ns, LD(&d->hold_lat_sum_ns) + dsum);
+    if (mx <= SCHED_MAX_LAT_NS && mx > LD(&d->hold_lat_max_ns)) ST(&d->hold_lat_max_ns, mx);
+    atomic_fetch_add(&d->hold_events, dev_n);
+}
+
 static void sched_add_hold_stats(sched_t *s, unsigned ndev)
 {
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-        sched_client_t *c = &s->c[i];
-        if (!c->live || c->prio != ROTA_PRIO_HIGH) continue;
-        rota_channel_t *ch = c->ch;
-        uint64_t ev = LD(&ch->hold_events), sum = LD(&ch->hold_lat_sum_ns), mx = LD(&ch->hold_lat_max_ns);
-        if (ev <= c->hold_events || sum < c->hold_sum) continue;
-        uint64_t dev_n = ev - c->hold_events, dsum = sum - c->hold_sum;
-        c->hold_events = ev;
-        c->hold_sum = sum;
-        if (c->pool == 0 || c->pool > ndev || dev_n > 1000000 || dsum > dev_n * SCHED_MAX_LAT_NS) continue;
-        rota_dev_t *d = &s->r->devices[c->pool - 1];
-        for (unsigned k = 0; k < ROTA_LAT_BUCKETS; k++) {
-            uint32_t h = LD(&ch->hold_lat_hist[k]);
-            if (h > c->hold_hist[k] && h - c->hold_hist[k] <= dev_n)
-                ST(&d->hold_lat_hist[k], LD(&d->hold_lat_hist[k]) + (h - c->hold_hist[k]));
-            c->hold_hist[k] = h;
-        }
-        ST(&d->hold_lat_sum_ns, LD(&d->hold_lat_sum_ns) + dsum);
-        if (mx <= SCHED_MAX_LAT_NS && mx > LD(&d->hold_lat_max_ns)) ST(&d->hold_lat_max_ns, mx);
-        atomic_fetch_add(&d->hold_events, dev_n);
-    }
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
+        if (s->c[i].live && s->c[i].prio == ROTA_PRIO_HIGH) sched_client_hold_stats(s, &s->c[i], ndev);
 }
 
 /* Refreshes activity of every client, samples device time, and decides holds. With s->mu held. */
@@ -422,6 +434,9 @@ void sched_client_remove(sched_t *s, unsigned slot)
     if (!s || slot >= ROTA_MAX_CLIENTS) return;
     pthread_mutex_lock(&s->mu);
     if (s->c[slot].live) {
+        unsigned ndev = LD(&s->r->ndevices);
+        if (ndev > ROTA_MAX_DEVICES) ndev = ROTA_MAX_DEVICES;
+        if (s->c[slot].prio == ROTA_PRIO_HIGH) sched_client_hold_stats(s, &s->c[slot], ndev); /* its last ones */
         s->c[slot].live = false;
         s->c[slot].ch = NULL;
         sched_set_hold(s, slot, 0);
