@@ -5,6 +5,8 @@
  * both, plus ROTA_DISABLE=1 and callgrind) and compare. It prints one line:
  *   launch_ns=<mean ns per cuLaunchKernel> alloc_free_ns=<mean ns per cuMemAlloc_v2 + cuMemFree_v2 pair>
  *   passthrough_ns=<mean ns per cuDeviceGet, a wrapped call that costs the driver almost nothing>
+ *   launch_call_ns=<median over batches of 256 launches of the calls' mean, synchronisation excluded>
+ *   gate_ns=<mean ns per launch of a NULL function: librota's launch path over a driver that refuses at once>
  * The launches go to one stream and are synchronised every 256 launches, so the queue stays short; set
  * SIMCUDA_LAUNCH_NS=0 so the simulated device keeps up. bench_launches and bench_allocs are separate,
  * non-inlined functions so that callgrind can count their instructions alone (--toggle-collect).
@@ -44,16 +46,48 @@ static int check(CUresult rc, const char *what)
     exit(1);
 }
 
+/* Per batch of 256 launches, the mean time of the launch calls alone (the synchronisation between batches
+ * excluded): their median, launch_call_ns, is steadier on a shared machine than the overall mean. */
+#define BATCH 256
+static double *batch_ns;
+static unsigned long nbatch;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 __attribute__((noinline)) static void bench_launches(unsigned long n)
 {
     uint32_t v = 1;
     uint64_t cnt = 1;
     void *args[] = {&buf, &v, &cnt};
+    uint64_t t0 = now_ns();
+    nbatch = 0;
     for (unsigned long i = 0; i < n; i++) {
         check(cuLaunchKernel(fill, 1, 1, 1, 1, 1, 1, 0, stream, args, NULL), "launch");
-        if ((i & 255) == 255) check(cuStreamSynchronize(stream), "synchronise");
+        if ((i & (BATCH - 1)) == BATCH - 1) {
+            if (batch_ns) batch_ns[nbatch++] = (double)(now_ns() - t0) / BATCH;
+            check(cuStreamSynchronize(stream), "synchronise");
+            t0 = now_ns();
+        }
     }
     check(cuStreamSynchronize(stream), "synchronise");
+}
+
+/* The launch path of librota with almost no driver under it: a launch of a NULL function, which the driver
+ * refuses at its first check. librota passes it through its whole gate (the gate runs before the driver sees
+ * the arguments) and its after-hook, so with and without librota the difference is what librota adds to every
+ * launch, free of the simulated device's queueing, which varies by more than that between runs. */
+__attribute__((noinline)) static void bench_gate(unsigned long n)
+{
+    void *args[] = {&buf};
+    for (unsigned long i = 0; i < n; i++)
+        if (cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, stream, args, NULL) == CUDA_SUCCESS) {
+            fputs("shim-overhead: fatal: a launch of a NULL function succeeded\n", stderr);
+            exit(1);
+        }
 }
 
 /* The wrapper protocol alone: cuDeviceGet is wrapped as a plain pass-through and costs the driver little. */
@@ -94,6 +128,11 @@ int main(int argc, char **argv)
     bench_launches(n / 10); /* warm up */
     bench_allocs(n / 10);
     bench_passthrough(n / 10);
+    batch_ns = calloc(n / BATCH + 1, sizeof *batch_ns);
+    if (!batch_ns) {
+        fputs("shim-overhead: fatal: out of memory\n", stderr);
+        return 1;
+    }
     uint64_t t0 = now_ns();
     bench_launches(n);
     uint64_t t1 = now_ns();
@@ -101,8 +140,14 @@ int main(int argc, char **argv)
     uint64_t t2 = now_ns();
     bench_passthrough(n);
     uint64_t t3 = now_ns();
-    printf("launch_ns=%.1f alloc_free_ns=%.1f passthrough_ns=%.1f iterations=%lu\n", (double)(t1 - t0) / (double)n,
-           (double)(t2 - t1) / (double)n, (double)(t3 - t2) / (double)n, n);
+    bench_gate(n);
+    uint64_t t4 = now_ns();
+    qsort(batch_ns, nbatch, sizeof *batch_ns, cmp_double);
+    double call = nbatch ? batch_ns[nbatch / 2] : (double)(t1 - t0) / (double)n;
+    printf("launch_ns=%.1f alloc_free_ns=%.1f passthrough_ns=%.1f iterations=%lu launch_call_ns=%.1f gate_ns=%.1f\n",
+           (double)(t1 - t0) / (double)n, (double)(t2 - t1) / (double)n, (double)(t3 - t2) / (double)n, n, call,
+           (double)(t4 - t3) / (double)n);
+    free(batch_ns);
     cuMemFree(buf);
     cuStreamDestroy(stream);
     cuModuleUnload(mod);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # shim-overhead.sh - librota's per-call overhead over simcuda: wall ns and callgrind instructions, with and
 # without the shim. Usage: tools/bench/shim-overhead.sh [BUILD_DIR] [ITERATIONS]   (defaults: build 200000)
-# Prints one line per configuration and the differences. Needs valgrind for the instruction counts.
+# Prints one line per configuration and the differences. Needs valgrind for the instruction counts. Starts a
+# rotad of its own (BUILD_DIR/bin/rotad, private socket) for the "gated" configuration.
 set -eu
 B=${1:-build}
 N=${2:-200000}
@@ -12,22 +13,46 @@ if [ ! -x "$bin" ] || [ tools/bench/shim-overhead.c -nt "$bin" ]; then
         tools/bench/shim-overhead.c "$B/obj/gen/kernels-ptx.o" -L"$B/lib" -lcuda
 fi
 export LD_LIBRARY_PATH="$B/lib" SIMCUDA_LAUNCH_NS=0 SIMCUDA_NODE="rota-bench-shim-$$" ROTA_LOG=error
-trap 'rm -f /dev/shm/rota-bench-shim-$$ /tmp/rota-cg-$$.*' EXIT
+tmp=/tmp/rota-cg-$$
+rotad_pid=
+cleanup() {
+    [ -z "$rotad_pid" ] || kill "$rotad_pid" 2>/dev/null || true
+    rm -f /dev/shm/rota-bench-shim-$$ "$tmp".*
+}
+trap cleanup EXIT
+# "gated": connected to a rotad of its own, alone on its GPU (the uncontended gate). "rota": librota with no
+# rotad to reach. "disabled": ROTA_DISABLE=1.
+"$B/bin/rotad" --foreground --no-probe --socket "$tmp.sock" >"$tmp.rotad" 2>&1 &
+rotad_pid=$!
+i=0
+while [ ! -S "$tmp.sock" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+[ -S "$tmp.sock" ] || { echo "shim-overhead.sh: rotad did not start:"; cat "$tmp.rotad"; exit 1; }
+configs="none rota gated disabled"
+run_cfg() { # run_cfg CONFIG COMMAND...: COMMAND under CONFIG's environment
+    cfg=$1
+    shift
+    case $cfg in
+        none) env LD_PRELOAD= "$@" ;;
+        rota) env LD_PRELOAD="$lib" ROTA_SOCKET="$tmp.none" "$@" ;;
+        gated) env LD_PRELOAD="$lib" ROTA_SOCKET="$tmp.sock" "$@" ;;
+        disabled) env LD_PRELOAD="$lib" ROTA_DISABLE=1 "$@" ;;
+    esac
+}
 
-# Wall clock: the three configurations interleaved, 7 rounds; each figure is the minimum over the rounds
-# (on a shared machine the minimum is the least disturbed run).
+# Wall clock: the configurations interleaved, 7 rounds; each figure is the minimum over the rounds (on a shared
+# machine the minimum is the least disturbed run).
 for r in 1 2 3 4 5 6 7; do
-    env LD_PRELOAD= "$bin" "$N" | sed 's/^/none /'
-    env LD_PRELOAD="$lib" "$bin" "$N" | sed 's/^/rota /'
-    env LD_PRELOAD="$lib" ROTA_DISABLE=1 "$bin" "$N" | sed 's/^/disabled /'
-done > /tmp/rota-cg-$$.wall
+    for cfg in $configs; do run_cfg $cfg "$bin" "$N" | sed "s/^/$cfg /"; done
+done > "$tmp.wall"
 echo "wall clock, minimum of 7 interleaved runs of $N iterations (ns per call):"
-for cfg in none rota disabled; do
-    awk -v c=$cfg '$1 == c { for (i = 2; i <= 4; i++) { split($i, kv, "="); v = kv[2] + 0;
+for cfg in $configs; do
+    awk -v c=$cfg '$1 == c { for (i = 2; i <= NF; i++) { split($i, kv, "="); v = kv[2] + 0;
         if (!(kv[1] in m) || v < m[kv[1]]) m[kv[1]] = v } }
-        END { printf "  %-9s launch %7.1f   alloc+free %7.1f   pass-through %6.1f\n", c, m["launch_ns"],
-              m["alloc_free_ns"], m["passthrough_ns"] }' /tmp/rota-cg-$$.wall
+        END { printf "  %-9s gate %6.1f   launch %7.1f (calls alone %7.1f)   alloc+free %7.1f   pass-through %6.1f\n",
+              c, m["gate_ns"], m["launch_ns"], m["launch_call_ns"], m["alloc_free_ns"], m["passthrough_ns"] }' "$tmp.wall"
 done
+echo "  (gate: a launch the driver refuses at once, so what librota adds to every launch, uncontended;"
+echo "   calls alone: the median over batches of 256 launches, synchronisation excluded)"
 
 command -v valgrind >/dev/null || { echo "valgrind not installed: no instruction counts"; exit 0; }
 n=$((N / 10))
@@ -35,18 +60,16 @@ ir() { # ir OUTFILE FUNCTION: inclusive instructions of FUNCTION
     callgrind_annotate --inclusive=yes "$1" 2>/dev/null | grep -E "[: ]$2( |$)" | head -n 1 |
         awk '{gsub(",","",$1); print $1}'
 }
-for cfg in none rota disabled; do
-    case $cfg in
-        none) pre=""; dis="" ;;
-        rota) pre="$lib"; dis="" ;;
-        disabled) pre="$lib"; dis=1 ;;
-    esac
-    env LD_PRELOAD="$pre" ${dis:+ROTA_DISABLE=$dis} valgrind --tool=callgrind \
-        --callgrind-out-file=/tmp/rota-cg-$$.$cfg "$bin" "$n" >/dev/null 2>&1
+for cfg in $configs; do
+    run_cfg $cfg valgrind --tool=callgrind --callgrind-out-file="$tmp.$cfg" "$bin" "$n" >/dev/null 2>&1
 done
 calls=$((n + n / 10)) # warm-up + measured
-for f in bench_launches bench_allocs bench_passthrough; do
-    a=$(ir /tmp/rota-cg-$$.none $f); b=$(ir /tmp/rota-cg-$$.rota $f); c=$(ir /tmp/rota-cg-$$.disabled $f)
-    echo "callgrind $f: $((a / calls)) instructions per iteration without librota, $((b / calls)) with" \
-         "(+$(((b - a) / calls))), $((c / calls)) with ROTA_DISABLE=1 (+$(((c - a) / calls)))"
+for f in bench_launches bench_gate bench_allocs bench_passthrough; do
+    a=$(ir "$tmp.none" $f)
+    line="callgrind $f: $((a / calls)) instructions per iteration without librota"
+    for cfg in rota gated disabled; do
+        b=$(ir "$tmp.$cfg" $f)
+        line="$line, $((b / calls)) $cfg (+$(((b - a) / calls)))"
+    done
+    echo "$line"
 done
