@@ -4,6 +4,7 @@
 #include "runtime/lib/proto.h"
 #include "runtime/lib/sockpath.h"
 #include "runtime/probe.h"
+#include "runtime/sched.h"
 #include "runtime/server.h"
 
 #include <errno.h>
@@ -20,7 +21,7 @@
 
 static const char usage[] =
     "usage: rotad [--socket PATH] [--config FILE] [--foreground] [--notify-fd N] [--idle-ms MS]\n"
-    "             [--tick-ms MS] [--quantum-ms MS] [--no-probe]\n"
+    "             [--tick-ms MS] [--quantum-ms MS] [--low-factor N] [--no-probe]\n"
     "\n"
     "rota's per-node coordinator: the node-wide GPU memory ledger, queue-instead-of-OOM, launch scheduling.\n"
     "\n"
@@ -35,6 +36,9 @@ static const char usage[] =
     "  --tick-ms MS    scheduling decision period while GPUs are contended (default 1)\n"
     "  --quantum-ms MS exclusive-quantum mode: one client of a class runs at a time, MS each (default 0:\n"
     "                  weighted fair share of device time by ROTA_WEIGHT)\n"
+    "  --low-factor N  normal and low clients of a GPU share its device time, where a low client's time\n"
+    "                  counts N times (1..1000; default 2: beside one normal client of equal weight low\n"
+    "                  gets 1/3, and all that normal clients leave; 1: each class shares on its own)\n"
     "  --no-probe      do not list the node's GPUs at start (with the driver of ROTA_REAL_LIBCUDA, else\n"
     "                  libcuda.so.1, in a short-lived child); librota then places no process itself\n"
     "  --help          print this and exit\n"
@@ -95,6 +99,7 @@ int main(int argc, char **argv)
     bool foreground = false, probe = true;
     int notify_fd = -1;
     uint64_t sched_idle_ns = 0, sched_tick_ns = 0, sched_quantum_ns = 0;
+    unsigned sched_low_factor = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;
@@ -129,8 +134,16 @@ int main(int argc, char **argv)
             if (!strcmp(a, "--idle-ms")) sched_idle_ns = ns;
             else if (!strcmp(a, "--tick-ms")) sched_tick_ns = ns;
             else sched_quantum_ns = ns;
+        } else if (!strcmp(a, "--low-factor") && has_val) {
+            uint64_t v;
+            const char *arg = argv[++i];
+            if (parse_u64(arg, 1, SCHED_LOW_FACTOR_MAX, &v))
+                return rotad_fatal(ROTAD_EXIT_USAGE, "--low-factor: '%s' is not a whole number in 1..%u", arg,
+                                   SCHED_LOW_FACTOR_MAX);
+            sched_low_factor = (unsigned)v;
         } else if (!strcmp(a, "--socket") || !strcmp(a, "--config") || !strcmp(a, "--notify-fd") ||
-                   !strcmp(a, "--idle-ms") || !strcmp(a, "--tick-ms") || !strcmp(a, "--quantum-ms")) {
+                   !strcmp(a, "--idle-ms") || !strcmp(a, "--tick-ms") || !strcmp(a, "--quantum-ms") ||
+                   !strcmp(a, "--low-factor")) {
             fprintf(stderr, "rotad: fatal: %s needs a value\n%s", a, usage);
             return ROTAD_EXIT_USAGE;
         } else {
@@ -173,7 +186,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     server_opts_t o = {.socket_path = path, .cfg = &cfg, .log_level = log_level, .sched_idle_ns = sched_idle_ns,
-                       .sched_tick_ns = sched_tick_ns, .sched_quantum_ns = sched_quantum_ns};
+                       .sched_tick_ns = sched_tick_ns, .sched_quantum_ns = sched_quantum_ns,
+                       .sched_low_factor = sched_low_factor};
     server_t *s;
     char err[512];
     int rc = server_open(&o, &s, err, sizeof err);

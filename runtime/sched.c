@@ -206,7 +206,8 @@ static bool sched_tick(sched_t *s, uint64_t now)
     }
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         sched_client_t *c = &s->c[i];
-        if (c->live && inflight[i] && nbusy[c->pool]) c->vtime += dt * 1000 / nbusy[c->pool] / c->weight;
+        if (c->live && inflight[i] && nbusy[c->pool])
+            c->vtime += dt * 1000 * (c->prio == ROTA_PRIO_LOW ? s->o.low_factor : 1) / nbusy[c->pool] / c->weight;
     }
 
     uint32_t hold[ROTA_MAX_CLIENTS] = {0};
@@ -215,15 +216,19 @@ static bool sched_tick(sched_t *s, uint64_t now)
         if (c->live && c->prio != ROTA_PRIO_HIGH && hi[c->pool]) hold[i] = ROTA_HOLD_PRIO;
     }
 
-    /* Share among one class on one GPU: only clients that are active and not held for priority compete. */
+    /* Share among the lower classes on one GPU: only clients that are active and not held for priority compete.
+     * Normal and low clients share one virtual time, in which a low client's device time counts low_factor
+     * times (sched.h); with low_factor 1 each class shares on its own. k is the group: its lowest class. */
     uint64_t slack = 8 * s->o.tick_ns;
+    bool joint = s->o.low_factor > 1;
+#define SCHED_IN_GROUP(c, k) ((c)->prio == (k) || (joint && (c)->prio != ROTA_PRIO_HIGH))
     for (unsigned p = 0; p < SCHED_POOLS; p++) {
-        for (unsigned k = ROTA_PRIO_NORMAL; k < ROTA_PRIO_COUNT; k++) {
+        for (unsigned k = ROTA_PRIO_NORMAL; k < (joint ? ROTA_PRIO_NORMAL + 1u : (unsigned)ROTA_PRIO_COUNT); k++) {
             unsigned n = 0;
             uint64_t vmin = UINT64_MAX, vmin_old = UINT64_MAX;
             for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
                 sched_client_t *c = &s->c[i];
-                if (!c->live || !c->active || c->pool != p || c->prio != k || hold[i]) continue;
+                if (!c->live || !c->active || c->pool != p || !SCHED_IN_GROUP(c, k) || hold[i]) continue;
                 n++;
                 if (!fresh[i] && c->vtime < vmin_old) vmin_old = c->vtime;
             }
@@ -233,7 +238,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
             }
             for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
                 sched_client_t *c = &s->c[i];
-                if (!c->live || !c->active || c->pool != p || c->prio != k || hold[i]) continue;
+                if (!c->live || !c->active || c->pool != p || !SCHED_IN_GROUP(c, k) || hold[i]) continue;
                 /* A newcomer joins at the least-served client's virtual time: idle time is not banked. */
                 if (fresh[i] && vmin_old != UINT64_MAX) c->vtime = vmin_old;
                 if (c->vtime < vmin) vmin = c->vtime;
@@ -241,12 +246,12 @@ static bool sched_tick(sched_t *s, uint64_t now)
             if (s->o.quantum_ns) {
                 int run = s->runner[p][k];
                 bool keep = run >= 0 && s->c[run].live && s->c[run].active && s->c[run].pool == p &&
-                            s->c[run].prio == k && !hold[run] && now - s->run_since[p][k] < s->o.quantum_ns;
+                            SCHED_IN_GROUP(&s->c[run], k) && !hold[run] && now - s->run_since[p][k] < s->o.quantum_ns;
                 if (!keep) {
                     int best = -1;
                     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
                         sched_client_t *c = &s->c[i];
-                        if (!c->live || !c->active || c->pool != p || c->prio != k || hold[i] || (int)i == run)
+                        if (!c->live || !c->active || c->pool != p || !SCHED_IN_GROUP(c, k) || hold[i] || (int)i == run)
                             continue;
                         if (best < 0 || c->vtime < s->c[best].vtime) best = (int)i;
                     }
@@ -258,13 +263,13 @@ static bool sched_tick(sched_t *s, uint64_t now)
                 run = s->runner[p][k];
                 for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
                     sched_client_t *c = &s->c[i];
-                    if (!c->live || !c->active || c->pool != p || c->prio != k || hold[i]) continue;
+                    if (!c->live || !c->active || c->pool != p || !SCHED_IN_GROUP(c, k) || hold[i]) continue;
                     if ((int)i != run) hold[i] = ROTA_HOLD_QUANTUM;
                 }
             } else {
                 for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
                     sched_client_t *c = &s->c[i];
-                    if (!c->live || !c->active || c->pool != p || c->prio != k || hold[i]) continue;
+                    if (!c->live || !c->active || c->pool != p || !SCHED_IN_GROUP(c, k) || hold[i]) continue;
                     /* Hysteresis: held once slack ahead, released once caught up (fewer switches, less
                      * overlap of the two clients' work, whose split the sampling can only estimate). */
                     bool was = LD(&r->slots[i].hold) & ROTA_HOLD_SHARE;
@@ -274,6 +279,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
         }
     }
 
+#undef SCHED_IN_GROUP
     unsigned held[SCHED_POOLS] = {0};
     bool changed[SCHED_POOLS] = {0};
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
@@ -388,6 +394,7 @@ int sched_start(rota_region_t *r, rota_board_t *b, const sched_opts_t *o, sched_
     s->o = *o;
     if (!s->o.idle_ns) s->o.idle_ns = SCHED_IDLE_NS_DEFAULT;
     if (!s->o.tick_ns) s->o.tick_ns = SCHED_TICK_NS_DEFAULT;
+    if (!s->o.low_factor) s->o.low_factor = SCHED_LOW_FACTOR_DEFAULT;
     s->waitv_ok = true;
     for (unsigned p = 0; p < SCHED_POOLS; p++)
         for (unsigned k = 0; k < ROTA_PRIO_COUNT; k++) s->runner[p][k] = -1;

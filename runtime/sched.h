@@ -18,15 +18,17 @@
  *              or gone. The hold starts before this thread runs: the high client's activating launch marks the
  *              board (abi.h), which the lower clients' gates obey; each tick reads the board first, publishes
  *              the slot holds, then clears what it read (and adds up the high clients' latency figures).
- *   share      among the active clients of one class that are not priority-held, device time is sampled every
+ *   share      among the active normal and low clients that are not priority-held, device time is sampled every
  *              tick: each client with launches in flight gets tick/n of the device (n = clients with work in
  *              flight on that GPU), which holds on a real GPU as on simcuda because it only uses the in-flight
  *              counts the clients' completion trackers keep. A client's virtual time grows by its device time
- *              divided by its weight; a client more than share_slack_ns ahead of the least-served active client
- *              of its class is held (ROTA_HOLD_SHARE) until the others catch up. Idle clients take no part
- *              (work-conserving), and a client that becomes active starts at the class's minimum (no banking).
- *   quantum    with quantum_ns > 0 (rotad --quantum-ms), exclusive mode: one active client of a class runs at a
- *              time, for a quantum, the least-served first; the others are held (ROTA_HOLD_QUANTUM).
+ *              divided by its weight, and a low client's also times low_factor: normal and low share one
+ *              virtual time, so low is a soft priority (low_factor 1: each class shares on its own). A client
+ *              more than 8 ticks ahead of the least-served active client it shares with is held
+ *              (ROTA_HOLD_SHARE) until the others catch up. Idle clients take no part (work-conserving), and a
+ *              client that becomes active starts at the least-served one's virtual time (no banking).
+ *   quantum    with quantum_ns > 0 (rotad --quantum-ms), exclusive mode: one active client of those that share
+ *              runs at a time, for a quantum, the least-served first; the others are held (ROTA_HOLD_QUANTUM).
  *
  * Writes slot.hold (futex-woken on every change), slot.sched_state, dev.held, dev.busy_permille,
  * dev.hold_epoch, the hold-latency counters of the devices and the board's high_pending words.
@@ -37,11 +39,14 @@ typedef struct sched_opts {
     uint64_t idle_ns;        /* a client is idle after this long without launches and nothing in flight */
     uint64_t tick_ns;        /* decision period while something is contended */
     uint64_t quantum_ns;     /* 0 = weighted fair share, else exclusive quanta of this length */
+    unsigned low_factor;     /* a low client's device time counts this many times in the share (0: default) */
     int log_level;           /* 0 warnings, 1 info, 2 debug */
 } sched_opts_t;
 
 #define SCHED_IDLE_NS_DEFAULT 2000000ull
 #define SCHED_TICK_NS_DEFAULT 1000000ull
+#define SCHED_LOW_FACTOR_DEFAULT 2u
+#define SCHED_LOW_FACTOR_MAX 1000u
 #define SCHED_WAITV_MAX 127
 
 /* Starts the thread. 0 or -errno. */

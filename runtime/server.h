@@ -26,6 +26,7 @@ typedef struct server_opts {
     uint64_t sched_idle_ns;   /* launch scheduling (runtime/sched.h): idle window, 0 = default 2 ms */
     uint64_t sched_tick_ns;   /* decision period, 0 = default 1 ms */
     uint64_t sched_quantum_ns; /* 0 = weighted fair share; else exclusive quanta of this length */
+    unsigned sched_low_factor; /* weight of a low client's device time against normal clients' (0: default) */
 } server_opts_t;
 
 /* Takes the lock file (PATH.lock), removes a stale socket, binds and listens, creates the region. Returns an

@@ -68,6 +68,12 @@ grep -q "rota status: fatal: rotad is not running (nothing listens on $S)" "$T/e
 "$ROTAD" --notify-fd abc 2>&1 | grep -q "rotad: fatal: --notify-fd: 'abc' is not a descriptor number"; ok $? "--notify-fd abc"
 "$ROTAD" --notify-fd 77 >/dev/null 2>&1; rc=$?; [ $rc = 2 ]; ok $? "--notify-fd of a closed descriptor: 2"
 "$ROTAD" --socket >/dev/null 2>&1; rc=$?; [ $rc = 2 ]; ok $? "--socket without a value: 2"
+for v in 0 1001 abc 2x ''; do
+    err=$("$ROTAD" --foreground --socket "$S" --low-factor "$v" 2>&1); rc=$?
+    [ $rc = 2 ] && echo "$err" | grep -q "^rotad: fatal: --low-factor: '$v' is not a whole number in 1..1000"
+    ok $? "--low-factor '$v' refused with exit 2 (got $rc)"
+done
+"$ROTAD" --low-factor >/dev/null 2>&1; rc=$?; [ $rc = 2 ]; ok $? "--low-factor without a value: 2"
 ROTA_LOG=loud "$ROTAD" --foreground --socket "$S" 2>&1 | grep -q "ROTA_LOG: bad value 'loud'"; ok $? "bogus ROTA_LOG refused"
 "$ROTAD" --help | grep -q '^Exit codes: 0 stopped cleanly'; ok $? "--help documents exit codes"
 

@@ -284,7 +284,7 @@ int main(void)
     const char *rargs[] = {"--idle-ms", "5", NULL};
     pid_t rotad = th_rotad_start_args(rargs);
 
-    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..7) */
+    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..11) */
 #define SECTION(n) if (!only || atoi(only) == (n))
     conn_t *obs = observe();
     const rota_region_t *r = conn_region(obs);
@@ -392,6 +392,28 @@ int main(void)
         (void)0;
         diag("fair share, weights 3:1: %lu vs %lu kernels of 2 ms, ratio %.2f", na, nb, ratio);
         ok(ratio >= 2.0 && ratio <= 4.5, "device time splits by weight 3:1 (ratio in 2.0..4.5): %.2f", ratio);
+        ok(na + nb >= 700, "work-conserving: the GPU stayed busy (>= 700 of ~1500 kernel slots): %lu", na + nb);
+    }
+
+    /* 11. normal over low: equal weights, a low client's device time counts rotad's low factor (default 2) times,
+     * so normal gets about 2/3 of the GPU and low 1/3; with nothing else active low would get all of it. */
+    SECTION(11) {
+        child_t a, b;
+        const char *ea[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", "ROTA_PRIORITY=normal", NULL};
+        const char *eb[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", "ROTA_PRIORITY=low", NULL};
+        spawn(&a, ea);
+        spawn(&b, eb);
+        th_ready(&a, "spinners");
+        th_ready(&b, "spinners");
+        unsigned long na = 0, nb = 0;
+        sscanf(expect(&a, "done", 10000), "done %lu", &na);
+        sscanf(expect(&b, "done", 10000), "done %lu", &nb);
+        th_finish(&a);
+        th_finish(&b);
+        double ratio = nb ? (double)na / (double)nb : 0;
+        diag("normal beside low, equal weights, low factor 2: %lu vs %lu kernels of 2 ms, ratio %.2f", na, nb, ratio);
+        ok(ratio >= 1.4 && ratio <= 3.0, "normal gets about twice low's device time (ratio in 1.4..3.0): %.2f", ratio);
+        ok(nb >= 100, "low still progresses (>= 100 kernels of 2 ms in 3 s): %lu", nb);
         ok(na + nb >= 700, "work-conserving: the GPU stayed busy (>= 700 of ~1500 kernel slots): %lu", na + nb);
     }
 
