@@ -219,6 +219,28 @@ static double run_mix(int nspin, bool rota, double *p99, unsigned long *counts)
     return p50;
 }
 
+/* Two spinners of 2 ms kernels for 3 s, the same but for one variable each (e.g. "ROTA_WEIGHT=3"). */
+static void pair_start(child_t *a, child_t *b, const char *va, const char *vb)
+{
+    const char *ea[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", va, NULL};
+    const char *eb[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", vb, NULL};
+    spawn(a, ea);
+    spawn(b, eb);
+    th_ready(a, "spinners");
+    th_ready(b, "spinners");
+}
+
+/* Waits for both spinners of pair_start; returns a's kernels over b's (0 if b ran none). */
+static double pair_finish(child_t *a, child_t *b, unsigned long *na, unsigned long *nb)
+{
+    *na = *nb = 0;
+    sscanf(expect(a, "done", 10000), "done %lu", na);
+    sscanf(expect(b, "done", 10000), "done %lu", nb);
+    th_finish(a);
+    th_finish(b);
+    return *nb ? (double)*na / (double)*nb : 0;
+}
+
 static conn_t *observe(void)
 {
     conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_OBSERVER};
@@ -284,7 +306,7 @@ int main(void)
     const char *rargs[] = {"--idle-ms", "5", NULL};
     pid_t rotad = th_rotad_start_args(rargs);
 
-    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..11) */
+    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..12) */
 #define SECTION(n) if (!only || atoi(only) == (n))
     conn_t *obs = observe();
     const rota_region_t *r = conn_region(obs);
@@ -369,12 +391,7 @@ int main(void)
     /* 2. weighted fair share among one class: weights 3 and 1 */
     SECTION(2) {
         child_t a, b;
-        const char *ea[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", "ROTA_WEIGHT=3", NULL};
-        const char *eb[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", "ROTA_WEIGHT=1", NULL};
-        spawn(&a, ea);
-        spawn(&b, eb);
-        th_ready(&a, "spinners");
-        th_ready(&b, "spinners");
+        pair_start(&a, &b, "ROTA_WEIGHT=3", "ROTA_WEIGHT=1");
         /* Mid-run: the region shows both as live clients with launches and device time. */
         usleep(1500000);
         const rota_slot_t *sa = slot_of(r, a.pid), *sb = slot_of(r, b.pid);
@@ -383,13 +400,8 @@ int main(void)
            "the region shows class, weight, launches and device time per client");
         ok(atomic_load(&d0->busy_permille) > 500, "and the GPU's busy fraction (%u permille)",
            atomic_load(&d0->busy_permille));
-        unsigned long na = 0, nb = 0;
-        sscanf(expect(&a, "done", 10000), "done %lu", &na);
-        sscanf(expect(&b, "done", 10000), "done %lu", &nb);
-        th_finish(&a);
-        th_finish(&b);
-        double ratio = nb ? (double)na / (double)nb : 0;
-        (void)0;
+        unsigned long na, nb;
+        double ratio = pair_finish(&a, &b, &na, &nb);
         diag("fair share, weights 3:1: %lu vs %lu kernels of 2 ms, ratio %.2f", na, nb, ratio);
         ok(ratio >= 2.0 && ratio <= 4.5, "device time splits by weight 3:1 (ratio in 2.0..4.5): %.2f", ratio);
         ok(na + nb >= 700, "work-conserving: the GPU stayed busy (>= 700 of ~1500 kernel slots): %lu", na + nb);
@@ -399,18 +411,9 @@ int main(void)
      * so normal gets about 2/3 of the GPU and low 1/3; with nothing else active low would get all of it. */
     SECTION(11) {
         child_t a, b;
-        const char *ea[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", "ROTA_PRIORITY=normal", NULL};
-        const char *eb[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", "ROTA_PRIORITY=low", NULL};
-        spawn(&a, ea);
-        spawn(&b, eb);
-        th_ready(&a, "spinners");
-        th_ready(&b, "spinners");
-        unsigned long na = 0, nb = 0;
-        sscanf(expect(&a, "done", 10000), "done %lu", &na);
-        sscanf(expect(&b, "done", 10000), "done %lu", &nb);
-        th_finish(&a);
-        th_finish(&b);
-        double ratio = nb ? (double)na / (double)nb : 0;
+        pair_start(&a, &b, "ROTA_PRIORITY=normal", "ROTA_PRIORITY=low");
+        unsigned long na, nb;
+        double ratio = pair_finish(&a, &b, &na, &nb);
         diag("normal beside low, equal weights, low factor 2: %lu vs %lu kernels of 2 ms, ratio %.2f", na, nb, ratio);
         ok(ratio >= 1.4 && ratio <= 3.0, "normal gets about twice low's device time (ratio in 1.4..3.0): %.2f", ratio);
         ok(nb >= 100, "low still progresses (>= 100 kernels of 2 ms in 3 s): %lu", nb);
@@ -662,9 +665,30 @@ int main(void)
         obs = NULL;
         th_rotad_stop(rotad);
     }
+
+    /* 12. rotad --low-factor 1: each class shares on its own, so a normal and a low spinner split the GPU evenly
+     * (against about 2:1 with the default, section 11). */
+    SECTION(12) {
+        if (only) { /* the first rotad still runs: section 6 did not stop it */
+            conn_close(obs);
+            th_rotad_stop(rotad);
+        }
+        const char *largs[] = {"--low-factor", "1", NULL};
+        rotad = th_rotad_start_args(largs);
+        child_t a, b;
+        pair_start(&a, &b, "ROTA_PRIORITY=normal", "ROTA_PRIORITY=low");
+        unsigned long na, nb;
+        double ratio = pair_finish(&a, &b, &na, &nb);
+        diag("normal beside low, equal weights, --low-factor 1: %lu vs %lu kernels of 2 ms, ratio %.2f", na, nb, ratio);
+        ok(ratio >= 0.67 && ratio <= 1.5, "--low-factor 1: normal and low split evenly (ratio in 0.67..1.5): %.2f",
+           ratio);
+        ok(na + nb >= 700, "work-conserving: the GPU stayed busy (>= 700 of ~1500 kernel slots): %lu", na + nb);
+        obs = NULL;
+        th_rotad_stop(rotad);
+    }
     (void)th_rotad_start;
     if (obs) conn_close(obs);
-    if (only && atoi(only) != 5 && atoi(only) != 6) th_rotad_stop(rotad);
+    if (only && atoi(only) != 5 && atoi(only) != 6 && atoi(only) != 12) th_rotad_stop(rotad);
     th_cleanup_children();
     th_cleanup();
     char shm[96];
