@@ -123,6 +123,20 @@ static void sched_add_hold_stats(sched_t *s, unsigned ndev)
 }
 
 /* Refreshes activity of every client, samples device time, and decides holds. With s->mu held. */
+/* The share group of a lower-class client: its class, except that with low_factor > 1 low clients share with
+ * normal ones (one virtual time, in which a low client's device time counts low_factor times). */
+static unsigned sched_group(const sched_t *s, const sched_client_t *c)
+{
+    return c->prio == ROTA_PRIO_LOW && s->o.low_factor > 1 ? (unsigned)ROTA_PRIO_NORMAL : c->prio;
+}
+
+/* Whether client i takes part in the share of group k on pool p this tick: active there and not held. */
+static bool sched_shares(const sched_t *s, unsigned i, unsigned p, unsigned k, const uint32_t *hold)
+{
+    const sched_client_t *c = &s->c[i];
+    return c->live && c->active && c->pool == p && sched_group(s, c) == k && !hold[i];
+}
+
 static bool sched_tick(sched_t *s, uint64_t now)
 {
     rota_region_t *r = s->r;
@@ -216,19 +230,16 @@ static bool sched_tick(sched_t *s, uint64_t now)
         if (c->live && c->prio != ROTA_PRIO_HIGH && hi[c->pool]) hold[i] = ROTA_HOLD_PRIO;
     }
 
-    /* Share among the lower classes on one GPU: only clients that are active and not held for priority compete.
-     * Normal and low clients share one virtual time, in which a low client's device time counts low_factor
-     * times (sched.h); with low_factor 1 each class shares on its own. k is the group: its lowest class. */
+    /* Share within each group of lower-class clients on one GPU (sched_group: with low_factor > 1 the low group
+     * is empty); only clients that are active and not held for priority compete. */
     uint64_t slack = 8 * s->o.tick_ns;
-    bool joint = s->o.low_factor > 1;
-#define SCHED_IN_GROUP(c, k) ((c)->prio == (k) || (joint && (c)->prio != ROTA_PRIO_HIGH))
     for (unsigned p = 0; p < SCHED_POOLS; p++) {
-        for (unsigned k = ROTA_PRIO_NORMAL; k < (joint ? ROTA_PRIO_NORMAL + 1u : (unsigned)ROTA_PRIO_COUNT); k++) {
+        for (unsigned k = ROTA_PRIO_NORMAL; k < ROTA_PRIO_COUNT; k++) {
             unsigned n = 0;
             uint64_t vmin = UINT64_MAX, vmin_old = UINT64_MAX;
             for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
                 sched_client_t *c = &s->c[i];
-                if (!c->live || !c->active || c->pool != p || !SCHED_IN_GROUP(c, k) || hold[i]) continue;
+                if (!sched_shares(s, i, p, k, hold)) continue;
                 n++;
                 if (!fresh[i] && c->vtime < vmin_old) vmin_old = c->vtime;
             }
@@ -238,22 +249,20 @@ static bool sched_tick(sched_t *s, uint64_t now)
             }
             for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
                 sched_client_t *c = &s->c[i];
-                if (!c->live || !c->active || c->pool != p || !SCHED_IN_GROUP(c, k) || hold[i]) continue;
+                if (!sched_shares(s, i, p, k, hold)) continue;
                 /* A newcomer joins at the least-served client's virtual time: idle time is not banked. */
                 if (fresh[i] && vmin_old != UINT64_MAX) c->vtime = vmin_old;
                 if (c->vtime < vmin) vmin = c->vtime;
             }
             if (s->o.quantum_ns) {
                 int run = s->runner[p][k];
-                bool keep = run >= 0 && s->c[run].live && s->c[run].active && s->c[run].pool == p &&
-                            SCHED_IN_GROUP(&s->c[run], k) && !hold[run] && now - s->run_since[p][k] < s->o.quantum_ns;
+                bool keep = run >= 0 && sched_shares(s, (unsigned)run, p, k, hold) &&
+                            now - s->run_since[p][k] < s->o.quantum_ns;
                 if (!keep) {
                     int best = -1;
                     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-                        sched_client_t *c = &s->c[i];
-                        if (!c->live || !c->active || c->pool != p || !SCHED_IN_GROUP(c, k) || hold[i] || (int)i == run)
-                            continue;
-                        if (best < 0 || c->vtime < s->c[best].vtime) best = (int)i;
+                        if (!sched_shares(s, i, p, k, hold) || (int)i == run) continue;
+                        if (best < 0 || s->c[i].vtime < s->c[best].vtime) best = (int)i;
                     }
                     if (best >= 0) {
                         s->runner[p][k] = best;
@@ -262,14 +271,12 @@ static bool sched_tick(sched_t *s, uint64_t now)
                 }
                 run = s->runner[p][k];
                 for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-                    sched_client_t *c = &s->c[i];
-                    if (!c->live || !c->active || c->pool != p || !SCHED_IN_GROUP(c, k) || hold[i]) continue;
-                    if ((int)i != run) hold[i] = ROTA_HOLD_QUANTUM;
+                    if (sched_shares(s, i, p, k, hold) && (int)i != run) hold[i] = ROTA_HOLD_QUANTUM;
                 }
             } else {
                 for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
                     sched_client_t *c = &s->c[i];
-                    if (!c->live || !c->active || c->pool != p || !SCHED_IN_GROUP(c, k) || hold[i]) continue;
+                    if (!sched_shares(s, i, p, k, hold)) continue;
                     /* Hysteresis: held once slack ahead, released once caught up (fewer switches, less
                      * overlap of the two clients' work, whose split the sampling can only estimate). */
                     bool was = LD(&r->slots[i].hold) & ROTA_HOLD_SHARE;
@@ -279,7 +286,6 @@ static bool sched_tick(sched_t *s, uint64_t now)
         }
     }
 
-#undef SCHED_IN_GROUP
     unsigned held[SCHED_POOLS] = {0};
     bool changed[SCHED_POOLS] = {0};
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {

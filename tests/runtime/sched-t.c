@@ -671,6 +671,7 @@ int main(void)
     SECTION(12) {
         if (only) { /* the first rotad still runs: section 6 did not stop it */
             conn_close(obs);
+            obs = NULL;
             th_rotad_stop(rotad);
         }
         const char *largs[] = {"--low-factor", "1", NULL};
@@ -683,7 +684,6 @@ int main(void)
         ok(ratio >= 0.67 && ratio <= 1.5, "--low-factor 1: normal and low split evenly (ratio in 0.67..1.5): %.2f",
            ratio);
         ok(na + nb >= 700, "work-conserving: the GPU stayed busy (>= 700 of ~1500 kernel slots): %lu", na + nb);
-        obs = NULL;
         th_rotad_stop(rotad);
     }
     (void)th_rotad_start;
