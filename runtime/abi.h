@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROTA_ABI_VERSION 3u /* 2: slot.track (uncontended launches go untracked); 3: the board */
+#define ROTA_ABI_VERSION 4u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients */
 #define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
 #define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
 #define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
@@ -67,7 +67,7 @@ enum rota_prio {
  * rotad's scheduler thread waits on with futex_waitv). rotad validates what it reads, decides, and writes the
  * client's slot.hold (a shared futex word the held client waits on, with a bounded timeout: fail-open). rotad
  * clears channel.active (compare-exchange) once the client is idle: nothing in flight and no launch for the idle
- * window (rotad --idle-ms, default 2).
+ * window (rotad --idle-ms, default 2, for high clients; --idle-low-us, default 0, for normal and low ones).
  *
  * Priority holds take effect without waiting for rotad: a high client's activating launch (after setting
  * channel.active) bumps board.devices[d].high_pending (d: its GPU's region index) before ringing its doorbell.
@@ -126,7 +126,7 @@ typedef struct rota_dev {
     _Atomic uint64_t confirm_lat_max_ns;
     _Atomic uint64_t hold_lat_hist[ROTA_LAT_BUCKETS]; /* hold_events by latency: <= ROTA_LAT_BOUNDS_US[i] us */
     _Atomic uint32_t flags;        /* rota_dev_flags */
-    uint32_t pad0;
+    _Atomic uint32_t high_clients; /* high-priority clients registered on this GPU, active or not (sched.c) */
     uint64_t reserved_abi[1];
 } rota_dev_t;
 
@@ -322,9 +322,12 @@ typedef struct rota_msg_result {
  * none), by the same rule, and the RESULT's dev is the region device index (status -ENODEV: none known). */
 #define ROTA_PLACE_PENDING_MS 30000u
 #define ROTA_PLACE_KNOWN 1u
-/* flags ROTA_PLACE_HIGH: the job runs at high priority. Two latency-critical jobs on one GPU slow each other
- * down with nothing to protect them, so rotad keeps high jobs on GPUs with the fewest high clients first. */
+/* flags ROTA_PLACE_HIGH / ROTA_PLACE_LOW (at most one; neither: normal): the job's class. A job is slowed by the
+ * clients of its class and above on its GPU, hardly by lower ones (they are held for it or yield to it), so
+ * rotad places it where it has the fewest of those first: a high job away from other high jobs, a normal job
+ * beside low ones rather than beside normal ones (runtime/place.h). */
 #define ROTA_PLACE_HIGH 2u
+#define ROTA_PLACE_LOW 4u
 typedef struct rota_place_cand {
     uint8_t uuid[ROTA_UUID_LEN];
     uint64_t total_mem;    /* 1..ROTA_MAX_BYTES, as the asker's driver reports it */
@@ -333,7 +336,7 @@ typedef struct rota_place_cand {
 typedef struct rota_msg_place {
     rota_msg_hdr_t h;
     uint32_t ncand;        /* 1..ROTA_MAX_DEVICES; 0 with ROTA_PLACE_KNOWN */
-    uint32_t flags;        /* 0 or ROTA_PLACE_KNOWN */
+    uint32_t flags;        /* ROTA_PLACE_KNOWN, ROTA_PLACE_HIGH or ROTA_PLACE_LOW, or 0 */
     uint64_t mem;          /* the job's expected memory (its --mem limit), counted while pending; 0 = unknown */
     rota_place_cand_t cand[ROTA_MAX_DEVICES]; /* entries past ncand must be zero */
 } rota_msg_place_t;

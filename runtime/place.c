@@ -20,25 +20,30 @@ static void place_expire(place_t *pl, uint64_t now_ns)
     }
 }
 
-/* Pending placements on dev: their count, memory and how many are high-priority jobs. */
-static unsigned place_pending_on(const place_t *pl, int dev, uint64_t *mem, unsigned *high)
+/* Pending placements on dev: their count, memory and how many are of class prio or above (rivals). */
+static unsigned place_pending_on(const place_t *pl, int dev, uint64_t *mem, unsigned prio, unsigned *rivals)
 {
     unsigned n = 0, h = 0;
     uint64_t m = 0;
     for (unsigned i = 0; i < PLACE_MAX_PENDING; i++)
         if (pl->p[i].pid && pl->p[i].dev == dev) {
             n++;
-            h += pl->p[i].high;
+            h += pl->p[i].prio <= prio;
             m += pl->p[i].mem;
         }
     if (mem) *mem = m;
-    if (high) *high = h;
+    if (rivals) *rivals = h;
     return n;
+}
+
+unsigned place_prio(uint32_t flags)
+{
+    return flags & ROTA_PLACE_HIGH ? ROTA_PRIO_HIGH : flags & ROTA_PLACE_LOW ? ROTA_PRIO_LOW : ROTA_PRIO_NORMAL;
 }
 
 unsigned place_pending_count(const place_t *pl, int dev, uint64_t *mem)
 {
-    return place_pending_on(pl, dev, mem, NULL);
+    return place_pending_on(pl, dev, mem, 0, NULL);
 }
 
 void place_settle(place_t *pl, pid_t pid)
@@ -77,18 +82,18 @@ typedef struct place_gpu {
     uint64_t cap;          /* capacity */
     uint64_t expect;       /* memory its jobs hold or will hold (place.h) */
     unsigned load;         /* clients + pending placements */
-    unsigned high;         /* high clients at home here + pending high placements */
+    unsigned rivals;       /* clients at home here + pending placements of the job's class or above */
     unsigned busy;         /* busy fraction of the last >= 100 ms, permille (sched.c) */
 } place_gpu_t;
 
-static void place_measure(const place_t *pl, const rota_region_t *r, int dev, place_gpu_t *g)
+static void place_measure(const place_t *pl, const rota_region_t *r, int dev, unsigned prio, place_gpu_t *g)
 {
     const rota_dev_t *d = &r->devices[dev];
     uint64_t pmem = 0, more = 0;
     g->cap = LD(&d->capacity);
-    unsigned phigh = 0;
-    g->load = LD(&d->clients) + place_pending_on(pl, dev, &pmem, &phigh);
-    g->high = phigh;
+    unsigned prival = 0;
+    g->load = LD(&d->clients) + place_pending_on(pl, dev, &pmem, prio, &prival);
+    g->rivals = prival;
     g->busy = LD(&d->busy_permille);
     /* Beyond what is reserved: requests queued here, and the rest of the declared limit (ROTA_MEM_LIMIT, rota
      * run --mem) of each job at home here (its first GPU, or the one it queues on), which it will grow to. */
@@ -99,19 +104,19 @@ static void place_measure(const place_t *pl, const rota_region_t *r, int dev, pl
         uint64_t used = LD(&sl->used[dev]), w = wdev == dev ? LD(&sl->waiting) : 0, lim = LD(&sl->limit);
         if (home < 0) home = wdev;
         if (home == dev && lim > used + w) w = lim - used;
-        if (home == dev && LD(&sl->priority) == ROTA_PRIO_HIGH) g->high++;
+        if (home == dev && LD(&sl->priority) <= prio) g->rivals++;
         more += w;
     }
     g->expect = LD(&d->reserved) + more + pmem;
 }
 
 /* Whether a is a better home than b for a job of mem bytes (0: unknown): see place.h. */
-static bool place_better(const place_gpu_t *a, const place_gpu_t *b, uint64_t mem, bool high)
+static bool place_better(const place_gpu_t *a, const place_gpu_t *b, uint64_t mem)
 {
     uint64_t fa = a->expect < a->cap ? a->cap - a->expect : 0, fb = b->expect < b->cap ? b->cap - b->expect : 0;
     bool ka = fa >= mem, kb = fb >= mem;
     if (ka != kb) return ka;
-    if (high && a->high != b->high) return a->high < b->high;
+    if (a->rivals != b->rivals) return a->rivals < b->rivals;
     if (ka && a->load != b->load) return a->load < b->load;
     /* Equal load: the idler GPU gives the job more device time (PLACE_BUSY_SLACK_PERMILLE is noise). */
     int db = (int)a->busy - (int)b->busy;
@@ -129,6 +134,7 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
     place_expire(pl, now_ns);
     place_settle(pl, pid); /* a pid that asks again replaces its earlier placement */
     bool known = m->flags & ROTA_PLACE_KNOWN;
+    unsigned prio = place_prio(m->flags);
     /* The candidates as region device indices; the answer is an index into this list (cand mode) or the
      * device itself (known mode). */
     int devs[ROTA_MAX_DEVICES], n = 0;
@@ -146,8 +152,8 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
     for (int i = 0; i < n; i++) {
         if (devs[i] < 0) continue;
         place_gpu_t g;
-        place_measure(pl, r, devs[i], &g);
-        if (best < 0 || place_better(&g, &bg, m->mem, m->flags & ROTA_PLACE_HIGH)) {
+        place_measure(pl, r, devs[i], prio, &g);
+        if (best < 0 || place_better(&g, &bg, m->mem)) {
             best = i;
             bg = g;
         }
@@ -157,7 +163,7 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
     e->pid = pid;
     e->dev = devs[best];
     e->mem = m->mem;
-    e->high = m->flags & ROTA_PLACE_HIGH;
+    e->prio = prio;
     e->deadline_ns = now_ns + (uint64_t)ROTA_PLACE_PENDING_MS * 1000000u;
     atomic_fetch_add_explicit(&r->seq, 1, memory_order_release);
     return known ? devs[best] : best;

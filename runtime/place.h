@@ -17,8 +17,11 @@
  * go), plus the memory of pending placements; free = capacity - expected. The answer is the candidate
  *   1. where the job's memory (PLACE mem; 0 = unknown, fits anywhere) fits in the free memory: a job sent where it
  *      does not fit waits for memory while another GPU could run it, then
- *   1b. for a high-priority job (ROTA_PLACE_HIGH), with the fewest high clients + pending high placements: rota
- *      protects a high job from lower classes, not from another high job, then
+ *   1b. with the fewest rivals: clients at home there + pending placements of the job's class or a higher one
+ *      (ROTA_PLACE_HIGH / ROTA_PLACE_LOW; neither: normal). rota protects a job from lower classes (held for a
+ *      high one; below normal, low runs in what normal leaves), not from its own class: a high job goes where
+ *      there is no other high one, a normal job beside low ones rather than normal ones. For a low job every
+ *      client is a rival, which is rule 2's load. Then
  *   2. among those, with the fewest clients + pending placements (load decides the job's own speed and that of
  *      its neighbours; memory only has to fit), then the lowest busy fraction (rota_dev_t.busy_permille, more
  *      than PLACE_BUSY_SLACK_PERMILLE apart), then
@@ -41,7 +44,7 @@ typedef struct place_pending {
     pid_t pid;             /* 0 = free entry */
     int dev;               /* index in region->devices */
     uint64_t mem;          /* the job's expected memory (PLACE mem), counted against the GPU's free memory */
-    bool high;             /* a high-priority job (ROTA_PLACE_HIGH) */
+    unsigned prio;         /* the job's class (ROTA_PRIO_*, from ROTA_PLACE_HIGH / ROTA_PLACE_LOW) */
     uint64_t deadline_ns;  /* CLOCK_MONOTONIC */
 } place_pending_t;
 
@@ -61,6 +64,8 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
 int place_add_known(place_t *pl, rota_region_t *r, const rota_place_cand_t *gpus, int n);
 /* pid reserved memory: its placement is no longer pending (the ledger counts it now). */
 void place_settle(place_t *pl, pid_t pid);
+/* The class a PLACE request's flags name (ROTA_PRIO_*). */
+unsigned place_prio(uint32_t flags);
 /* Pending placements on dev, and their memory (after expiring old ones). */
 unsigned place_pending_count(const place_t *pl, int dev, uint64_t *mem);
 

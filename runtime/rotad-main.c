@@ -21,7 +21,7 @@
 
 static const char usage[] =
     "usage: rotad [--socket PATH] [--config FILE] [--foreground] [--notify-fd N] [--idle-ms MS]\n"
-    "             [--tick-ms MS] [--quantum-ms MS] [--low-factor N] [--no-probe]\n"
+    "             [--idle-low-us US] [--tick-ms MS] [--quantum-ms MS] [--low-factor N] [--no-probe]\n"
     "\n"
     "rota's per-node coordinator: the node-wide GPU memory ledger, queue-instead-of-OOM, launch scheduling.\n"
     "\n"
@@ -33,6 +33,10 @@ static const char usage[] =
     "  --notify-fd N   write a newline to descriptor N once listening, then close it (s6 readiness)\n"
     "  --idle-ms MS    launch scheduling: a client is idle after MS without launches and with nothing\n"
     "                  in flight; a high-priority client's holds on lower classes end then (default 2)\n"
+    "  --idle-low-us US\n"
+    "                  the same for normal and low clients, in microseconds: whom they hold for their\n"
+    "                  share runs once they have nothing in flight, no thread waiting to launch and no\n"
+    "                  launch for US (0..1000000; default 0: at once, so their host gaps are filled)\n"
     "  --tick-ms MS    scheduling decision period while GPUs are contended (default 1)\n"
     "  --quantum-ms MS exclusive-quantum mode: one normal or low client of a GPU runs at a time (one per\n"
     "                  class with --low-factor 1), MS each (default 0: weighted fair share by ROTA_WEIGHT)\n"
@@ -98,7 +102,7 @@ int main(int argc, char **argv)
     const char *sock = NULL, *cfgpath = NULL;
     bool foreground = false, probe = true;
     int notify_fd = -1;
-    uint64_t sched_idle_ns = 0, sched_tick_ns = 0, sched_quantum_ns = 0;
+    uint64_t sched_idle_ns = 0, sched_idle_low_ns = 0, sched_tick_ns = 0, sched_quantum_ns = 0;
     unsigned sched_low_factor = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -134,6 +138,13 @@ int main(int argc, char **argv)
             if (!strcmp(a, "--idle-ms")) sched_idle_ns = ns;
             else if (!strcmp(a, "--tick-ms")) sched_tick_ns = ns;
             else sched_quantum_ns = ns;
+        } else if (!strcmp(a, "--idle-low-us") && has_val) {
+            uint64_t v;
+            const char *arg = argv[++i];
+            if (parse_u64(arg, 0, 1000000, &v))
+                return rotad_fatal(ROTAD_EXIT_USAGE,
+                                   "--idle-low-us: '%s' is not a whole number of microseconds in 0..1000000", arg);
+            sched_idle_low_ns = v * 1000u;
         } else if (!strcmp(a, "--low-factor") && has_val) {
             uint64_t v;
             const char *arg = argv[++i];
@@ -143,7 +154,7 @@ int main(int argc, char **argv)
             sched_low_factor = (unsigned)v;
         } else if (!strcmp(a, "--socket") || !strcmp(a, "--config") || !strcmp(a, "--notify-fd") ||
                    !strcmp(a, "--idle-ms") || !strcmp(a, "--tick-ms") || !strcmp(a, "--quantum-ms") ||
-                   !strcmp(a, "--low-factor")) {
+                   !strcmp(a, "--low-factor") || !strcmp(a, "--idle-low-us")) {
             fprintf(stderr, "rotad: fatal: %s needs a value\n%s", a, usage);
             return ROTAD_EXIT_USAGE;
         } else {
@@ -186,7 +197,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     server_opts_t o = {.socket_path = path, .cfg = &cfg, .log_level = log_level, .sched_idle_ns = sched_idle_ns,
-                       .sched_tick_ns = sched_tick_ns, .sched_quantum_ns = sched_quantum_ns,
+                       .sched_idle_low_ns = sched_idle_low_ns, .sched_tick_ns = sched_tick_ns,
+                       .sched_quantum_ns = sched_quantum_ns,
                        .sched_low_factor = sched_low_factor};
     server_t *s;
     char err[512];

@@ -170,10 +170,11 @@ static bool sched_tick(sched_t *s, uint64_t now)
             uint64_t last = atomic_load(&ch->last_launch_ns);
             /* A thread waiting in the gate (held, or for a completion) keeps its client active. */
             bool waiting = LD(&ch->held_waiting) || LD(&ch->inflight_waiting);
-            if (!infl && !waiting && now > last && now - last < s->o.idle_ns &&
-                (!next_idle || last + s->o.idle_ns < next_idle))
-                next_idle = last + s->o.idle_ns; /* wake up then, not a tick later: whom it holds waits */
-            if (!infl && !waiting && now > last && now - last >= s->o.idle_ns &&
+            uint64_t idle_ns = c->prio == ROTA_PRIO_HIGH ? s->o.idle_ns : s->o.idle_low_ns;
+            if (!infl && !waiting && now > last && now - last < idle_ns &&
+                (!next_idle || last + idle_ns < next_idle))
+                next_idle = last + idle_ns; /* wake up then, not a tick later: whom it holds waits */
+            if (!infl && !waiting && now > last && now - last >= idle_ns &&
                 atomic_compare_exchange_strong(&ch->active, &act, 0)) {
                 /* Dekker with the launch gate (store last_launch_ns, then load active): a launch we raced with
                  * either saw active == 0 (and rang) or shows here. */
@@ -247,11 +248,15 @@ static bool sched_tick(sched_t *s, uint64_t now)
                 s->runner[p][k] = -1;
                 continue;
             }
+            /* A client back from idle joins no further back than the least-served client's virtual time less
+             * a credit of two slacks: idle time is not banked beyond that, and a bursty client (training with
+             * host gaps) runs its burst ahead of the ones that filled its gap, as a waking task does in CFS.
+             * A client ahead of that floor keeps its debt: going idle for a moment does not clear it. */
+            uint64_t credit = 2 * slack, floor = vmin_old > credit ? vmin_old - credit : 0;
             for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
                 sched_client_t *c = &s->c[i];
                 if (!sched_shares(s, i, p, k, hold)) continue;
-                /* A newcomer joins at the least-served client's virtual time: idle time is not banked. */
-                if (fresh[i] && vmin_old != UINT64_MAX) c->vtime = vmin_old;
+                if (fresh[i] && vmin_old != UINT64_MAX && c->vtime < floor) c->vtime = floor;
                 if (c->vtime < vmin) vmin = c->vtime;
             }
             if (s->o.quantum_ns) {
@@ -317,6 +322,8 @@ static bool sched_tick(sched_t *s, uint64_t now)
             sched_wake_shared(&d->hold_epoch);
         }
         ST(&d->high_active, hi[p] ? 1u : 0u);
+        uint32_t nh = nhigh[p] + nhigh[0]; /* clients of unknown GPUs count everywhere */
+        if (LD(&d->high_clients) != nh) ST(&d->high_clients, nh); /* the gates' in-flight bound */
         /* The slot holds are out: the board's mark has done its job. A new mark since our read stays. */
         uint32_t seen = pending[p - 1];
         if (seen && atomic_compare_exchange_strong(&s->b->devices[p - 1].high_pending, &seen, 0))

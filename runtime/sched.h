@@ -37,6 +37,7 @@ typedef struct sched sched_t;
 
 typedef struct sched_opts {
     uint64_t idle_ns;        /* a client is idle after this long without launches and nothing in flight */
+    uint64_t idle_low_ns;    /* the same for normal and low clients (0: at once; not defaulted) */
     uint64_t tick_ns;        /* decision period while something is contended */
     uint64_t quantum_ns;     /* 0 = weighted fair share, else exclusive quanta of this length */
     unsigned low_factor;     /* a low client's device time counts this many times in the share (0: default) */

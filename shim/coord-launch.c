@@ -220,23 +220,31 @@ static void launch_wait_hold(conn_t *c, const rota_slot_t *sl, rota_channel_t *c
     atomic_fetch_sub(&ch->held_waiting, 1);
 }
 
-/* How many lower-class launches may be in flight: ROTA_MAX_INFLIGHT, and no more than ROTA_INFLIGHT_US of device
- * time at this process's average launch (one until the tracker measured one). What a high client that arrives
- * waits for is the work already in flight: bounding it by time, not count, keeps that wait short for long kernels
- * and still lets short ones keep the GPU busy. */
-static unsigned launch_bound(const rota_options_t *o)
+/* How many lower-class launches may be in flight: the one running plus ROTA_INFLIGHT_US of device time queued
+ * behind it at this process's average launch, at most ROTA_MAX_INFLIGHT (one until the tracker measured one).
+ * What a high client that arrives waits for is the work already in flight: bounding the queue by time, not count,
+ * keeps that wait short for long kernels and still lets short ones keep the GPU busy. With no high client on the
+ * GPU (dev.high_clients, rotad keeps it) nobody waits for the queue but the client that takes over from a held
+ * one, so at least two: a single launch in flight leaves the GPU idle from each completion to the next launch,
+ * the tracker's and the launching thread's wake-ups, tens of microseconds per launch. */
+static unsigned launch_bound(const rota_options_t *o, const rota_region_t *r, uint32_t key)
 {
     unsigned cap = o->max_inflight ? o->max_inflight : 1;
-    if (!o->inflight_us) return cap;
     uint64_t k = LD(&launch_kernel_ns);
     if (!k) return 1;
-    uint64_t n = (uint64_t)o->inflight_us * 1000u / k;
-    return n < 1 ? 1 : n > cap ? cap : (unsigned)n;
+    uint64_t n = o->inflight_us ? 1 + (uint64_t)o->inflight_us * 1000u / k : cap;
+    bool high = !key || key > ROTA_MAX_DEVICES || LD(&r->devices[key - 1].high_clients);
+    if (!high && n < 2) n = 2;
+    return n > cap ? cap : (unsigned)n;
 }
 
-/* Reserves one in-flight slot, waiting for a completion while max are in flight. */
+/* Reserves one in-flight slot, waiting for a completion while max are in flight. A thread that waited counts as
+ * waiting (channel.inflight_waiting) until channel.inflight shows its slot: between the completion it waited for
+ * and its launch, rotad must not see a client with nothing in flight and nobody waiting, which reads as idle and
+ * would release whom it holds for the length of one of their launches. */
 static void launch_reserve(rota_channel_t *ch, unsigned max)
 {
+    bool waited = false;
     for (;;) {
         uint32_t n = atomic_load(&launch_inflight);
         if (n < max) {
@@ -245,11 +253,13 @@ static void launch_reserve(rota_channel_t *ch, unsigned max)
         }
         uint32_t seq = atomic_load(&launch_done_seq);
         atomic_fetch_add(&launch_waiters, 1);
-        atomic_fetch_add(&ch->inflight_waiting, 1);
+        if (!waited) atomic_fetch_add(&ch->inflight_waiting, 1);
+        waited = true;
         if (atomic_load(&launch_inflight) >= max) launch_futex_wait(&launch_done_seq, seq, LAUNCH_INFLIGHT_SLICE_NS, false);
-        atomic_fetch_sub(&ch->inflight_waiting, 1);
         atomic_fetch_sub(&launch_waiters, 1);
     }
+    atomic_store(&ch->inflight, atomic_load(&launch_inflight));
+    if (waited) atomic_fetch_sub(&ch->inflight_waiting, 1);
 }
 
 static void launch_unreserve(void)
@@ -280,13 +290,19 @@ void launch_complete(uint64_t busy_ns)
     atomic_store_explicit(&launch_kernel_ns, k ? k - k / 8 + b / 8 : (b ? b : 1), memory_order_relaxed);
     launch_unreserve();
     launch_mirror();
-    /* A high client's last launch in flight completed: it may be idle now, and every lower client on its GPU
-     * waits for rotad to see that. Ring, so rotad looks now rather than at its next tick (the tracker thread
-     * pays the syscall, never a launch). */
-    if (rota_options()->priority == ROTA_PRIORITY_HIGH && !atomic_load(&launch_inflight)) {
+    /* The last launch in flight completed: the client may be idle now, and whoever rotad holds on its GPU (for
+     * a high client: every lower one; for a lower one: those over their share) waits for rotad to see that.
+     * Ring, so rotad looks now rather than at its next tick; the tracker thread pays the syscall, never a
+     * launch. A lower client rings only when someone on its GPU is held: nobody waits otherwise. */
+    if (!atomic_load(&launch_inflight)) {
+        bool high = rota_options()->priority == ROTA_PRIORITY_HIGH;
         conn_t *c = coord_conn_lock();
         rota_channel_t *ch = c ? conn_channel(c) : NULL;
-        if (ch) launch_ring(ch);
+        if (ch) {
+            uint32_t key = LD(&ch->sched_dev);
+            const rota_region_t *r = conn_region(c);
+            if (high || (key && key <= ROTA_MAX_DEVICES && LD(&r->devices[key - 1].held))) launch_ring(ch);
+        }
         if (c) coord_conn_unlock();
     }
 }
@@ -362,7 +378,7 @@ CUresult coord_launch_gate(CUstream stream)
         atomic_fetch_add(&launch_inflight, 1);
         lt.reserved++;
     } else {
-        unsigned max = launch_bound(o);
+        unsigned max = launch_bound(o, conn_region(c), key);
         if (LD(&launch_backlog) && atomic_exchange(&launch_backlog, 0)) launch_track_backlog(ctx, stream);
         for (;;) {
             if (launch_held(sl, mark)) launch_wait_hold(c, sl, ch, mark); /* at once when rotad is gone */

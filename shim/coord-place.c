@@ -71,7 +71,10 @@ static int place_ask(conn_t *c, uint64_t mem, int *dev)
 {
     rota_msg_place_t m = {0};
     proto_hdr_init(&m.h, ROTA_MSG_PLACE, sizeof m, PLACE_SEQ);
-    m.flags = ROTA_PLACE_KNOWN | (rota_options()->priority == ROTA_PRIORITY_HIGH ? ROTA_PLACE_HIGH : 0);
+    int prio = rota_options()->priority;
+    m.flags = ROTA_PLACE_KNOWN | (prio == ROTA_PRIORITY_HIGH  ? ROTA_PLACE_HIGH
+                                  : prio == ROTA_PRIORITY_LOW ? ROTA_PLACE_LOW
+                                                              : 0);
     m.mem = mem > ROTA_MAX_BYTES ? ROTA_MAX_BYTES : mem;
     int rc = proto_send(conn_fd(c), &m, sizeof m, NULL, 0);
     if (rc) return rc;

@@ -135,7 +135,9 @@ int proto_check(const void *buf, size_t n, uint32_t *abi, const char **why)
         const rota_msg_place_t *m = buf;
         bool known = m->flags & ROTA_PLACE_KNOWN; /* ncand 0: rotad's own GPUs (abi.h) */
         if ((known ? m->ncand != 0 : m->ncand < 1 || m->ncand > ROTA_MAX_DEVICES) ||
-            (m->flags & ~(ROTA_PLACE_KNOWN | ROTA_PLACE_HIGH)) || m->mem > ROTA_MAX_BYTES) {
+            (m->flags & ~(ROTA_PLACE_KNOWN | ROTA_PLACE_HIGH | ROTA_PLACE_LOW)) ||
+            (m->flags & (ROTA_PLACE_HIGH | ROTA_PLACE_LOW)) == (ROTA_PLACE_HIGH | ROTA_PLACE_LOW) || /* one class */
+            m->mem > ROTA_MAX_BYTES) {
             *why = "place: candidate count, flags or memory out of range";
             return -EBADMSG;
         }

@@ -168,17 +168,47 @@ static void unit_tests(void)
     memset(&r->slots[0], 0, sizeof r->slots[0]);
     memset(&r->slots[1], 0, sizeof r->slots[1]);
     atomic_store(&r->devices[0].reserved, 0);
-    /* high-priority jobs go where the fewest high clients are; equal load: the idler GPU */
+    /* A job goes where the fewest clients of its class or above are (rivals); then the load; equal load: the
+     * idler GPU. GPU 0: one high client; GPU 1: two normal ones. */
     memset(pl, 0, sizeof *pl);
     for (int i = 0; i < 4; i++) atomic_store(&r->devices[i].clients, 0);
-    atomic_store(&r->slots[0].state, ROTA_SLOT_LIVE);
-    atomic_store(&r->slots[0].device, 0);
-    atomic_store(&r->slots[0].wait_dev, -1);
-    atomic_store(&r->slots[0].priority, ROTA_PRIO_HIGH);
+    for (int i = 0; i < 3; i++) {
+        atomic_store(&r->slots[i].state, ROTA_SLOT_LIVE);
+        atomic_store(&r->slots[i].device, i ? 1 : 0);
+        atomic_store(&r->slots[i].wait_dev, -1);
+        atomic_store(&r->slots[i].priority, i ? ROTA_PRIO_NORMAL : ROTA_PRIO_HIGH);
+    }
     atomic_store(&r->devices[0].clients, 1);
     atomic_store(&r->devices[1].clients, 2);
     cands(&m, 2, 16 * GIB);
-    is_int(place_choose(pl, r, kids[0], &m, now), 0, "a normal job: the fewest clients (GPU 0, one high client)");
+    is_int(place_choose(pl, r, kids[0], &m, now), 0,
+           "a normal job: the fewest rivals (GPU 0's high client, not GPU 1's two normal ones)");
+    memset(pl, 0, sizeof *pl);
+    m.flags = ROTA_PLACE_LOW;
+    is_int(place_choose(pl, r, kids[0], &m, now), 0, "a low job: every client is a rival (1 against 2)");
+    memset(pl, 0, sizeof *pl);
+    atomic_store(&r->slots[2].device, 0); /* GPU 0: high + normal; GPU 1: normal */
+    atomic_store(&r->devices[0].clients, 2);
+    atomic_store(&r->devices[1].clients, 1);
+    atomic_store(&r->slots[1].priority, ROTA_PRIO_LOW); /* GPU 1: low */
+    m.flags = 0;
+    is_int(place_choose(pl, r, kids[0], &m, now), 1,
+           "a normal job beside a low client rather than beside a high and a normal one");
+    atomic_store(&r->slots[2].device, 1); /* GPU 0: high; GPU 1: low + normal */
+    atomic_store(&r->devices[0].clients, 1);
+    atomic_store(&r->devices[1].clients, 2);
+    memset(pl, 0, sizeof *pl);
+    is_int(place_choose(pl, r, kids[0], &m, now), 0, "equal rivals (a high client, a normal one): the lower load");
+    atomic_store(&r->slots[2].priority, ROTA_PRIO_LOW); /* GPU 0: high; GPU 1: two low */
+    memset(pl, 0, sizeof *pl);
+    is_int(place_choose(pl, r, kids[0], &m, now), 1,
+           "a normal job beside two low clients rather than beside a high one");
+    is_int(place_choose(pl, r, kids[1], &m, now), 0,
+           "a second normal job: the first one's pending placement is its rival on GPU 1");
+    memset(pl, 0, sizeof *pl);
+    atomic_store(&r->slots[1].state, ROTA_SLOT_FREE);
+    atomic_store(&r->slots[2].state, ROTA_SLOT_FREE);
+    atomic_store(&r->devices[1].clients, 2); /* two clients whose class rotad does not know (no slot here) */
     m.flags = ROTA_PLACE_HIGH;
     is_int(place_choose(pl, r, kids[1], &m, now), 1,
            "a high job: the GPU without a high client (GPU 1, though it has two clients)");
@@ -234,8 +264,12 @@ static void unit_tests(void)
     m2.flags = ROTA_PLACE_KNOWN;
     ok(proto_check(&m2, sizeof m2, NULL, &why) == -EBADMSG, "PLACE KNOWN with candidates is refused");
     cands(&m2, 1, GIB);
-    m2.flags = 4;
+    m2.flags = 8;
     ok(proto_check(&m2, sizeof m2, NULL, &why) == -EBADMSG, "PLACE with an unknown flag is refused");
+    m2.flags = ROTA_PLACE_HIGH | ROTA_PLACE_LOW;
+    ok(proto_check(&m2, sizeof m2, NULL, &why) == -EBADMSG, "PLACE naming two classes (high and low) is refused");
+    m2.flags = ROTA_PLACE_LOW;
+    is_int(proto_check(&m2, sizeof m2, NULL, &why), ROTA_MSG_PLACE, "PLACE LOW with candidates passes (%s)", why);
     m2.flags = ROTA_PLACE_HIGH;
     is_int(proto_check(&m2, sizeof m2, NULL, &why), ROTA_MSG_PLACE, "PLACE HIGH with candidates passes (%s)", why);
     rota_place_cand_t probed[3];

@@ -74,6 +74,12 @@ for v in 0 1001 abc 2x ''; do
     ok $? "--low-factor '$v' refused with exit 2 (got $rc)"
 done
 "$ROTAD" --low-factor >/dev/null 2>&1; rc=$?; [ $rc = 2 ]; ok $? "--low-factor without a value: 2"
+for v in 1000001 -1 abc 5us ''; do
+    err=$("$ROTAD" --foreground --socket "$S" --idle-low-us "$v" 2>&1); rc=$?
+    [ $rc = 2 ] && echo "$err" | grep -q "^rotad: fatal: --idle-low-us: '$v' is not a whole number of microseconds in 0..1000000"
+    ok $? "--idle-low-us '$v' refused with exit 2 (got $rc)"
+done
+"$ROTAD" --idle-low-us >/dev/null 2>&1; rc=$?; [ $rc = 2 ]; ok $? "--idle-low-us without a value: 2"
 ROTA_LOG=loud "$ROTAD" --foreground --socket "$S" 2>&1 | grep -q "ROTA_LOG: bad value 'loud'"; ok $? "bogus ROTA_LOG refused"
 "$ROTAD" --help | grep -q '^Exit codes: 0 stopped cleanly'; ok $? "--help documents exit codes"
 

@@ -50,6 +50,8 @@ static uint64_t env_u(const char *n, uint64_t def)
 
 /* SCHED_MODE=spin: launch spin_ns(SCHED_KNS) back to back for SCHED_DUR_MS, "n COUNT" every 100 ms, "done COUNT".
  *           =req:  SCHED_REQS requests of 3 x spin_ns(SCHED_KNS) + sync, SCHED_GAP_MS apart; "lat P50 P99".
+ *           =burst: for SCHED_DUR_MS, iterations of SCHED_BURST x spin_ns(SCHED_KNS) + sync + a host gap of
+ *                  SCHED_GAP_US (a training step and its data loading); "iter MEAN_MS COUNT".
  *           =cmd:  commands on stdin: "spin N KNS" (async), "sync", "capture" (capture + instantiate, then
  *                  graph launch + sync), each answered with its duration in ms. */
 static int child_main(void)
@@ -99,6 +101,17 @@ static int child_main(void)
         }
         p_cuStreamSynchronize(cst);
         printf("done %lu\n", n);
+    } else if (!strcmp(mode, "burst")) {
+        unsigned long burst = env_u("SCHED_BURST", 4), gap = env_u("SCHED_GAP_US", 4000), n = 0;
+        double t0 = th_now_ms(), end = t0 + (double)env_u("SCHED_DUR_MS", 1000);
+        while (th_now_ms() < end) {
+            for (unsigned long k = 0; k < burst; k++)
+                if (launch_spin(kns)) return 3;
+            if (p_cuStreamSynchronize(cst)) return 3;
+            usleep((useconds_t)gap);
+            n++;
+        }
+        printf("iter %.3f %lu\n", n ? (th_now_ms() - t0) / (double)n : 0.0, n);
     } else if (!strcmp(mode, "req")) {
         unsigned reqs = (unsigned)env_u("SCHED_REQS", 20), gap = (unsigned)env_u("SCHED_GAP_MS", 10);
         double *lat = calloc(reqs, sizeof *lat);
@@ -306,7 +319,7 @@ int main(void)
     const char *rargs[] = {"--idle-ms", "5", NULL};
     pid_t rotad = th_rotad_start_args(rargs);
 
-    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..12) */
+    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..13) */
 #define SECTION(n) if (!only || atoi(only) == (n))
     conn_t *obs = observe();
     const rota_region_t *r = conn_region(obs);
@@ -418,6 +431,38 @@ int main(void)
         ok(ratio >= 1.4 && ratio <= 3.0, "normal gets about twice low's device time (ratio in 1.4..3.0): %.2f", ratio);
         ok(nb >= 100, "low still progresses (>= 100 kernels of 2 ms in 3 s): %lu", nb);
         ok(na + nb >= 700, "work-conserving: the GPU stayed busy (>= 700 of ~1500 kernel slots): %lu", na + nb);
+    }
+
+    /* 13. a bursty normal client (training steps with host gaps) beside a low spinner: normal keeps its pace,
+     * low fills its gaps. rotad releases low when normal has nothing in flight and no thread launching
+     * (--idle-low-us 0), hears it from normal's completion tracker rather than at its next tick, and normal comes
+     * back with a credit (sched.c), so low is held again for normal's next step. */
+    SECTION(13) {
+        const char *eb[] = {"SCHED_MODE=burst", "SCHED_DUR_MS=2000", "SCHED_KNS=1000000", "SCHED_BURST=4",
+                            "SCHED_GAP_US=4000", "ROTA_PRIORITY=normal", NULL};
+        const char *el[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=2000", "SCHED_KNS=1000000", "ROTA_PRIORITY=low", NULL};
+        child_t a, b;
+        double it_solo = 0, it = 0;
+        unsigned long n_solo = 0, n = 0, nl = 0;
+        spawn(&a, eb);
+        th_ready(&a, "bursty client");
+        sscanf(expect(&a, "iter", 10000), "iter %lf %lu", &it_solo, &n_solo);
+        th_finish(&a);
+        spawn(&a, eb);
+        spawn(&b, el);
+        th_ready(&a, "bursty client");
+        th_ready(&b, "low spinner");
+        sscanf(expect(&a, "iter", 10000), "iter %lf %lu", &it, &n);
+        sscanf(expect(&b, "done", 10000), "done %lu", &nl);
+        th_finish(&a);
+        th_finish(&b);
+        /* What normal leaves: the run less normal's 4 ms of kernels per step (2000 ms is both runs' length). */
+        double gaps_ms = 2000.0 - 4.0 * (double)n, filled = gaps_ms > 0 ? (double)nl / gaps_ms : 0;
+        diag("bursty normal (4 x 1 ms + 4 ms host gap): %.2f ms per step alone, %.2f beside a low spinner of 1 ms "
+             "kernels, which ran %lu kernels in normal's %.0f ms of gaps (%.2f)", it_solo, it, nl, gaps_ms, filled);
+        ok(n_solo > 0 && n > 0 && it <= 1.35 * it_solo + 0.5,
+           "normal keeps its pace beside low (step <= 1.35 x alone + 0.5 ms): %.2f vs %.2f ms", it, it_solo);
+        ok(filled >= 0.6, "low fills normal's host gaps (>= 0.6 of them with kernels): %.2f", filled);
     }
 
     /* 3. capture under a hold, sync while held */

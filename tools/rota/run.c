@@ -181,6 +181,7 @@ static int run_ask_rotad(const run_opts_t *o, const run_gpus_t *gs, int *pick, c
     /* The job's class: --priority, else the ROTA_PRIORITY it inherits (librota accepts any case). */
     const char *prio = o->priority ? o->priority : getenv("ROTA_PRIORITY");
     if (prio && !strcasecmp(prio, "high")) m.flags |= ROTA_PLACE_HIGH;
+    else if (prio && !strcasecmp(prio, "low")) m.flags |= ROTA_PLACE_LOW;
     memcpy(m.cand, gs->g, sizeof m.cand[0] * (size_t)gs->n);
     int rc = proto_send(conn_fd(c), &m, sizeof m, NULL, 0);
     if (rc) {

@@ -60,9 +60,10 @@ bool api_event_done_locked(CUevent e, uint64_t gen)
     return true;
 }
 
-void api_event_complete(CUevent e, uint64_t gen)
+void api_event_complete(CUevent e, uint64_t gen, uint64_t time_ns)
 {
     uint64_t now = api_now_ns();
+    if (time_ns && time_ns < now) now = time_ns;
     pthread_mutex_lock(&e->lock);
     for (size_t i = 0; i < e->npending; i++) {
         if (e->pending[i] == gen) {
@@ -175,7 +176,7 @@ static CUresult event_record(CUevent e, CUstream h, unsigned flags, bool ptds)
     return CUDA_SUCCESS;
 out_complete:
     /* Never queued: the new generation must not stay pending forever; api_op_free drops its reference. */
-    api_event_complete(e, op->u.ev.gen);
+    api_event_complete(e, op->u.ev.gen, 0);
     api_op_free(op);
     return CUDA_ERROR_OUT_OF_MEMORY;
 out_free:

@@ -136,6 +136,7 @@ struct CUstream_st {
     pthread_cond_t cond;         /* broadcast on enqueue and on every completion */
     api_op_t *head, *tail;
     uint64_t submitted, completed;
+    uint64_t last_end_ns;        /* the runner's: when the last operation ended (engine timeline for kernels) */
     unsigned refs;               /* 1 while not destroyed + 1 per op of another stream waiting on it */
     bool stopping, exited, destroyed;
     /* The executor thread: has_thread while it runs or waits to be joined by someone who holds the stream;
@@ -189,7 +190,7 @@ struct CUevent_st {
 };
 void api_event_ref(CUevent e);
 void api_event_unref(CUevent e);
-void api_event_complete(CUevent e, uint64_t gen);
+void api_event_complete(CUevent e, uint64_t gen, uint64_t time_ns); /* time_ns: its timestamp (0 or later: now) */
 void api_event_wait_gen(CUevent e, uint64_t gen);
 /* A new generation in *gen, pending until api_event_complete; 0 or -ENOMEM. */
 int api_event_record_gen(CUevent e, uint64_t *gen);

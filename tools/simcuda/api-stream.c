@@ -80,12 +80,17 @@ static uint64_t memset_ns(const api_op_t *op)
 
 void api_op_engine(api_stream_t *s, api_op_t *op, int prio, uint64_t ns)
 {
+    uint64_t end = 0;
     if (op->on_engine) {
         op->on_engine = false;
-        simnode_kernel_wait(s->ctx->dev, op->engine_token);
-        return;
+        simnode_kernel_wait(s->ctx->dev, op->engine_token, &end);
+    } else {
+        /* Runnable since the stream's previous operation ended, if it was launched by then: back to back on
+         * the engine, as a GPU runs a stream's queue, however late this thread woke from that operation. */
+        uint64_t ready = op->submit_ns > s->last_end_ns ? op->submit_ns : s->last_end_ns;
+        simnode_kernel_exec_after(s->ctx->dev, s->ctx->node_id, prio, ns, op->submit_ns, ready, &end);
     }
-    simnode_kernel_exec_submitted(s->ctx->dev, s->ctx->node_id, prio, ns, op->submit_ns);
+    if (end) s->last_end_ns = end;
 }
 
 /* With s->lock held, for an op at the head of its queue (runnable now): a kernel or memset enters the
@@ -136,21 +141,28 @@ void api_op_exec(api_stream_t *s, api_op_t *op)
     case API_OP_COPY:
         simnode_copy_exec(s->ctx->dev, s->ctx->node_id, op->u.copy.bytes);
         memmove(op->u.copy.dst, op->u.copy.staged ? op->u.copy.staged : op->u.copy.src, op->u.copy.bytes);
+        s->last_end_ns = api_now_ns();
         break;
     case API_OP_MEMSET:
         memset_exec(s, op);
         break;
     case API_OP_HOSTFN:
         op->u.host.fn(op->u.host.data);
+        s->last_end_ns = api_now_ns();
         break;
     case API_OP_EVENT_RECORD:
-        api_event_complete(op->u.ev.ev, op->u.ev.gen);
+        /* Its timestamp is where the stream got to it: when the previous operation ended, or when it was recorded
+         * on a stream already done. The next kernel starts no earlier (it is runnable from there on). */
+        if (op->submit_ns > s->last_end_ns) s->last_end_ns = op->submit_ns;
+        api_event_complete(op->u.ev.ev, op->u.ev.gen, s->last_end_ns);
         break;
     case API_OP_WAIT_EVENT:
         api_event_wait_gen(op->u.ev.ev, op->u.ev.gen);
+        s->last_end_ns = api_now_ns();
         break;
     case API_OP_WAIT_STREAM:
         api_stream_wait_seq(op->u.ws.s, op->u.ws.seq);
+        s->last_end_ns = api_now_ns();
         break;
     case API_OP_POOL_FREE:
         api_pool_free_block(op->u.free.ptr);

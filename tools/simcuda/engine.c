@@ -188,7 +188,7 @@ int simnode_kernel_exec(int dev_i, uint32_t ctx_id, int prio, uint64_t ns)
 /* Under dev->lock: takes a waiter slot for a kernel of ctx_id (ns > 0) and offers it to an idle engine.
  * With block, waits for a free slot; else -EAGAIN when all are taken. */
 static int waiter_register(simnode_shm_t *shm, int fd, uint32_t d, uint32_t ctx_id, int prio, uint64_t ns,
-                           uint64_t submit_ns, bool block, uint32_t *out)
+                           uint64_t submit_ns, uint64_t ready_ns, bool block, uint32_t *out)
 {
     simnode_dev_t *dev = &shm->dev[d];
     uint32_t me;
@@ -210,17 +210,22 @@ static int waiter_register(simnode_shm_t *shm, int fd, uint32_t d, uint32_t ctx_
     w->prio = prio;
     w->ticket = dev->next_ticket++;
     w->submit_ns = submit_ns < now ? submit_ns : now;
-    w->arrival_ns = now;
+    /* A kernel that was runnable before its thread got here (ready_ns: its stream's previous operation ended
+     * then, on the engine's timeline) starts from then on an engine that was free: the thread's wake-up after
+     * that operation is the host's latency, which a GPU's stream queue does not have. Never before the engine
+     * was free (dispatch: dev->vtime_ns). */
+    w->arrival_ns = ready_ns && ready_ns < now ? ready_ns : now;
     w->remaining_ns = ns;
     w->seg_start_ns = w->seg_end_ns = 0;
     w->state = SIMNODE_W_WAITING;
-    if (dev->holder == SIMNODE_NONE) dispatch(shm, fd, dev, now);
+    if (dev->holder == SIMNODE_NONE) dispatch(shm, fd, dev, w->arrival_ns);
     *out = me;
     return 0;
 }
 
-/* Under dev->lock: blocks until waiter me has been served its device time, then frees it. */
-static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me)
+/* Under dev->lock: blocks until waiter me has been served its device time, then frees it; *end_ns (if not NULL)
+ * is when it ended on the engine's timeline. */
+static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me, uint64_t *end_ns)
 {
     simnode_dev_t *dev = &shm->dev[d];
     simnode_waiter_t *w = &dev->w[me];
@@ -236,6 +241,7 @@ static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me)
             w->remaining_ns -= served < w->remaining_ns ? served : w->remaining_ns;
             dev->vtime_ns = w->seg_end_ns;
             if (w->remaining_ns == 0) {
+                if (end_ns) *end_ns = w->seg_end_ns;
                 atomic_fetch_add(&dev->c.kernels, 1);
                 w->state = SIMNODE_W_FREE;
                 dev->holder = SIMNODE_NONE;
@@ -273,7 +279,8 @@ static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me)
 
 /* Both submissions: a kernel of ns on device dev_i for ctx_id. token NULL: wait for it and run it (the
  * blocking path); else register it without waiting and name it in *token for simnode_kernel_wait. */
-static int kernel_submit(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t *token)
+static int kernel_submit(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t ready_ns,
+                         uint64_t *token, uint64_t *end_ns)
 {
     int rc = simnode_attach();
     if (rc) return rc;
@@ -291,12 +298,12 @@ static int kernel_submit(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint
         goto out_unlock;
     }
     uint32_t me;
-    rc = waiter_register(shm, fd, d, ctx_id, prio, ns, submit_ns, token == NULL, &me);
+    rc = waiter_register(shm, fd, d, ctx_id, prio, ns, submit_ns, ready_ns, token == NULL, &me);
     if (rc) goto out_unlock;
     if (token)
         *token = dev->w[me].ticket * SIMNODE_MAX_WAITERS + me;
     else
-        rc = waiter_serve(shm, fd, d, me);
+        rc = waiter_serve(shm, fd, d, me, end_ns);
 out_unlock:
     simnode_dev_unlock(shm, d);
     return rc;
@@ -304,7 +311,14 @@ out_unlock:
 
 int simnode_kernel_exec_submitted(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns)
 {
-    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, NULL);
+    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, 0, NULL, NULL);
+}
+
+int simnode_kernel_exec_after(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t ready_ns,
+                              uint64_t *end_ns)
+{
+    if (end_ns) *end_ns = 0;
+    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, ready_ns, NULL, end_ns);
 }
 
 /* A token names a waiter slot and its ticket, so a stale token is detected; 0 means nothing to wait for. */
@@ -312,11 +326,12 @@ int simnode_kernel_enqueue(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, ui
                            uint64_t *token)
 {
     *token = 0;
-    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, token);
+    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, 0, token, NULL);
 }
 
-int simnode_kernel_wait(int dev_i, uint64_t token)
+int simnode_kernel_wait(int dev_i, uint64_t token, uint64_t *end_ns)
 {
+    if (end_ns) *end_ns = 0;
     if (token == 0) return 0;
     int rc = simnode_attach();
     if (rc) return rc;
@@ -332,7 +347,7 @@ int simnode_kernel_wait(int dev_i, uint64_t token)
     if (w->state == SIMNODE_W_FREE || w->ticket != token / SIMNODE_MAX_WAITERS || w->proc != simnode_g.slot)
         rc = -EINVAL;
     else
-        rc = waiter_serve(shm, fd, d, me);
+        rc = waiter_serve(shm, fd, d, me, end_ns);
     simnode_dev_unlock(shm, d);
     return rc;
 }

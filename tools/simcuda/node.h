@@ -65,6 +65,12 @@ int simnode_kernel_exec(int dev, uint32_t ctx_id, int prio, uint64_t ns);
  * (CLOCK_MONOTONIC ns): waiters of one context with equal prio are served in submission order, whichever
  * thread reaches the engine first. simnode_kernel_exec() uses the time of the call. */
 int simnode_kernel_exec_submitted(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns);
+/* The same for a kernel that was runnable since ready_ns (0: now), before the calling thread got here: its
+ * stream's previous operation ended then. It starts from then if the engine was free (a GPU's stream queue has
+ * no thread to wake), never before the engine was. *end_ns (if not NULL): when it ended on the engine's
+ * timeline, the ready_ns of the stream's next kernel. */
+int simnode_kernel_exec_after(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t ready_ns,
+                              uint64_t *end_ns);
 /* The same in two steps, so that a kernel reaches the engine in launch order even though another thread
  * serves it: enqueue (from the launching thread, for a kernel that is runnable at once) makes it a waiter
  * now, without blocking, and gives a token; simnode_kernel_wait(token) later blocks until it has been
@@ -72,7 +78,7 @@ int simnode_kernel_exec_submitted(int dev, uint32_t ctx_id, int prio, uint64_t n
  * timeline all the same. ns == 0 gives token 0, which simnode_kernel_wait returns at once for. -EAGAIN
  * when every waiter slot is taken (use simnode_kernel_exec_submitted then). Every token must be waited on. */
 int simnode_kernel_enqueue(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t *token);
-int simnode_kernel_wait(int dev, uint64_t token);
+int simnode_kernel_wait(int dev, uint64_t token, uint64_t *end_ns); /* *end_ns as simnode_kernel_exec_after's */
 /* Occupies dev's copy engine for a transfer of bytes (latency + bytes / bandwidth). */
 int simnode_copy_exec(int dev, uint32_t ctx_id, uint64_t bytes);
 
