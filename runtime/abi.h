@@ -67,7 +67,7 @@ enum rota_prio {
  * rotad's scheduler thread waits on with futex_waitv). rotad validates what it reads, decides, and writes the
  * client's slot.hold (a shared futex word the held client waits on, with a bounded timeout: fail-open). rotad
  * clears channel.active (compare-exchange) once the client is idle: nothing in flight and no launch for the idle
- * window (rotad --idle-ms, default 2, for high clients; --idle-low-us, default 0, for normal and low ones).
+ * window (rotad --idle-ms, default 2; for tracked normal and low clients --idle-low-us, default 0).
  *
  * Priority holds take effect without waiting for rotad: a high client's activating launch (after setting
  * channel.active) bumps board.devices[d].high_pending (d: its GPU's region index) before ringing its doorbell.

@@ -54,6 +54,7 @@ struct sched {
     bool hi[SCHED_POOLS];
     uint64_t win_start[SCHED_POOLS], win_busy[SCHED_POOLS];
     int runner[SCHED_POOLS][ROTA_PRIO_COUNT];
+    uint64_t vfloor[SCHED_POOLS][ROTA_PRIO_COUNT]; /* per share group: the least-served virtual time seen, rising */
     uint64_t run_since[SCHED_POOLS][ROTA_PRIO_COUNT];
     sched_client_t c[ROTA_MAX_CLIENTS];
 };
@@ -170,7 +171,11 @@ static bool sched_tick(sched_t *s, uint64_t now)
             uint64_t last = atomic_load(&ch->last_launch_ns);
             /* A thread waiting in the gate (held, or for a completion) keeps its client active. */
             bool waiting = LD(&ch->held_waiting) || LD(&ch->inflight_waiting);
-            uint64_t idle_ns = c->prio == ROTA_PRIO_HIGH ? s->o.idle_ns : s->o.idle_low_ns;
+            /* A lower client is idle once nothing is in flight (idle_low_ns, default at once): whom it holds
+             * fills its host gaps. Not an untracked one (slot.track 0): it shows nothing in flight while its work
+             * runs, so only its launches tell, over idle_ns, as for a high client. */
+            bool counted = c->prio != ROTA_PRIO_HIGH && LD(&s->r->slots[i].track);
+            uint64_t idle_ns = counted ? s->o.idle_low_ns : s->o.idle_ns;
             if (!infl && !waiting && now > last && now - last < idle_ns &&
                 (!next_idle || last + idle_ns < next_idle))
                 next_idle = last + idle_ns; /* wake up then, not a tick later: whom it holds waits */
@@ -244,20 +249,28 @@ static bool sched_tick(sched_t *s, uint64_t now)
                 n++;
                 if (!fresh[i] && c->vtime < vmin_old) vmin_old = c->vtime;
             }
-            if (n < 2) {
+            if (!n) {
                 s->runner[p][k] = -1;
                 continue;
             }
-            /* A client back from idle joins no further back than the least-served client's virtual time less
-             * a credit of two slacks: idle time is not banked beyond that, and a bursty client (training with
-             * host gaps) runs its burst ahead of the ones that filled its gap, as a waking task does in CFS.
-             * A client ahead of that floor keeps its debt: going idle for a moment does not clear it. */
-            uint64_t credit = 2 * slack, floor = vmin_old > credit ? vmin_old - credit : 0;
+            /* A client back from idle joins no further back than the least-served client's virtual time (with
+             * none, the group's floor: where the least-served client stood when last seen) less a credit of two
+             * slacks: idle time is not banked beyond that, and a bursty client (training with host gaps) runs its
+             * burst ahead of the ones that filled its gap, as a waking task does in CFS. A client ahead of that
+             * keeps its debt: going idle for a moment does not clear it. The floor only moves forward, so time a
+             * client had while nobody else wanted the GPU is no debt either. */
+            uint64_t credit = 2 * slack, base = vmin_old != UINT64_MAX ? vmin_old : s->vfloor[p][k];
+            uint64_t floor = base > credit ? base - credit : 0;
             for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
                 sched_client_t *c = &s->c[i];
                 if (!sched_shares(s, i, p, k, hold)) continue;
-                if (fresh[i] && vmin_old != UINT64_MAX && c->vtime < floor) c->vtime = floor;
+                if (fresh[i] && c->vtime < floor) c->vtime = floor;
                 if (c->vtime < vmin) vmin = c->vtime;
+            }
+            if (vmin > s->vfloor[p][k]) s->vfloor[p][k] = vmin;
+            if (n < 2) {
+                s->runner[p][k] = -1;
+                continue;
             }
             if (s->o.quantum_ns) {
                 int run = s->runner[p][k];
