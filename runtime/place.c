@@ -124,7 +124,10 @@ static bool place_better(const place_gpu_t *a, const place_gpu_t *b, uint64_t me
     uint64_t big = a->cap > b->cap ? a->cap : b->cap;
     uint64_t slack = big / 100 * PLACE_MEM_SLACK_PCT;
     uint64_t diff = fa > fb ? fa - fb : fb - fa;
-    if (diff > slack) return fa > fb;
+    /* A job of known memory that fits both: the tighter fit, which keeps the larger hole for a larger job to
+     * come (a 3G job beside 6G rather than beside 4G leaves 12G free for a 12G one). Of unknown memory, or
+     * fitting neither: the most free memory. */
+    if (diff > slack) return mem && ka ? fa < fb : fa > fb;
     if (a->load != b->load) return a->load < b->load;
     return db < -PLACE_BUSY_SLACK_PERMILLE;
 }

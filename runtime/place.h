@@ -25,8 +25,10 @@
  *   2. among those, with the fewest clients + pending placements (load decides the job's own speed and that of
  *      its neighbours; memory only has to fit), then the lowest busy fraction (rota_dev_t.busy_permille, more
  *      than PLACE_BUSY_SLACK_PERMILLE apart), then
- *   3. with the most free memory, where two amounts within PLACE_MEM_SLACK_PCT percent of the larger capacity
- *      count as equal (a few MiB of difference must not outweigh a whole job), then the fewest clients, then
+ *   3. for a job of known memory, with the least free memory left (the tightest fit keeps the larger holes for
+ *      larger jobs to come: bin packing's best fit); for one of unknown memory, with the most; two amounts
+ *      within PLACE_MEM_SLACK_PCT percent of the larger capacity count as equal (a few MiB of difference must
+ *      not outweigh a whole job), then the fewest clients, then
  *   4. the lowest candidate index (deterministic).
  * Where the job fits nowhere, the most free memory decides (it is the closest to fitting), then the load, then
  * the busy fraction.

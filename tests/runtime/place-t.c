@@ -119,7 +119,20 @@ static void unit_tests(void)
     is_int(place_choose(pl, r, kids[0], &m2, now), 1, "a job that fits nowhere: the most free memory (GPU 1)");
     m2.mem = 0;
     memset(pl, 0, sizeof *pl);
-    is_int(place_choose(pl, r, kids[1], &m, now), 2, "among equal load, the most free memory, then the lowest index");
+    is_int(place_choose(pl, r, kids[1], &m, now), 2,
+           "a job of unknown memory, among equal load: the most free memory, then the lowest index");
+    memset(pl, 0, sizeof *pl);
+    atomic_store(&r->devices[2].reserved, 10 * GIB);
+    atomic_store(&r->devices[3].reserved, 4 * GIB);
+    m.mem = 3 * GIB;
+    is_int(place_choose(pl, r, kids[1], &m, now), 2,
+           "a 3G job among equal load: the tightest fit (GPU 2, 6G free; not GPU 0, 8G, nor GPU 3, 12G)");
+    m.mem = 11 * GIB;
+    memset(pl, 0, sizeof *pl);
+    is_int(place_choose(pl, r, kids[1], &m, now), 3, "an 11G job: the only one of them it fits (GPU 3)");
+    m.mem = 0;
+    atomic_store(&r->devices[2].reserved, 0);
+    atomic_store(&r->devices[3].reserved, 0);
     /* within the slack, load decides */
     memset(pl, 0, sizeof *pl);
     atomic_store(&r->devices[0].reserved, GIB / 8); /* < 2% of 16G */
