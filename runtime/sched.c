@@ -184,7 +184,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
                 /* Dekker with the launch gate (store last_launch_ns, then load active): a launch we raced with
                  * either saw active == 0 (and rang) or shows here. */
                 act = 0;
-                if (atomic_load(&ch->last_launch_ns) != last || LD(&ch->inflight)) {
+                if (atomic_load(&ch->last_launch_ns) != last || atomic_load(&ch->inflight)) {
                     uint32_t z = 0;
                     atomic_compare_exchange_strong(&ch->active, &z, 1);
                     act = 1;

@@ -230,9 +230,10 @@ static void launch_wait_hold(conn_t *c, const rota_slot_t *sl, rota_channel_t *c
 static unsigned launch_bound(const rota_options_t *o, const rota_region_t *r, uint32_t key)
 {
     unsigned cap = o->max_inflight ? o->max_inflight : 1;
+    if (!o->inflight_us) return cap; /* ROTA_INFLIGHT_US=0: the count alone */
     uint64_t k = LD(&launch_kernel_ns);
     if (!k) return 1;
-    uint64_t n = o->inflight_us ? 1 + (uint64_t)o->inflight_us * 1000u / k : cap;
+    uint64_t n = 1 + (uint64_t)o->inflight_us * 1000u / k;
     bool high = !key || key > ROTA_MAX_DEVICES || LD(&r->devices[key - 1].high_clients);
     if (!high && n < 2) n = 2;
     return n > cap ? cap : (unsigned)n;
