@@ -116,7 +116,7 @@ static bool place_better(const place_gpu_t *a, const place_gpu_t *b, uint64_t me
     uint64_t fa = a->expect < a->cap ? a->cap - a->expect : 0, fb = b->expect < b->cap ? b->cap - b->expect : 0;
     bool ka = fa >= mem, kb = fb >= mem;
     if (ka != kb) return ka;
-    if (a->rivals != b->rivals) return a->rivals < b->rivals;
+    if (ka && a->rivals != b->rivals) return a->rivals < b->rivals;
     if (ka && a->load != b->load) return a->load < b->load;
     /* Equal load: the idler GPU gives the job more device time (PLACE_BUSY_SLACK_PERMILLE is noise). */
     int db = (int)a->busy - (int)b->busy;

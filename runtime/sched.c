@@ -35,6 +35,7 @@ typedef struct sched_client {
     unsigned pool;
     uint64_t vtime;       /* device time * 1000 / weight, ns */
     uint64_t contended_ns; /* last tick that found it contended (slot.track) */
+    uint64_t track_on_ns;  /* when slot.track last went to 1: its in-flight count is live after its next launch */
     /* the channel's hold statistics as last added to its GPU (high clients) */
     uint64_t hold_events, hold_sum;
     uint32_t hold_hist[ROTA_LAT_BUCKETS];
@@ -172,9 +173,10 @@ static bool sched_tick(sched_t *s, uint64_t now)
             /* A thread waiting in the gate (held, or for a completion) keeps its client active. */
             bool waiting = LD(&ch->held_waiting) || LD(&ch->inflight_waiting);
             /* A lower client is idle once nothing is in flight (idle_low_ns, default at once): whom it holds
-             * fills its host gaps. Not an untracked one (slot.track 0): it shows nothing in flight while its work
-             * runs, so only its launches tell, over idle_ns, as for a high client. */
-            bool counted = c->prio != ROTA_PRIO_HIGH && LD(&s->r->slots[i].track);
+             * fills its host gaps. Not an untracked one (slot.track 0), nor one that has not launched since it
+             * was told to track (its first tracked launch counts the untracked backlog): it shows nothing in
+             * flight while its work runs, so only its launches tell, over idle_ns, as for a high client. */
+            bool counted = c->prio != ROTA_PRIO_HIGH && LD(&s->r->slots[i].track) && last > c->track_on_ns;
             uint64_t idle_ns = counted ? s->o.idle_low_ns : s->o.idle_ns;
             if (!infl && !waiting && now > last && now - last < idle_ns &&
                 (!next_idle || last + idle_ns < next_idle))
@@ -268,6 +270,15 @@ static bool sched_tick(sched_t *s, uint64_t now)
                 if (c->vtime < vmin) vmin = c->vtime;
             }
             if (vmin > s->vfloor[p][k]) s->vfloor[p][k] = vmin;
+            /* A client held for its share that went idle (between a launch and its sync, say) stays held while it
+             * is still ahead of the least-served active one: else each sync would clear the hold, and a client
+             * that launches and syncs in turn would never be held back. Its thread waits in the gate, and its
+             * launch after the release marks it active again. */
+            for (unsigned i = 0; i < ROTA_MAX_CLIENTS && !s->o.quantum_ns; i++) {
+                sched_client_t *c = &s->c[i];
+                if (!c->live || c->active || c->pool != p || sched_group(s, c) != k || hold[i]) continue;
+                if ((LD(&r->slots[i].hold) & ROTA_HOLD_SHARE) && c->vtime > vmin) hold[i] = ROTA_HOLD_SHARE;
+            }
             if (n < 2) {
                 s->runner[p][k] = -1;
                 continue;
@@ -315,6 +326,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
         unsigned others = nhigh[p] + nbusylow[p] + (p ? nhigh[0] + nbusylow[0] : 0) - self;
         if (p == 0 || others || hold[i] || c->prio == ROTA_PRIO_HIGH) c->contended_ns = now;
         uint32_t track = now - c->contended_ns < SCHED_TRACK_CALM_NS;
+        if (track && !LD(&sl->track)) c->track_on_ns = now;
         if (LD(&sl->track) != track) atomic_store(&sl->track, track); /* before the hold: a held client tracks */
         if (LD(&sl->hold) != hold[i]) changed[c->pool] = true;
         sched_set_hold(s, i, hold[i]);
@@ -454,7 +466,7 @@ void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, unsigned pr
     if (!s || slot >= ROTA_MAX_CLIENTS || !ch) return;
     pthread_mutex_lock(&s->mu);
     s->c[slot] = (sched_client_t){.live = true, .ch = ch, .prio = prio < ROTA_PRIO_COUNT ? prio : ROTA_PRIO_NORMAL,
-                                  .weight = weight ? weight : 1000};
+                                  .weight = weight ? weight : 1000, .track_on_ns = sched_now_ns()};
     ST(&s->r->slots[slot].hold, 0);
     atomic_store(&s->r->slots[slot].track, 1); /* until the next tick knows better */
     ST(&s->r->slots[slot].sched_state, ROTA_SCHED_IDLE);

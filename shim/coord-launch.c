@@ -239,13 +239,11 @@ static unsigned launch_bound(const rota_options_t *o, const rota_region_t *r, ui
     return n > cap ? cap : (unsigned)n;
 }
 
-/* Reserves one in-flight slot, waiting for a completion while max are in flight. A thread that waited counts as
- * waiting (channel.inflight_waiting) until channel.inflight shows its slot: between the completion it waited for
- * and its launch, rotad must not see a client with nothing in flight and nobody waiting, which reads as idle and
- * would release whom it holds for the length of one of their launches. */
-static void launch_reserve(rota_channel_t *ch, unsigned max)
+/* Reserves one in-flight slot, waiting for a completion while max are in flight. A thread that waits raises
+ * channel.inflight_waiting, once (unless raised, which says it already did) and leaves it raised: the gate lowers
+ * it only once channel.inflight shows the slot it launches with (see coord_launch_gate). Returns raised. */
+static bool launch_reserve(rota_channel_t *ch, unsigned max, bool raised)
 {
-    bool waited = false;
     for (;;) {
         uint32_t n = atomic_load(&launch_inflight);
         if (n < max) {
@@ -254,13 +252,26 @@ static void launch_reserve(rota_channel_t *ch, unsigned max)
         }
         uint32_t seq = atomic_load(&launch_done_seq);
         atomic_fetch_add(&launch_waiters, 1);
-        if (!waited) atomic_fetch_add(&ch->inflight_waiting, 1);
-        waited = true;
+        if (!raised) atomic_fetch_add(&ch->inflight_waiting, 1);
+        raised = true;
         if (atomic_load(&launch_inflight) >= max) launch_futex_wait(&launch_done_seq, seq, LAUNCH_INFLIGHT_SLICE_NS, false);
         atomic_fetch_sub(&launch_waiters, 1);
     }
-    atomic_store(&ch->inflight, atomic_load(&launch_inflight));
-    if (waited) atomic_fetch_sub(&ch->inflight_waiting, 1);
+    return raised;
+}
+
+/* channel.inflight = this process's count. Several threads publish it (the tracker at a completion, a gate at a
+ * reservation): each one re-reads after its store and stores again if the count moved meanwhile, so the last
+ * store is never a stale count. rotad reads a client with nothing in flight and nobody waiting as idle. */
+static void launch_publish(rota_channel_t *ch)
+{
+    uint32_t v = atomic_load(&launch_inflight);
+    for (;;) {
+        atomic_store(&ch->inflight, v);
+        uint32_t w = atomic_load(&launch_inflight);
+        if (w == v) break;
+        v = w;
+    }
 }
 
 static void launch_unreserve(void)
@@ -276,7 +287,7 @@ static void launch_mirror(void)
     conn_t *c = coord_conn_lock();
     rota_channel_t *ch = c ? conn_channel(c) : NULL;
     if (ch) {
-        atomic_store_explicit(&ch->inflight, atomic_load(&launch_inflight), memory_order_relaxed);
+        launch_publish(ch);
         atomic_store_explicit(&ch->launches, atomic_load(&launch_count), memory_order_relaxed);
         atomic_store_explicit(&ch->busy_ns, atomic_load(&launch_busy_ns), memory_order_relaxed);
     }
@@ -302,7 +313,9 @@ void launch_complete(uint64_t busy_ns)
         if (ch) {
             uint32_t key = LD(&ch->sched_dev);
             const rota_region_t *r = conn_region(c);
-            if (high || (key && key <= ROTA_MAX_DEVICES && LD(&r->devices[key - 1].held))) launch_ring(ch);
+            /* Held others: the GPU's held count less this client, if it is held itself. */
+            uint32_t self = LD(&r->slots[conn_slot(c)].hold) != 0;
+            if (high || (key && key <= ROTA_MAX_DEVICES && LD(&r->devices[key - 1].held) > self)) launch_ring(ch);
         }
         if (c) coord_conn_unlock();
     }
@@ -381,13 +394,20 @@ CUresult coord_launch_gate(CUstream stream)
     } else {
         unsigned max = launch_bound(o, conn_region(c), key);
         if (LD(&launch_backlog) && atomic_exchange(&launch_backlog, 0)) launch_track_backlog(ctx, stream);
+        /* From the first wait for a completion until channel.inflight shows the slot this launch takes, the
+         * thread counts as waiting: between the completion it waited for and its launch, rotad must not see a
+         * client with nothing in flight and nobody waiting (idle), which would release whom it holds. */
+        bool raised = false;
         for (;;) {
             if (launch_held(sl, mark)) launch_wait_hold(c, sl, ch, mark); /* at once when rotad is gone */
-            launch_reserve(ch, max);
+            raised = launch_reserve(ch, max, raised);
             /* A hold may have come while we waited for a completion: obey it before launching. */
             if (!launch_held(sl, mark) || c == atomic_load(&launch_dead_conn)) break;
             launch_unreserve();
+            launch_publish(ch); /* the slot given back must not stay counted (rotad charges what is in flight) */
         }
+        launch_publish(ch);
+        if (raised) atomic_fetch_sub(&ch->inflight_waiting, 1);
         lt.reserved++;
     }
     lt.pending++;

@@ -129,7 +129,8 @@ static void unit_tests(void)
            "a 3G job among equal load: the tightest fit (GPU 2, 6G free; not GPU 0, 8G, nor GPU 3, 12G)");
     m.mem = 11 * GIB;
     memset(pl, 0, sizeof *pl);
-    is_int(place_choose(pl, r, kids[1], &m, now), 3, "an 11G job: the only one of them it fits (GPU 3)");
+    is_int(place_choose(pl, r, kids[1], &m, now), 3,
+           "an 11G job fits GPU 1 (16G free, 3 clients) and GPU 3 (12G free, none): the lower load (GPU 3)");
     m.mem = 0;
     atomic_store(&r->devices[2].reserved, 0);
     atomic_store(&r->devices[3].reserved, 0);
@@ -218,6 +219,14 @@ static void unit_tests(void)
            "a normal job beside two low clients rather than beside a high one");
     is_int(place_choose(pl, r, kids[1], &m, now), 0,
            "a second normal job: the first one's pending placement is its rival on GPU 1");
+    /* Fitting nowhere, the most free memory decides, not rivals: GPU 0 has the high client but 16G free, GPU 1
+     * none but 2G free. */
+    memset(pl, 0, sizeof *pl);
+    atomic_store(&r->devices[1].reserved, 14 * GIB);
+    m.mem = 20 * GIB;
+    is_int(place_choose(pl, r, kids[0], &m, now), 0, "a 20G job that fits nowhere: the most free memory, not rivals");
+    m.mem = 0;
+    atomic_store(&r->devices[1].reserved, 0);
     memset(pl, 0, sizeof *pl);
     atomic_store(&r->slots[1].state, ROTA_SLOT_FREE);
     atomic_store(&r->slots[2].state, ROTA_SLOT_FREE);
