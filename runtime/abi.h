@@ -28,7 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROTA_ABI_VERSION 4u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients */
+#define ROTA_ABI_VERSION 4u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
+                             * dev.normal_clients */
 #define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
 #define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
 #define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
@@ -127,7 +128,8 @@ typedef struct rota_dev {
     _Atomic uint64_t hold_lat_hist[ROTA_LAT_BUCKETS]; /* hold_events by latency: <= ROTA_LAT_BOUNDS_US[i] us */
     _Atomic uint32_t flags;        /* rota_dev_flags */
     _Atomic uint32_t high_clients; /* high-priority clients registered on this GPU, active or not (sched.c) */
-    uint64_t reserved_abi[1];
+    _Atomic uint32_t normal_clients; /* normal-priority clients registered on this GPU, active or not */
+    uint32_t pad1;
 } rota_dev_t;
 
 /* A per-group limit from rotad's config file (group = the client's cgroup v2 path, see config.c). */

@@ -153,6 +153,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
     bool fresh[ROTA_MAX_CLIENTS] = {0};
     uint32_t inflight[ROTA_MAX_CLIENTS] = {0};
     unsigned nhigh[SCHED_POOLS] = {0}, nbusylow[SCHED_POOLS] = {0}; /* for slot.track */
+    unsigned nnormal[SCHED_POOLS] = {0}; /* for the gates' in-flight bound */
     bool any_active = false;
     uint64_t next_idle = 0;
     /* The board before the channels: an activation that marked it after this read also set channel.active
@@ -209,6 +210,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
          * (active) its GPU is as good as busy; placement and rota top read this. */
         if (infl || (c->active && !LD(&sl->track))) devbusy[c->pool] = true;
         if (c->prio == ROTA_PRIO_HIGH) nhigh[c->pool]++; /* registered, active or not */
+        if (c->prio == ROTA_PRIO_NORMAL) nnormal[c->pool]++;
         else if (c->active || infl) nbusylow[c->pool]++;
     }
 
@@ -347,8 +349,9 @@ static bool sched_tick(sched_t *s, uint64_t now)
             sched_wake_shared(&d->hold_epoch);
         }
         ST(&d->high_active, hi[p] ? 1u : 0u);
-        uint32_t nh = nhigh[p] + nhigh[0]; /* clients of unknown GPUs count everywhere */
+        uint32_t nh = nhigh[p] + nhigh[0], nn = nnormal[p] + nnormal[0]; /* unknown GPUs' clients: everywhere */
         if (LD(&d->high_clients) != nh) ST(&d->high_clients, nh); /* the gates' in-flight bound */
+        if (LD(&d->normal_clients) != nn) ST(&d->normal_clients, nn);
         /* The slot holds are out: the board's mark has done its job. A new mark since our read stays. */
         uint32_t seen = pending[p - 1];
         if (seen && atomic_compare_exchange_strong(&s->b->devices[p - 1].high_pending, &seen, 0))

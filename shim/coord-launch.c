@@ -223,10 +223,11 @@ static void launch_wait_hold(conn_t *c, const rota_slot_t *sl, rota_channel_t *c
 /* How many lower-class launches may be in flight: the one running plus ROTA_INFLIGHT_US of device time queued
  * behind it at this process's average launch, at most ROTA_MAX_INFLIGHT (one until the tracker measured one).
  * What a high client that arrives waits for is the work already in flight: bounding the queue by time, not count,
- * keeps that wait short for long kernels and still lets short ones keep the GPU busy. With no high client on the
- * GPU (dev.high_clients, rotad keeps it) nobody waits for the queue but the client that takes over from a held
- * one, so at least two: a single launch in flight leaves the GPU idle from each completion to the next launch,
- * the tracker's and the launching thread's wake-ups, tens of microseconds per launch. */
+ * keeps that wait short for long kernels and still lets short ones keep the GPU busy. The bound is for the
+ * classes above the client (a high client for normal; high or normal for low: normal preempts low by holding it).
+ * With none of them on its GPU (dev.high_clients, dev.normal_clients: rotad keeps them), at least two: a single
+ * launch in flight leaves the GPU idle from each completion to the next launch, the tracker's and the launching
+ * thread's wake-ups, tens of microseconds per launch. */
 static unsigned launch_bound(const rota_options_t *o, const rota_region_t *r, uint32_t key)
 {
     unsigned cap = o->max_inflight ? o->max_inflight : 1;
@@ -234,8 +235,9 @@ static unsigned launch_bound(const rota_options_t *o, const rota_region_t *r, ui
     uint64_t k = LD(&launch_kernel_ns);
     if (!k) return 1;
     uint64_t n = 1 + (uint64_t)o->inflight_us * 1000u / k;
-    bool high = !key || key > ROTA_MAX_DEVICES || LD(&r->devices[key - 1].high_clients);
-    if (!high && n < 2) n = 2;
+    bool above = !key || key > ROTA_MAX_DEVICES || LD(&r->devices[key - 1].high_clients) ||
+                 (o->priority == ROTA_PRIORITY_LOW && LD(&r->devices[key - 1].normal_clients));
+    if (!above && n < 2) n = 2;
     return n > cap ? cap : (unsigned)n;
 }
 
