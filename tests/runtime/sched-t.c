@@ -254,6 +254,23 @@ static double pair_finish(child_t *a, child_t *b, unsigned long *na, unsigned lo
     return *nb ? (double)*na / (double)*nb : 0;
 }
 
+/* Runs a burst-mode client (a) beside a spinner (b) to their ends: a's mean step (ms) and steps, b's kernels. */
+static void burst_pair(const char *const *ea, const char *const *eb, double *it, unsigned long *na,
+                       unsigned long *nb)
+{
+    child_t a, b;
+    *it = 0;
+    *na = *nb = 0;
+    spawn(&a, ea);
+    spawn(&b, eb);
+    th_ready(&a, "burst client");
+    th_ready(&b, "spinner");
+    sscanf(expect(&a, "iter", 10000), "iter %lf %lu", it, na);
+    sscanf(expect(&b, "done", 10000), "done %lu", nb);
+    th_finish(&a);
+    th_finish(&b);
+}
+
 static conn_t *observe(void)
 {
     conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_OBSERVER};
@@ -441,21 +458,14 @@ int main(void)
         const char *eb[] = {"SCHED_MODE=burst", "SCHED_DUR_MS=2000", "SCHED_KNS=1000000", "SCHED_BURST=4",
                             "SCHED_GAP_US=4000", "ROTA_PRIORITY=normal", NULL};
         const char *el[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=2000", "SCHED_KNS=1000000", "ROTA_PRIORITY=low", NULL};
-        child_t a, b;
+        child_t a;
         double it_solo = 0, it = 0;
         unsigned long n_solo = 0, n = 0, nl = 0;
         spawn(&a, eb);
         th_ready(&a, "bursty client");
         sscanf(expect(&a, "iter", 10000), "iter %lf %lu", &it_solo, &n_solo);
         th_finish(&a);
-        spawn(&a, eb);
-        spawn(&b, el);
-        th_ready(&a, "bursty client");
-        th_ready(&b, "low spinner");
-        sscanf(expect(&a, "iter", 10000), "iter %lf %lu", &it, &n);
-        sscanf(expect(&b, "done", 10000), "done %lu", &nl);
-        th_finish(&a);
-        th_finish(&b);
+        burst_pair(eb, el, &it, &n, &nl);
         /* What normal leaves: the run less normal's 4 ms of kernels per step (2000 ms is both runs' length). */
         double gaps_ms = 2000.0 - 4.0 * (double)n, filled = gaps_ms > 0 ? (double)nl / gaps_ms : 0;
         diag("bursty normal (4 x 1 ms + 4 ms host gap): %.2f ms per step alone, %.2f beside a low spinner of 1 ms "
@@ -473,17 +483,9 @@ int main(void)
         const char *ea[] = {"SCHED_MODE=burst", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", "SCHED_BURST=1",
                             "SCHED_GAP_US=1000", "ROTA_WEIGHT=1", NULL};
         const char *eb[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=3000", "SCHED_KNS=2000000", "ROTA_WEIGHT=3", NULL};
-        child_t a, b;
-        double it = 0;
-        unsigned long na = 0, nb = 0;
-        spawn(&a, ea);
-        spawn(&b, eb);
-        th_ready(&a, "syncing client");
-        th_ready(&b, "spinner");
-        sscanf(expect(&a, "iter", 10000), "iter %lf %lu", &it, &na);
-        sscanf(expect(&b, "done", 10000), "done %lu", &nb);
-        th_finish(&a);
-        th_finish(&b);
+        double it;
+        unsigned long na, nb;
+        burst_pair(ea, eb, &it, &na, &nb);
         double ratio = na ? (double)nb / (double)na : 0;
         diag("weight 3 spinner against weight 1 launch+sync client: %lu vs %lu kernels of 2 ms, ratio %.2f", nb, na,
              ratio);
