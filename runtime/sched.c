@@ -210,8 +210,8 @@ static bool sched_tick(sched_t *s, uint64_t now)
          * (active) its GPU is as good as busy; placement and rota top read this. */
         if (infl || (c->active && !LD(&sl->track))) devbusy[c->pool] = true;
         if (c->prio == ROTA_PRIO_HIGH) nhigh[c->pool]++; /* registered, active or not */
-        if (c->prio == ROTA_PRIO_NORMAL) nnormal[c->pool]++;
         else if (c->active || infl) nbusylow[c->pool]++;
+        if (c->prio == ROTA_PRIO_NORMAL) nnormal[c->pool]++; /* registered, active or not */
     }
 
     /* Device time, sampled: every client with work in flight had dt / n of its GPU. */

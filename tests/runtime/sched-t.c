@@ -613,6 +613,14 @@ int main(void)
         bool gone = false;
         for (int i = 0; i < 300 && !(gone = atomic_load(&d0->high_clients) == 0); i++) usleep(10000);
         ok(gone, "rotad counts the high client gone (dev.high_clients 0)");
+        th_finish(&lo);
+        /* A new low client of a large weight: its share never holds it, whatever it ran before. */
+        const char *ew[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=low", "ROTA_WEIGHT=1000", NULL};
+        spawn(&lo, ew);
+        th_ready(&lo, "bound client");
+        sl = slot_of(r, lo.pid);
+        th_say(&lo, "spin 4 50000000", 5000); /* teach the bound its 50 ms average (1/8 per completion) */
+        th_say(&lo, "sync", 5000);
         unsigned long mx2[2] = {0, 0};
         for (int k = 0; k < 2; k++) {
             child_t sp;
@@ -621,8 +629,6 @@ int main(void)
             spawn(&sp, es);
             th_ready(&sp, "spinner");
             if (sl && wait_track(sl, 1, 3000)) {
-                th_say(&lo, "spin 4 50000000", 5000); /* the average launch was 20 us: back to 50 ms (k/8 each) */
-                th_say(&lo, "sync", 5000);
                 fprintf(lo.to, "spin 4 50000000\n");
                 const char *l = "";
                 for (int i = 0; i < 20000 && !l[0]; i++) {
