@@ -36,7 +36,8 @@ static unsigned place_pending_on(const place_t *pl, int dev, uint64_t *mem, unsi
     return n;
 }
 
-unsigned place_prio(uint32_t flags)
+/* The class a PLACE request's flags name (ROTA_PRIO_*). */
+static unsigned place_prio(uint32_t flags)
 {
     return flags & ROTA_PLACE_HIGH ? ROTA_PRIO_HIGH : flags & ROTA_PLACE_LOW ? ROTA_PRIO_LOW : ROTA_PRIO_NORMAL;
 }

@@ -66,8 +66,6 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
 int place_add_known(place_t *pl, rota_region_t *r, const rota_place_cand_t *gpus, int n);
 /* pid reserved memory: its placement is no longer pending (the ledger counts it now). */
 void place_settle(place_t *pl, pid_t pid);
-/* The class a PLACE request's flags name (ROTA_PRIO_*). */
-unsigned place_prio(uint32_t flags);
 /* Pending placements on dev, and their memory (after expiring old ones). */
 unsigned place_pending_count(const place_t *pl, int dev, uint64_t *mem);
 

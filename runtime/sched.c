@@ -132,11 +132,16 @@ static unsigned sched_group(const sched_t *s, const sched_client_t *c)
     return c->prio == ROTA_PRIO_LOW && s->o.low_factor > 1 ? (unsigned)ROTA_PRIO_NORMAL : c->prio;
 }
 
+/* Whether client c belongs to share group k on pool p. */
+static bool sched_in_group(const sched_t *s, const sched_client_t *c, unsigned p, unsigned k)
+{
+    return c->live && c->pool == p && sched_group(s, c) == k;
+}
+
 /* Whether client i takes part in the share of group k on pool p this tick: active there and not held. */
 static bool sched_shares(const sched_t *s, unsigned i, unsigned p, unsigned k, const uint32_t *hold)
 {
-    const sched_client_t *c = &s->c[i];
-    return c->live && c->active && c->pool == p && sched_group(s, c) == k && !hold[i];
+    return sched_in_group(s, &s->c[i], p, k) && s->c[i].active && !hold[i];
 }
 
 static bool sched_tick(sched_t *s, uint64_t now)
@@ -177,7 +182,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
              * fills its host gaps. Not an untracked one (slot.track 0), nor one that has not launched since it
              * was told to track (its first tracked launch counts the untracked backlog): it shows nothing in
              * flight while its work runs, so only its launches tell, over idle_ns, as for a high client. */
-            bool counted = c->prio != ROTA_PRIO_HIGH && LD(&s->r->slots[i].track) && last > c->track_on_ns;
+            bool counted = c->prio != ROTA_PRIO_HIGH && LD(&r->slots[i].track) && last > c->track_on_ns;
             uint64_t idle_ns = counted ? s->o.idle_low_ns : s->o.idle_ns;
             if (!infl && !waiting && now > last && now - last < idle_ns &&
                 (!next_idle || last + idle_ns < next_idle))
@@ -278,7 +283,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
              * launch after the release marks it active again. */
             for (unsigned i = 0; i < ROTA_MAX_CLIENTS && !s->o.quantum_ns; i++) {
                 sched_client_t *c = &s->c[i];
-                if (!c->live || c->active || c->pool != p || sched_group(s, c) != k || hold[i]) continue;
+                if (!sched_in_group(s, c, p, k) || c->active || hold[i]) continue;
                 if ((LD(&r->slots[i].hold) & ROTA_HOLD_SHARE) && c->vtime > vmin) hold[i] = ROTA_HOLD_SHARE;
             }
             if (n < 2) {

@@ -284,15 +284,19 @@ static void launch_unreserve(void)
         syscall(SYS_futex, &launch_done_seq, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL, NULL, 0);
 }
 
+/* The process's launch counters into its channel (with the connection's read lock held). */
+static void launch_mirror_to(rota_channel_t *ch)
+{
+    launch_publish(ch);
+    atomic_store_explicit(&ch->launches, atomic_load(&launch_count), memory_order_relaxed);
+    atomic_store_explicit(&ch->busy_ns, atomic_load(&launch_busy_ns), memory_order_relaxed);
+}
+
 static void launch_mirror(void)
 {
     conn_t *c = coord_conn_lock();
     rota_channel_t *ch = c ? conn_channel(c) : NULL;
-    if (ch) {
-        launch_publish(ch);
-        atomic_store_explicit(&ch->launches, atomic_load(&launch_count), memory_order_relaxed);
-        atomic_store_explicit(&ch->busy_ns, atomic_load(&launch_busy_ns), memory_order_relaxed);
-    }
+    if (ch) launch_mirror_to(ch);
     if (c) coord_conn_unlock();
 }
 
@@ -303,24 +307,21 @@ void launch_complete(uint64_t busy_ns)
     uint64_t k = LD(&launch_kernel_ns), b = busy_ns > 100000000u ? 100000000u : busy_ns;
     atomic_store_explicit(&launch_kernel_ns, k ? k - k / 8 + b / 8 : (b ? b : 1), memory_order_relaxed);
     launch_unreserve();
-    launch_mirror();
+    conn_t *c = coord_conn_lock();
+    rota_channel_t *ch = c ? conn_channel(c) : NULL;
+    if (ch) launch_mirror_to(ch);
     /* The last launch in flight completed: the client may be idle now, and whoever rotad holds on its GPU (for
      * a high client: every lower one; for a lower one: those over their share) waits for rotad to see that.
      * Ring, so rotad looks now rather than at its next tick; the tracker thread pays the syscall, never a
-     * launch. A lower client rings only when someone on its GPU is held: nobody waits otherwise. */
-    if (!atomic_load(&launch_inflight)) {
+     * launch. A lower client rings only when someone else on its GPU is held: nobody waits otherwise. */
+    if (ch && !atomic_load(&launch_inflight)) {
         bool high = rota_options()->priority == ROTA_PRIORITY_HIGH;
-        conn_t *c = coord_conn_lock();
-        rota_channel_t *ch = c ? conn_channel(c) : NULL;
-        if (ch) {
-            uint32_t key = LD(&ch->sched_dev);
-            const rota_region_t *r = conn_region(c);
-            /* Held others: the GPU's held count less this client, if it is held itself. */
-            uint32_t self = LD(&r->slots[conn_slot(c)].hold) != 0;
-            if (high || (key && key <= ROTA_MAX_DEVICES && LD(&r->devices[key - 1].held) > self)) launch_ring(ch);
-        }
-        if (c) coord_conn_unlock();
+        uint32_t key = LD(&ch->sched_dev);
+        const rota_region_t *r = conn_region(c);
+        uint32_t self = LD(&r->slots[conn_slot(c)].hold) != 0; /* held itself: not among the others */
+        if (high || (key && key <= ROTA_MAX_DEVICES && LD(&r->devices[key - 1].held) > self)) launch_ring(ch);
     }
+    if (c) coord_conn_unlock();
 }
 
 /* Tracking resumes: one event on stream for whatever was launched untracked before, as one unit in flight. */

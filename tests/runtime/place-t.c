@@ -371,9 +371,9 @@ int main(void)
     int nclients = 0;
     for (char *p = js; (p = strstr(p, "\"launches_per_s\":")); p++) nclients++;
     is_int(nclients, 4, "rota status --json: four clients with launches_per_s");
-    ok(strstr(js, "\"busy_permille\":") && strstr(js, "\"high_clients\":") && strstr(js, "\"state\":\"") &&
-           strstr(js, "\"devtime_per_s\":"),
-       "and per-GPU busy_permille and high_clients, per-client state and devtime_per_s");
+    ok(strstr(js, "\"busy_permille\":") && strstr(js, "\"high_clients\":") && strstr(js, "\"normal_clients\":") &&
+           strstr(js, "\"state\":\"") && strstr(js, "\"devtime_per_s\":"),
+       "and per-GPU busy_permille, high_clients and normal_clients, per-client state and devtime_per_s");
     snprintf(cmd, sizeof cmd,
              "command -v python3 >/dev/null || { echo nopython; exit; }; %s status --json --socket %s | python3 -c '"
              "import json,sys; d=json.load(sys.stdin); c=d[\"clients\"]; g=d[\"devices\"]; "

@@ -58,10 +58,11 @@ static void status_print_json(FILE *f, const rota_region_t *r, const rota_sample
         fprintf(f,
                 "%s{\"index\":%u,\"uuid\":\"%s\",\"capacity\":%" PRIu64 ",\"reserved\":%" PRIu64
                 ",\"waiters\":%u,\"clients\":%u,\"busy_permille\":%u,\"held\":%u,\"high_active\":%u"
-                ",\"high_clients\":%u,\"busy_ns\":%" PRIu64
+                ",\"high_clients\":%u,\"normal_clients\":%u,\"busy_ns\":%" PRIu64
                 ",\"hold_events\":%" PRIu64 ",\"hold_lat_sum_ns\":%" PRIu64 ",\"hold_lat_max_ns\":%" PRIu64,
                 i ? "," : "", i, u, LD(&d->capacity), LD(&d->reserved), LD(&d->waiters), LD(&d->clients),
-                LD(&d->busy_permille), LD(&d->held), LD(&d->high_active), LD(&d->high_clients), LD(&d->busy_ns),
+                LD(&d->busy_permille), LD(&d->held), LD(&d->high_active), LD(&d->high_clients),
+                LD(&d->normal_clients), LD(&d->busy_ns),
                 LD(&d->hold_events),
                 LD(&d->hold_lat_sum_ns), LD(&d->hold_lat_max_ns));
         fprintf(f, ",\"hold_lat_hist\":[");
