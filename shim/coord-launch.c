@@ -61,6 +61,7 @@ static _Atomic uint32_t launch_waiters;
 static _Atomic uint32_t launch_backlog;   /* 1: untracked launches since the last tracked one */
 static _Atomic uint64_t launch_count, launch_busy_ns;
 static _Atomic uint64_t launch_kernel_ns; /* moving average of a tracked launch's device time (0: none yet) */
+static _Atomic uint64_t launch_head_ns;   /* when the oldest launch in flight began running, about */
 
 typedef struct launch_thread {
     unsigned pending;      /* gates passed whose after has not run */
@@ -241,22 +242,47 @@ static unsigned launch_bound(const rota_options_t *o, const rota_region_t *r, ui
     return n > cap ? cap : (unsigned)n;
 }
 
-/* Reserves one in-flight slot, waiting for a completion while max are in flight. A thread that waits raises
- * channel.inflight_waiting, once (unless raised, which says it already did) and leaves it raised: the gate lowers
- * it only once channel.inflight shows the slot it launches with (see coord_launch_gate). Returns raised. */
-static bool launch_reserve(rota_channel_t *ch, unsigned max, bool raised)
+/* Device time still ahead of a launch made now, with n in flight of k ns each on average: the rest of the one
+ * running, which began at launch_head_ns (the completion before it as the tracker saw it, a wake-up late, so
+ * the estimate errs long; or its own reservation when nothing was in flight), plus the n - 1 behind it. */
+static uint64_t launch_ahead_ns(uint32_t n, uint64_t k, uint64_t now)
 {
+    if (!n) return 0;
+    uint64_t end = LD(&launch_head_ns) + k;
+    return (end > now ? end - now : 0) + (uint64_t)(n - 1) * k;
+}
+
+/* Reserves one in-flight slot, waiting while max are in flight. A launch past max may go once what is in flight
+ * is due to end within ROTA_REFILL_US (never past ROTA_MAX_INFLIGHT): waiting for the completion itself leaves the
+ * GPU idle through the tracker's and this thread's wake-ups, at every launch of a client bounded to one. The
+ * price is what a high client meets on arrival in that window: at most the refill time more. A thread that waits
+ * raises channel.inflight_waiting, once (unless raised, which says it already did) and leaves it raised: the
+ * gate lowers it only once channel.inflight shows the slot it launches with (see coord_launch_gate). Returns
+ * raised. */
+static bool launch_reserve(const rota_options_t *o, rota_channel_t *ch, unsigned max, bool raised)
+{
+    unsigned cap = o->max_inflight ? o->max_inflight : 1;
+    uint64_t refill = (uint64_t)o->refill_us * 1000u;
     for (;;) {
         uint32_t n = atomic_load(&launch_inflight);
-        if (n < max) {
-            if (atomic_compare_exchange_weak(&launch_inflight, &n, n + 1)) break;
-            continue;
+        uint64_t now = coord_now_ns(), k = LD(&launch_kernel_ns);
+        long long wait = LAUNCH_INFLIGHT_SLICE_NS;
+        bool go = n < max;
+        if (!go && n < cap && refill && k) {
+            uint64_t ahead = launch_ahead_ns(n, k, now);
+            go = ahead <= refill;
+            if (!go && ahead - refill < (uint64_t)wait) wait = (long long)(ahead - refill);
+        }
+        if (go) {
+            if (!atomic_compare_exchange_weak(&launch_inflight, &n, n + 1)) continue;
+            if (!n) atomic_store_explicit(&launch_head_ns, now, memory_order_relaxed);
+            break;
         }
         uint32_t seq = atomic_load(&launch_done_seq);
         atomic_fetch_add(&launch_waiters, 1);
         if (!raised) atomic_fetch_add(&ch->inflight_waiting, 1);
         raised = true;
-        if (atomic_load(&launch_inflight) >= max) launch_futex_wait(&launch_done_seq, seq, LAUNCH_INFLIGHT_SLICE_NS, false);
+        if (atomic_load(&launch_inflight) == n) launch_futex_wait(&launch_done_seq, seq, wait, false);
         atomic_fetch_sub(&launch_waiters, 1);
     }
     return raised;
@@ -302,6 +328,8 @@ static void launch_mirror(void)
 
 void launch_complete(uint64_t busy_ns)
 {
+    /* The next launch in flight, if any, runs from about now (before the count drops: see launch_ahead_ns). */
+    atomic_store_explicit(&launch_head_ns, coord_now_ns(), memory_order_relaxed);
     atomic_fetch_add(&launch_busy_ns, busy_ns);
     /* Only the tracker thread writes the average: 1/8 of the newest sample, a backlog unit clamped to 100 ms. */
     uint64_t k = LD(&launch_kernel_ns), b = busy_ns > 100000000u ? 100000000u : busy_ns;
@@ -403,7 +431,7 @@ CUresult coord_launch_gate(CUstream stream)
         bool raised = false;
         for (;;) {
             if (launch_held(sl, mark)) launch_wait_hold(c, sl, ch, mark); /* at once when rotad is gone */
-            raised = launch_reserve(ch, max, raised);
+            raised = launch_reserve(o, ch, max, raised);
             /* A hold may have come while we waited for a completion: obey it before launching. */
             if (!launch_held(sl, mark) || c == atomic_load(&launch_dead_conn)) break;
             launch_unreserve();

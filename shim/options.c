@@ -40,6 +40,8 @@ static const opt_row_t opt_table[] = {
     {"ROTA_MAX_INFLIGHT", OPT_U32, OFF(max_inflight), "8", 1, 1024, false, "an integer from 1 to 1024"},
     {"ROTA_INFLIGHT_US", OPT_U32, OFF(inflight_us), "500", 0, 1000000, false,
      "microseconds, an integer from 0 to 1000000 (0 = no device-time bound)"},
+    {"ROTA_REFILL_US", OPT_U32, OFF(refill_us), "300", 0, 100000, false,
+     "microseconds, an integer from 0 to 100000 (0 = launch only at a completion)"},
     {"ROTA_GPU", OPT_GPU, OFF(gpu), "auto", 0, 1023, false, "auto, all or a device ordinal from 0 to 1023"},
     {"ROTA_TEST_COUNTERS", OPT_PATH, OFF(test_counters), NULL, 0, 0, false, "a file path (test builds only)"},
     {"ROTA_TRACE", OPT_PATH, OFF(trace), NULL, 0, 0, false, "a file path (JSON lines of rota's decisions)"},

@@ -52,7 +52,8 @@ static const char USAGE[] =
     "The record (times are CLOCK_MONOTONIC ns): name, kind, status (ok, crashed: OOM, error: ..., terminated),\n"
     "pid, device and its pci_bus_id/uuid, start_ns/ready_ns (allocations done)/end_ns, device_ns (spin_ns\n"
     "time asked for), memory footprint and allocations, mem_wait_ns and each wait (cuMemAlloc calls over 10 ms),\n"
-    "per request arrival_ns and latency_ns (arrival to completion), per iteration iter_end_ns and iter_batch.\n"
+    "per request arrival_ns and latency_ns (arrival to completion), per iteration iter_start_ns (its first\n"
+    "launch), iter_end_ns and iter_batch.\n"
     "Exit codes: 0 done; 1 CUDA or system error (record written when possible); 2 usage;\n"
     "            3 crashed: out of memory (record written, status \"crashed: OOM\"); 4 terminated by a signal.\n";
 
@@ -371,7 +372,7 @@ typedef struct job {
     uint64_t add_n;
     /* progress */
     uint64_t start_ns, ready_ns, end_ns, device_ns, kernels;
-    u64vec_t arrival, latency, iter_end, iter_batch;
+    u64vec_t arrival, latency, iter_start, iter_end, iter_batch;
     const char *status;
     char status_buf[160];
     CUresult err;
@@ -579,6 +580,9 @@ static bool run_loop(job_t *j)
             batch = j->o.batch_min + rng_next() % (j->o.batch_max - j->o.batch_min + 1);
             if (!job_grow(j, batch)) return false;
         }
+        /* From here until its kernels end, the job has work for the device (scripts/bench attributes the
+         * device's idle time by that); growing its memory before it is host time, or a memory wait. */
+        vec_push(&j->iter_start, now_ns());
         if (!launch_step(j, batch, j->o.batch_max)) return false;
         /* training and fine-tune read the loss every step (loss.item()); batch inference runs ahead and
          * synchronises every 4 batches, like a pipelined DataLoader */
@@ -647,6 +651,7 @@ static int job_write(const job_t *j)
     json_vec(f, "arrival_ns", &j->arrival);
     json_vec(f, "latency_ns", &j->latency);
     fprintf(f, ",\n  \"iterations\": %zu", j->iter_end.n);
+    json_vec(f, "iter_start_ns", &j->iter_start);
     json_vec(f, "iter_end_ns", &j->iter_end);
     json_vec(f, "iter_batch", &j->iter_batch);
     fprintf(f, "\n}\n");

@@ -163,6 +163,7 @@ try:
                         "--timeout", "15", "--out", res, "tiny"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=120)
     ok(r.returncode == 0, "scripts/bench --quick tiny exits 0")
+    bm_idle_kinds = ("ready", "memory", "queued", "host", "switch")
     if r.returncode:
         diag(r.stdout[-3000:] + r.stderr[-3000:])
     for f in ("report.md", "results.json", "busy.svg", "latency-cdf.svg", "trace-tiny-exclusive.json",
@@ -228,6 +229,30 @@ try:
         ok(sh["harvest"] is not None and sh["harvest"] > ex["harvest"], "shared harvests more than exclusive")
         ok(ex["hp_p99_x"] is not None and 0.5 < ex["hp_p99_x"] < 2,
            "exclusive: high-priority p99 near solo (0.5x-2x: it runs alone)")
+        for p, m in rows.items():
+            if not m["available"]:
+                continue
+            i = m["idle_s"]
+            gm = g * m["makespan_s"]
+            ok(i is not None and set(i) == set(bm_idle_kinds) and min(i.values()) >= 0 and
+               abs(sum(i.values()) - (gm - m["busy_s"])) < 0.02 * gm + 0.01,
+               "%s: the idle breakdown adds up to GPUs x makespan - busy (%s vs %.3f s, 2%%)" % (
+                   p, i and "%.3f" % sum(i.values()), gm - m["busy_s"]))
+            ok(m["timeline_busy_s"] is not None and abs(m["timeline_busy_s"] - m["busy_s"]) < 0.01 * m["busy_s"] + 0.002,
+               "%s: simcuda's timeline has the busy time simcuda-stat counted (%s vs %.3f s, 1%%)" % (
+                   p, m["timeline_busy_s"], m["busy_s"]))
+        ok(ex["idle_s"] and ex["idle_s"]["queued"] > 0.5 and ex["idle_s"]["memory"] == 0,
+           "exclusive: idle while jobs queue is 'queued' (%s s), none waits for memory" % (
+               ex["idle_s"] and "%.2f" % ex["idle_s"]["queued"]))
+        try:
+            with open(os.path.join(res, "trace-tiny-exclusive.json")) as f:
+                tr = json.load(f)["traceEvents"]
+            eng = [e for e in tr if e.get("pid") == 1000 and e.get("ph") == "X"]
+            ok({e["name"] for e in eng if e.get("tid") == 1} == {"infer", "train", "batch"} and
+               any(e["name"] == "idle: queued" for e in eng if e.get("tid") == 2),
+               "trace: the GPU's engine track shows each job's kernels and the kinds of idle")
+        except (OSError, ValueError, KeyError) as e:
+            ok(False, "trace JSON parses (%s)" % e)
         with open(os.path.join(res, "report.md")) as f:
             md = f.read()
         groups, cur = [], []
@@ -281,6 +306,36 @@ try:
     ok(len(mw) == 1 and abs(mw[0]["dur"] - 300000) < 1, "ROTA_TRACE mem_wait..mem_grant: one 300 ms span")
     ok(run.job_gpu("a") == 1, "a ROTA_TRACE placement tells the job's GPU")
     ok(len(busy) == 1 and busy[0]["args"] == {"gpu0": 0.5, "gpu1": 0.25}, "busy counters per GPU")
+
+    # ---- the idle breakdown on a hand-made timeline (ms): job a works [5, 20] and [25, 40] with kernels
+    # [10, 20] and [30, 40] (ctx 1); job b waits for memory [0, 45], then works [46, 60] with a kernel [50, 60]
+    # (ctx 2: the engine switches for 1 ms before it). Window [0, 100].
+    M = 1000000
+    run = bm.Run.__new__(bm.Run)
+    run.t0, run.t_end, run.devmap, run._events, run.rota_trace = 0, 100 * M, {}, None, None
+    run.final = [{"busy_ns": 30 * M, "node_switch_ns": 1 * M}]
+    run.state = {n: {"proc": FakeProc(), "spawn_ns": 0, "end_ns": 100 * M, "rc": 0, "device": 0,
+                     "job": {"name": n, "arrive_s": 0.0}} for n in ("a", "b")}
+    empty = {"arrival_ns": [], "latency_ns": [], "mem_wait_start_ns": [], "mem_wait_dur_ns": []}
+    run.records = {"a": dict(empty, pid=11, iter_start_ns=[5 * M, 25 * M], iter_end_ns=[22 * M, 45 * M]),
+                   "b": dict(empty, pid=12, iter_start_ns=[46 * M], iter_end_ns=[61 * M],
+                             mem_wait_start_ns=[0], mem_wait_dur_ns=[45 * M])}
+    tl = {0: [(10 * M, 20 * M, 11, 1), (30 * M, 40 * M, 11, 1), (50 * M, 60 * M, 12, 2)]}
+    mixdef = {"name": "m", "gpus": 1, "jobs": [{"name": "a"}, {"name": "b"}]}
+    idle, pieces = bm.idle_breakdown(run, mixdef, tl)
+    want = {"ready": 13, "memory": 15, "queued": 0, "host": 41, "switch": 1}
+    ok({k: round(v / M, 6) for k, v in idle.items()} == want,
+       "idle breakdown: ready 13, memory 15, host 41, switch 1 ms (got %s)" % {k: v / M for k, v in idle.items()})
+    ok([(a // M, b // M, k) for a, b, k in pieces[0]] ==
+       [(0, 5, "memory"), (5, 10, "ready"), (20, 25, "memory"), (25, 30, "ready"), (40, 45, "memory"),
+        (45, 46, "host"), (46, 49, "ready"), (60, 100, "host")],
+       "idle pieces in order, the kernel-free tail of an iteration (a's [20, 22]) not counted as ready")
+    run.state["c"] = {"proc": FakeProc(), "spawn_ns": 70 * M, "end_ns": 100 * M, "rc": 0, "device": 0,
+                      "job": {"name": "c", "arrive_s": 0.060}}
+    run.records["c"] = None
+    idle, _ = bm.idle_breakdown(run, mixdef, tl)
+    ok(round(idle["host"] / M) == 31 and round(idle["queued"] / M) == 10 and round(idle["ready"] / M) == 13,
+       "a job arrived but not started yet (c, from 60 to 70 ms) makes that idle time 'queued'")
 finally:
     for n in (node, node + "-oom"):
         if os.path.exists("/dev/shm/" + n):

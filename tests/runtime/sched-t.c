@@ -573,7 +573,8 @@ int main(void)
      * 20 us ones, beside an idle high client (so the low client tracks) */
     SECTION(9) {
         child_t lo, hi;
-        const char *el[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=low", NULL};
+        /* The count alone: no launch queued ahead of a completion (the refill has its own check below). */
+        const char *el[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=low", "ROTA_REFILL_US=0", NULL};
         const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
         spawn(&hi, eh);
         spawn(&lo, el);
@@ -615,7 +616,7 @@ int main(void)
         ok(gone, "rotad counts the high client gone (dev.high_clients 0)");
         th_finish(&lo);
         /* A new low client of a large weight: its share never holds it, whatever it ran before. */
-        const char *ew[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=low", "ROTA_WEIGHT=1000", NULL};
+        const char *ew[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=low", "ROTA_WEIGHT=1000", "ROTA_REFILL_US=0", NULL};
         spawn(&lo, ew);
         th_ready(&lo, "bound client");
         sl = slot_of(r, lo.pid);
@@ -644,6 +645,39 @@ int main(void)
         ok(mx2[0] == 2, "beside another low client only: 50 ms kernels keep two in flight (seen %lu)", mx2[0]);
         ok(mx2[1] == 1, "beside a normal client: one (seen %lu)", mx2[1]);
         th_finish(&lo);
+        /* ROTA_REFILL_US: a client bounded to one launch (2 ms kernels, a 1 us time budget, beside a high
+         * client) queues its next launch once the running one is due to end within the refill time, so the GPU
+         * does not idle through the wake-ups from each completion to the next launch: two in flight for a moment
+         * at each launch, never three (two are 2 ms ahead, more than the refill). With 0, never more than one. */
+        unsigned long mr[2] = {0, 0};
+        for (int k = 0; k < 2; k++) {
+            child_t h2, l2;
+            const char *eh2[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
+            const char *el2[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=low", "ROTA_INFLIGHT_US=1",
+                                 k ? "ROTA_REFILL_US=0" : "ROTA_REFILL_US=800", NULL};
+            spawn(&h2, eh2);
+            spawn(&l2, el2);
+            th_ready(&h2, "high client");
+            th_ready(&l2, "bound client");
+            const rota_slot_t *s2 = slot_of(r, l2.pid);
+            if (s2 && wait_track(s2, 1, 3000)) {
+                th_say(&l2, "spin 8 2000000", 5000); /* teach the bound its 2 ms average */
+                th_say(&l2, "sync", 5000);
+                fprintf(l2.to, "spin 200 2000000\n");
+                const char *l = "";
+                for (int i = 0; i < 20000 && !l[0]; i++) {
+                    unsigned v = atomic_load(&s2->inflight);
+                    if (v > mr[k]) mr[k] = v;
+                    l = th_say(&l2, NULL, 1);
+                }
+                th_say(&l2, "sync", 10000);
+            }
+            th_finish(&l2);
+            th_finish(&h2);
+        }
+        ok(mr[0] == 2, "ROTA_REFILL_US=800: the next 2 ms launch queues before the running one ends, two in flight "
+                       "at most (seen %lu)", mr[0]);
+        ok(mr[1] == 1, "ROTA_REFILL_US=0: one in flight (seen %lu)", mr[1]);
     }
 
     /* 4. kill -9 of a held client, then of the high client */

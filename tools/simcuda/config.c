@@ -10,12 +10,13 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef enum { KNOB_NAME, KNOB_UINT, KNOB_SIZE, KNOB_DOUBLE } knob_type_t;
+typedef enum { KNOB_NAME, KNOB_UINT, KNOB_SIZE, KNOB_DOUBLE, KNOB_PATH } knob_type_t;
 
 typedef struct knob {
     const char *name;
     knob_type_t type;
-    const char *def;         /* default, parsed by the same rules (NULL: computed, for SIMCUDA_NODE) */
+    const char *def;         /* default, parsed by the same rules (NULL: computed, for SIMCUDA_NODE; a KNOB_PATH
+                              * has none: unset means off) */
     double min, max;         /* bounds, in the knob's own unit */
     uint64_t scale;          /* multiply the parsed integer into the config field (us -> ns) */
     size_t off;              /* field in simnode_config_t */
@@ -44,6 +45,10 @@ static const knob_t knobs[SIMNODE_K_COUNT] = {
                              "GB/s, 0.001 to 1000000", "copy engine bandwidth (cuMemcpy*)"},
     [SIMNODE_K_COPY_LATENCY] = {"SIMCUDA_COPY_LATENCY_NS", KNOB_UINT, "2000", 0, 1000000000, 1,
                                 CFG(copy_latency_ns), "nanoseconds, 0 to 1000000000", "fixed cost of every copy"},
+    /* Per process, not part of the node: each process writes its own file (timeline.c). */
+    [SIMNODE_K_TIMELINE] = {"SIMCUDA_TIMELINE", KNOB_PATH, NULL, 1, sizeof ((simnode_config_t *)0)->timeline - 1, 1,
+                            CFG(timeline), "an absolute directory path, at most 255 bytes",
+                            "write this process's compute-engine segments to DIR/timeline-PID.txt"},
 };
 
 static char simnode_errbuf[512];
@@ -125,6 +130,17 @@ static int knob_parse(const knob_t *k, const char *v, simnode_config_t *cfg)
         }
         memcpy(field, &d, sizeof d);
         return 0;
+    case KNOB_PATH:
+        if (v[0] != '/') {
+            simnode_set_error("simcuda: %s='%s': not an absolute path (%s)", k->name, v, k->hint);
+            return -EINVAL;
+        }
+        if (strlen(v) > (size_t)k->max) {
+            simnode_set_error("simcuda: %s='%.40s...': too long (%s)", k->name, v, k->hint);
+            return -EINVAL;
+        }
+        memcpy(field, v, strlen(v) + 1);
+        return 0;
     }
     return -EINVAL;
 }
@@ -137,6 +153,7 @@ int simnode_config_parse(simnode_config_t *cfg, bool is_set[SIMNODE_K_COUNT])
         const char *v = getenv(k->name);
         is_set[i] = v != NULL;
         char defbuf[64];
+        if (!v && k->type == KNOB_PATH) continue; /* off: the field stays empty */
         if (!v) {
             if (k->def) {
                 v = k->def;
@@ -155,7 +172,8 @@ void simnode_config_describe(FILE *f)
 {
     for (int i = 0; i < SIMNODE_K_COUNT; i++) {
         const knob_t *k = &knobs[i];
-        fprintf(f, "  %-24s default %-12s %s (%s)\n", k->name, k->def ? k->def : "simcuda-UID", k->help, k->hint);
+        const char *def = k->def ? k->def : k->type == KNOB_PATH ? "off" : "simcuda-UID";
+        fprintf(f, "  %-24s default %-12s %s (%s)\n", k->name, def, k->help, k->hint);
     }
 }
 
@@ -182,8 +200,9 @@ void simnode_config_log(const simnode_config_t *c)
     fprintf(stderr,
             "simcuda: pid %d: SIMCUDA_NODE=%s SIMCUDA_DEVICES=%d SIMCUDA_MEM=%llu SIMCUDA_TIMESLICE_US=%llu "
             "SIMCUDA_SWITCH_US=%llu SIMCUDA_LAUNCH_NS=%llu SIMCUDA_MEM_GBPS=%g SIMCUDA_COPY_GBPS=%g "
-            "SIMCUDA_COPY_LATENCY_NS=%llu\n",
+            "SIMCUDA_COPY_LATENCY_NS=%llu SIMCUDA_TIMELINE=%s\n",
             (int)getpid(), c->node, c->devices, (unsigned long long)c->mem_bytes,
             (unsigned long long)(c->timeslice_ns / 1000), (unsigned long long)(c->switch_ns / 1000),
-            (unsigned long long)c->launch_ns, c->mem_gbps, c->copy_gbps, (unsigned long long)c->copy_latency_ns);
+            (unsigned long long)c->launch_ns, c->mem_gbps, c->copy_gbps, (unsigned long long)c->copy_latency_ns,
+            c->timeline[0] ? c->timeline : "off");
 }

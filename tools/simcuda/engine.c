@@ -223,9 +223,19 @@ static int waiter_register(simnode_shm_t *shm, int fd, uint32_t d, uint32_t ctx_
     return 0;
 }
 
+/* With dev->lock dropped: the timeline file I/O that simnode_timeline_record asked for (never set when off). */
+static void timeline_sync(bool *pending)
+{
+    if (*pending) {
+        *pending = false;
+        simnode_timeline_flush();
+    }
+}
+
 /* Under dev->lock: blocks until waiter me has been served its device time, then frees it; *end_ns (if not NULL)
- * is when it ended on the engine's timeline. */
-static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me, uint64_t *end_ns)
+ * is when it ended on the engine's timeline. *tl_flush: set when the caller, once it has dropped dev->lock,
+ * must call timeline_sync (the lines of segments it served are waiting to be written). */
+static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me, uint64_t *end_ns, bool *tl_flush)
 {
     simnode_dev_t *dev = &shm->dev[d];
     simnode_waiter_t *w = &dev->w[me];
@@ -233,11 +243,17 @@ static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me, uin
         if (dev->holder == me) {
             uint64_t end = w->seg_end_ns;
             simnode_dev_unlock(shm, d);
+            timeline_sync(tl_flush); /* a long kernel's earlier slices (the sleep is absolute: no engine time lost) */
             sleep_until(end);
             simnode_dev_lock(shm, fd, d);
             if (dev->holder != me || w->state != SIMNODE_W_RUNNING) continue; /* defensive: reclaimed */
             uint64_t served = w->seg_end_ns - w->seg_start_ns;
             atomic_fetch_add(&dev->c.busy_ns, since_reset(dev, w->seg_start_ns, w->seg_end_ns));
+            /* The same segment, completed or cut at a slice boundary, in this process's SIMCUDA_TIMELINE: here,
+             * under the lock, the lines of a device stay in engine order; record makes no syscall. Off, this
+             * is the one test. */
+            if (simnode_g.cfg.timeline[0] && simnode_timeline_record(d, w->ctx, w->seg_start_ns, w->seg_end_ns))
+                *tl_flush = true;
             w->remaining_ns -= served < w->remaining_ns ? served : w->remaining_ns;
             dev->vtime_ns = w->seg_end_ns;
             if (w->remaining_ns == 0) {
@@ -265,6 +281,7 @@ static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me, uin
         }
         uint32_t seq = atomic_load(&dev->seq);
         simnode_dev_unlock(shm, d);
+        timeline_sync(tl_flush); /* preempted: before waiting for the engine again */
         bool timed_out = futex_wait(&dev->seq, seq, SIMNODE_WAIT_TIMEOUT_NS);
         simnode_dev_lock(shm, fd, d);
         if (w->state == SIMNODE_W_FREE) /* reclaimed under us: cannot happen while we live */
@@ -289,6 +306,7 @@ static int kernel_submit(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint
     int fd = simnode_g.fd;
     uint32_t d = (uint32_t)dev_i;
     simnode_dev_t *dev = &shm->dev[d];
+    bool tl_flush = false;
 
     simnode_dev_lock(shm, fd, d);
     rc = ctx_check(dev, ctx_id);
@@ -303,9 +321,10 @@ static int kernel_submit(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint
     if (token)
         *token = dev->w[me].ticket * SIMNODE_MAX_WAITERS + me;
     else
-        rc = waiter_serve(shm, fd, d, me, end_ns);
+        rc = waiter_serve(shm, fd, d, me, end_ns, &tl_flush);
 out_unlock:
     simnode_dev_unlock(shm, d);
+    timeline_sync(&tl_flush);
     return rc;
 }
 
@@ -341,14 +360,16 @@ int simnode_kernel_wait(int dev_i, uint64_t token, uint64_t *end_ns)
     uint32_t d = (uint32_t)dev_i;
     uint32_t me = (uint32_t)(token % SIMNODE_MAX_WAITERS);
     simnode_dev_t *dev = &shm->dev[d];
+    bool tl_flush = false;
 
     simnode_dev_lock(shm, fd, d);
     const simnode_waiter_t *w = &dev->w[me];
     if (w->state == SIMNODE_W_FREE || w->ticket != token / SIMNODE_MAX_WAITERS || w->proc != simnode_g.slot)
         rc = -EINVAL;
     else
-        rc = waiter_serve(shm, fd, d, me, end_ns);
+        rc = waiter_serve(shm, fd, d, me, end_ns, &tl_flush);
     simnode_dev_unlock(shm, d);
+    timeline_sync(&tl_flush);
     return rc;
 }
 

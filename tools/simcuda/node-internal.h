@@ -152,10 +152,11 @@ typedef struct simnode_local {
 extern simnode_local_t simnode_g;
 
 /* config.c: parse every SIMCUDA_ knob; -EINVAL with simnode_set_error() on a bad value. is_set[i] says
- * whether knob i came from the environment (for the node-mismatch rule). */
+ * whether knob i came from the environment (for the node-mismatch rule, which SIMCUDA_TIMELINE, a per-process
+ * knob, takes no part in). */
 enum {
     SIMNODE_K_NODE, SIMNODE_K_DEVICES, SIMNODE_K_MEM, SIMNODE_K_TIMESLICE, SIMNODE_K_SWITCH, SIMNODE_K_LAUNCH,
-    SIMNODE_K_MEM_GBPS, SIMNODE_K_COPY_GBPS, SIMNODE_K_COPY_LATENCY, SIMNODE_K_COUNT
+    SIMNODE_K_MEM_GBPS, SIMNODE_K_COPY_GBPS, SIMNODE_K_COPY_LATENCY, SIMNODE_K_TIMELINE, SIMNODE_K_COUNT
 };
 int simnode_config_parse(simnode_config_t *cfg, bool is_set[SIMNODE_K_COUNT]);
 const char *simnode_knob_name(int k);
@@ -194,5 +195,14 @@ void simnode_engine_kick(simnode_shm_t *shm, int fd, uint32_t d, uint64_t now);
 /* Under dev->lock: the in-progress busy time of the current segment, for snapshots. */
 uint64_t simnode_engine_inflight_busy(simnode_dev_t *dev, uint64_t now);
 void simnode_futex_wake(_Atomic uint32_t *word);
+
+/* timeline.c: with SIMCUDA_TIMELINE set (simnode_g.cfg.timeline[0], the one test callers make), the busy
+ * segments of this process's kernels, one line "<dev> <ctx> <start_ns> <end_ns>" each, in
+ * SIMCUDA_TIMELINE/timeline-<pid>.txt. record appends to a process-local buffer and makes no syscall, so it is
+ * called under dev->lock, in engine order; it returns true when the caller must call
+ * simnode_timeline_flush() once it holds no dev->lock (the file is still to be created, or the buffer is
+ * filling up). flush does the file I/O; the rest is written at exit. */
+bool simnode_timeline_record(uint32_t dev, uint32_t ctx, uint64_t start_ns, uint64_t end_ns);
+void simnode_timeline_flush(void);
 
 #endif

@@ -23,6 +23,8 @@ typedef struct simnode_config {
     double mem_gbps;         /* SIMCUDA_MEM_GBPS: device memory bandwidth for fill/add kernels, default 2000 */
     double copy_gbps;        /* SIMCUDA_COPY_GBPS: copy-engine bandwidth, default 25 */
     uint64_t copy_latency_ns;/* SIMCUDA_COPY_LATENCY_NS: fixed cost of every copy, default 2000 */
+    char timeline[256];      /* SIMCUDA_TIMELINE: absolute directory for timeline-PID.txt, "" = off (per process,
+                              * not a node knob) */
 } simnode_config_t;
 
 typedef struct simnode_devinfo {
