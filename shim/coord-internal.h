@@ -33,8 +33,9 @@ void track_event_put(CUevent ev, CUcontext ctx);
  * not be started or queue the event (the caller then treats the launch as complete). */
 bool track_push(CUevent ev, CUcontext ctx, uint64_t launch_ns);
 
-/* coord-launch.c: one tracked launch completed; busy_ns is the device time the tracker attributes to it. */
-void launch_complete(uint64_t busy_ns);
+/* coord-launch.c: one tracked launch completed, seen by the tracker at now_ns (coord_now_ns); busy_ns is the
+ * device time the tracker attributes to it. */
+void launch_complete(uint64_t busy_ns, uint64_t now_ns);
 /* coord-launch.c: once connected, make the launch gate's first run as fast as the others (idempotent). */
 void launch_warm(void);
 

@@ -326,10 +326,10 @@ static void launch_mirror(void)
     if (c) coord_conn_unlock();
 }
 
-void launch_complete(uint64_t busy_ns)
+void launch_complete(uint64_t busy_ns, uint64_t now_ns)
 {
     /* The next launch in flight, if any, runs from about now (before the count drops: see launch_ahead_ns). */
-    atomic_store_explicit(&launch_head_ns, coord_now_ns(), memory_order_relaxed);
+    atomic_store_explicit(&launch_head_ns, now_ns, memory_order_relaxed);
     atomic_fetch_add(&launch_busy_ns, busy_ns);
     /* Only the tracker thread writes the average: 1/8 of the newest sample, a backlog unit clamped to 100 ms. */
     uint64_t k = LD(&launch_kernel_ns), b = busy_ns > 100000000u ? 100000000u : busy_ns;

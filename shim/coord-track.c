@@ -125,7 +125,7 @@ static void *track_main(void *arg)
         tk.last_done_ns = now;
         if (rc == CUDA_SUCCESS) track_event_put(e.ev, e.ctx);
         /* else: the context (and the event with it) is gone, or the event failed: drop it. */
-        launch_complete(busy);
+        launch_complete(busy, now);
     }
     return NULL;
 }

@@ -311,6 +311,22 @@ static bool wait_track(const rota_slot_t *s, uint32_t want, int ms)
     return false;
 }
 
+/* Sends cmd to a command-mode child and watches slot->inflight (rotad's copy) until the child answers, for at
+ * most 20 s; returns the most it saw, and the answer in *reply ("" on timeout) when reply is not NULL. */
+static unsigned long max_inflight_during(child_t *c, const rota_slot_t *s, const char *cmd, const char **reply)
+{
+    unsigned long mx = 0;
+    const char *l = "";
+    fprintf(c->to, "%s\n", cmd);
+    for (int i = 0; i < 20000 && !l[0]; i++) {
+        unsigned long v = atomic_load(&s->inflight);
+        if (v > mx) mx = v;
+        l = th_say(c, NULL, 1);
+    }
+    if (reply) *reply = l;
+    return mx;
+}
+
 /* Last "n COUNT" progress line within ms (0 if none). */
 static unsigned long progress(child_t *c, int ms)
 {
@@ -590,13 +606,8 @@ int main(void)
         for (int k = 0; k < 2 && sl; k++) {
             th_say(&lo, teach[k], 5000);
             th_say(&lo, "sync", 5000);
-            fprintf(lo.to, "%s\n", cmds[k]);
-            const char *l = "";
-            for (int i = 0; i < 20000 && !l[0]; i++) {
-                unsigned v = atomic_load(&sl->inflight);
-                if (v > maxinf[k]) maxinf[k] = v;
-                l = th_say(&lo, NULL, 1);
-            }
+            const char *l;
+            maxinf[k] = max_inflight_during(&lo, sl, cmds[k], &l);
             int rc = -1;
             sscanf(l, "%d %lf", &rc, &took[k]);
             th_say(&lo, "sync", 10000);
@@ -630,13 +641,7 @@ int main(void)
             spawn(&sp, es);
             th_ready(&sp, "spinner");
             if (sl && wait_track(sl, 1, 3000)) {
-                fprintf(lo.to, "spin 4 50000000\n");
-                const char *l = "";
-                for (int i = 0; i < 20000 && !l[0]; i++) {
-                    unsigned v = atomic_load(&sl->inflight);
-                    if (v > mx2[k]) mx2[k] = v;
-                    l = th_say(&lo, NULL, 1);
-                }
+                mx2[k] = max_inflight_during(&lo, sl, "spin 4 50000000", NULL);
                 th_say(&lo, "sync", 10000);
             }
             expect(&sp, "done", 10000);
@@ -663,13 +668,7 @@ int main(void)
             if (s2 && wait_track(s2, 1, 3000)) {
                 th_say(&l2, "spin 8 2000000", 5000); /* teach the bound its 2 ms average */
                 th_say(&l2, "sync", 5000);
-                fprintf(l2.to, "spin 200 2000000\n");
-                const char *l = "";
-                for (int i = 0; i < 20000 && !l[0]; i++) {
-                    unsigned v = atomic_load(&s2->inflight);
-                    if (v > mr[k]) mr[k] = v;
-                    l = th_say(&l2, NULL, 1);
-                }
+                mr[k] = max_inflight_during(&l2, s2, "spin 200 2000000", NULL);
                 th_say(&l2, "sync", 10000);
             }
             th_finish(&l2);

@@ -162,12 +162,14 @@ int main(void)
 
     /* Kernel order across streams of one context follows launch order: a long kernel launched on idle s0,
      * then at once a short one on idle s1 (same priority), runs first, whichever executor thread wakes first.
-     * The device serialises them, so each try is decided by the engine, not by timing. */
+     * The device serialises them, so each try is decided by the engine, not by timing. The host functions behind
+     * them tell the order: in order, s1's runs short_ns after s0's, a margin for s0's executor waking late (a
+     * 1 ms margin was once not enough under ThreadSanitizer); out of order, s0's runs long_ns after s1's. */
     CUstream s0, s1;
     need_cu(cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING));
     need_cu(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
     int tries = 20, in_order = 0;
-    uint64_t long_ns = 8000000, short_ns = 1000000;
+    uint64_t long_ns = 8000000, short_ns = 4000000;
     void *lp[] = { &long_ns }, *shp[] = { &short_ns };
     for (int i = 0; i < tries; i++) {
         atomic_int ma = 0, mb = 0;

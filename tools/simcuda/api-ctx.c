@@ -25,7 +25,9 @@ static void tls_check(void)
 
 int api_ctx_reset_primaries(void)
 {
-    /* Called by cuInit with its lock held; a forked child's old slots stay allocated (abandoned). */
+    /* Called by cuInit with its lock held. A forked child's old slots stay allocated, since the parent's handles
+     * that the child still holds may be checked (api_handle_is) and must not point at freed memory; each new slot
+     * links the one it replaces, so they stay reachable (no leak report) rather than lost. */
     CUcontext fresh[SIMNODE_MAX_DEVICES];
     int n;
     for (n = 0; n < SIMNODE_MAX_DEVICES; n++) {
@@ -38,6 +40,7 @@ int api_ctx_reset_primaries(void)
         CUcontext c = fresh[i];
         c->dev = i;
         c->primary = true;
+        c->abandoned = primaries[i];
         pthread_mutex_init(&c->lock, NULL);
         primaries[i] = c;
     }

@@ -84,6 +84,7 @@ struct CUctx_st {
     api_stream_t *zombies;       /* destroyed streams still draining */
     CUresult sticky;             /* sticky error (illegal address in a kernel) */
     void *modules;               /* api-module.c's list of this context's modules */
+    struct CUctx_st *abandoned;  /* primary: the slot it replaced at a forked child's cuInit (kept, not freed) */
 };
 int api_ctx_reset_primaries(void);   /* cuInit: fresh primary-context slots; 0 or -ENOMEM */
 /* Unlinks and frees every module of ctx (context teardown). */

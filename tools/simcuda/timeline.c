@@ -99,6 +99,7 @@ static void flush_from(size_t min)
 {
     pthread_mutex_lock(&tl.wmu);
     pthread_mutex_lock(&tl.mu);
+    if (tl.exiting) min = 1; /* after the exit flush nothing else will write what is left: write it now */
     while (!tl.dead && tl.len[tl.cur] > 0 && (tl.fd < 0 || tl.len[tl.cur] >= min)) {
         int w = tl.cur;
         size_t n = tl.len[w];
