@@ -238,6 +238,10 @@ try:
                abs(sum(i.values()) - (gm - m["busy_s"])) < 0.02 * gm + 0.01,
                "%s: the idle breakdown adds up to GPUs x makespan - busy (%s vs %.3f s, 2%%)" % (
                    p, i and "%.3f" % sum(i.values()), gm - m["busy_s"]))
+            ok(m["B_ready_filled"] is not None and
+               abs(m["B_ready_filled"] - (m["busy_s"] + i["ready"]) / gm) < 1e-9 and m["B"] <= m["B_ready_filled"] <= 1.02,
+               "%s: B with 'ready' filled = (busy + ready idle) / (GPUs x makespan), between B and 1 (%s)" % (
+                   p, m["B_ready_filled"]))
             ok(m["timeline_busy_s"] is not None and abs(m["timeline_busy_s"] - m["busy_s"]) < 0.01 * m["busy_s"] + 0.002,
                "%s: simcuda's timeline has the busy time simcuda-stat counted (%s vs %.3f s, 1%%)" % (
                    p, m["timeline_busy_s"], m["busy_s"]))
@@ -272,6 +276,11 @@ try:
         ok(all(len(t) >= 3 and set(t[1].replace("|", "")) <= set("-") and
                all(l.count("|") == t[0].count("|") for l in t) for t in groups),
            "every markdown table has a separator and rows as wide as its header")
+        idle_t = [t for t in groups if "B with 'ready' filled" in t[0]]
+        rrow = rows.get("rota")
+        want = rrow and rrow.get("B_ready_filled") is not None and "| %.3f | %.3f |" % (rrow["B"], rrow["B_ready_filled"])
+        ok(len(idle_t) == 1 and want and any(l.startswith("| rota | ") and want in l for l in idle_t[0]),
+           "report.md's idle table gives rota's B and B with 'ready' filled (%s)" % want)
 
     # ---- the ROTA_TRACE contract: JSON lines from the shim/rotad become spans in the Chrome trace ---------
     import importlib.machinery
