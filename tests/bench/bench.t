@@ -21,6 +21,12 @@ def ok(cond, name):
     return cond
 
 
+def skip(reason):
+    global n_tests
+    n_tests += 1
+    print("ok %d # skip %s" % (n_tests, reason), flush=True)
+
+
 def diag(msg):
     for line in str(msg).splitlines():
         print("# " + line, file=sys.stderr)
@@ -227,8 +233,15 @@ try:
            "exclusive: harvest ~0 (nothing else runs beside the high-priority job; < 0.1)")
         ok(sh["crashed_oom"] >= 1, "shared: the batch job that does not fit crashes with OOM")
         ok(sh["harvest"] is not None and sh["harvest"] > ex["harvest"], "shared harvests more than exclusive")
-        ok(ex["hp_p99_x"] is not None and 0.5 < ex["hp_p99_x"] < 2,
-           "exclusive: high-priority p99 near solo (0.5x-2x: it runs alone)")
+        # Two runs of the job alone agree within 2x on a quiet host, not where the hypervisor keeps the CPUs
+        # (steal: late wake-ups in bursts, which is what a p99 catches).
+        steal = max(v for v in (ex.get("host_steal"), mx.get("solo_steal"), 0) if v is not None)
+        if steal > 0.15:
+            skip("exclusive vs solo p99 (%s): host CPU steal %.0f%% during the runs, over 15%%" % (
+                ex["hp_p99_x"], 100 * steal))
+        else:
+            ok(ex["hp_p99_x"] is not None and 0.5 < ex["hp_p99_x"] < 2,
+               "exclusive: high-priority p99 near solo (0.5x-2x: it runs alone; host steal %.0f%%)" % (100 * steal))
         for p, m in rows.items():
             if not m["available"]:
                 continue
@@ -276,6 +289,11 @@ try:
         ok(all(len(t) >= 3 and set(t[1].replace("|", "")) <= set("-") and
                all(l.count("|") == t[0].count("|") for l in t) for t in groups),
            "every markdown table has a separator and rows as wide as its header")
+        ok(all(m.get("host_steal") is None or 0 <= m["host_steal"] <= 1 for m in rows.values() if m["available"])
+           and (mx.get("solo_steal") is None or 0 <= mx["solo_steal"] <= 1) and
+           ("- host CPU steal" in md) and (os.path.exists("/proc/stat") == (rows["rota"].get("host_steal") is not None)),
+           "host CPU steal is measured per run (%s) where /proc/stat exists, and report.md states it" % (
+               rows["rota"].get("host_steal")))
         idle_t = [t for t in groups if "B with 'ready' filled" in t[0]]
         rrow = rows.get("rota")
         want = rrow and rrow.get("B_ready_filled") is not None and "| %.3f | %.3f |" % (rrow["B"], rrow["B_ready_filled"])
@@ -350,6 +368,26 @@ try:
     idle, _ = bm.idle_breakdown(run, mixdef, tl)
     ok(round(idle["host"] / M) == 31 and round(idle["queued"] / M) == 10 and round(idle["ready"] / M) == 13,
        "a job arrived but not started yet (c, from 60 to 70 ms) makes that idle time 'queued'")
+
+    # ---- host CPU steal: /proc/stat's cpu line, steal (field 8) over all of the first eight fields
+    stat = os.path.join(tmp, "stat")
+    with open(stat, "w") as f:
+        f.write("cpu  100 0 50 800 0 0 0 50 7 0\ncpu0 50 0 25 400 0 0 0 25 0 0\nintr 1 2\n")
+    a = bm.cpu_times(stat)
+    with open(stat, "w") as f:
+        f.write("cpu  160 0 70 1020 0 0 0 150 9 0\n")
+    b = bm.cpu_times(stat)
+    ok(a == [100, 0, 50, 800, 0, 0, 0, 50, 7, 0] and bm.steal_fraction(a, b) == 0.25,
+       "host steal: 100 of 400 ticks between two /proc/stat readings is 0.25 (guest ticks not counted twice)")
+    ok(bm.cpu_times(os.path.join(tmp, "no-such-stat")) is None and bm.steal_fraction(None, b) is None and
+       bm.steal_fraction(a, a) is None, "host steal: unknown without /proc/stat or without elapsed ticks")
+    res = [{"mix": {"name": "m"}, "solo_steal": 0.01,
+            "rows": [{"policy": "rota", "available": True, "host_steal": 0.02},
+                     {"policy": "x", "available": False}]}]
+    ok(bm.steal_warning(res) is None, "no steal warning at 1-2%")
+    res[0]["rows"][0]["host_steal"] = 0.31
+    w = bm.steal_warning(res)
+    ok(w is not None and "31%" in w and "solo 1%, rota 31%" in w, "a steal warning at 31%%, naming the runs (%s)" % w)
 finally:
     for n in (node, node + "-oom"):
         if os.path.exists("/dev/shm/" + n):
