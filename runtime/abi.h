@@ -17,7 +17,9 @@
  *            (issue 5, priority holds without a round trip through rotad). It carries no ledger state and no
  *            pointer or index anyone trusts; rotad rewrites it at every scheduling tick. A client scribbling
  *            over it can only delay other clients' lower-class launches until rotad's next tick, which any
- *            client can do anyway by declaring itself high priority.
+ *            client can do anyway by declaring itself high priority, or let lower-class launches through a
+ *            priority hold until the high client's next launch (high_idle), which is no more than a client
+ *            can do by launching without librota.
  *
  * Every shared structure starts with magic, ABI version and size; fields are fixed-width; fields that change
  * while others read them are _Atomic (lock-free on every supported target, checked below). A reader that finds
@@ -28,8 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROTA_ABI_VERSION 4u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
-                             * dev.normal_clients */
+#define ROTA_ABI_VERSION 5u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
+                             * dev.normal_clients; 5: board.high_idle, region.high_idle_ns (direct release) */
 #define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
 #define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
 #define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
@@ -78,6 +80,18 @@ enum rota_prio {
  * classes held" is one store after the high launch enters the gate; the high client measures that time itself
  * (channel.hold_*), and rotad adds it up per GPU (rota_dev_t.hold_*), next to its own confirmation time
  * (rota_dev_t.confirm_*: the activating launch to the slot holds published).
+ *
+ * Priority holds also end without waiting for rotad (direct release, ABI 5). board.devices[d].high_idle is a
+ * futex word whose low bit says "the only high client of GPU d is idle". That client (region.devices[d].high_clients
+ * == 1) sets the bit when its last launch in flight completes, if rotad's own idle rule already holds (no launch
+ * for region.high_idle_ns, rotad --idle-ms, which rotad publishes at start), and wakes the word; it clears the bit
+ * (adding 1) at every launch, before launching, and if a launch it raced with is in flight once the bit is set
+ * (its gate counts a launch in flight before that check, the tracker checks after setting the bit). A lower
+ * client whose slot.hold is exactly ROTA_HOLD_PRIO on GPU d, with high_clients == 1 and no board mark, launches
+ * while the bit is set and otherwise waits on that word rather than on slot.hold. rotad adds 2 to the word
+ * (keeping the bit) and wakes it after any hold change on GPU d, after the slot holds are out, so such a waiter
+ * never sleeps through rotad's release. rotad's own release follows at its tick as before: the direct release
+ * only saves the scheduler's wake-up from the hand-over, and the lower classes' share is computed again then.
  *
  * slot.track (rotad writes it before slot.hold, at every tick): 0 while the client is uncontended on its GPU (no
  * high client registered there or on an unknown GPU, no other client active there or on an unknown GPU, not
@@ -184,7 +198,8 @@ typedef struct rota_region {
     _Atomic uint32_t nclients;
     _Atomic uint32_t sched_epoch;      /* issue 5: futex word for node-wide scheduling changes */
     _Atomic uint64_t seq;              /* bumped on every change of the ledger */
-    uint64_t reserved_abi[8];
+    _Atomic uint64_t high_idle_ns;     /* rotad's idle window for high clients (--idle-ms): see direct release */
+    uint64_t reserved_abi[7];
     rota_dev_t devices[ROTA_MAX_DEVICES];
     rota_group_t groups[ROTA_MAX_GROUPS];
     rota_slot_t slots[ROTA_MAX_CLIENTS];
@@ -228,7 +243,7 @@ typedef struct rota_channel {
 
 typedef struct rota_board_dev {
     _Atomic uint32_t high_pending;     /* futex word: nonzero = a high client activated here, rotad not yet done */
-    uint32_t pad0;
+    _Atomic uint32_t high_idle;        /* futex word: low bit = the GPU's only high client is idle (direct release) */
     _Atomic uint64_t high_pending_ns;  /* CLOCK_MONOTONIC of the last activating launch (informational) */
     uint64_t reserved_abi[6];
 } rota_board_dev_t;
@@ -365,6 +380,8 @@ _Static_assert(offsetof(rota_slot_t, used) == 56, "slot layout");
 _Static_assert(sizeof(rota_slot_t) == 256, "slot entry");
 _Static_assert(offsetof(rota_region_t, size) == 8, "region header");
 _Static_assert(offsetof(rota_region_t, devices) == 128, "region devices");
+_Static_assert(offsetof(rota_region_t, high_idle_ns) == 64 && offsetof(rota_board_dev_t, high_idle) == 4,
+               "direct release words");
 _Static_assert(offsetof(rota_region_t, slots) % 64 == 0, "slots are cache-line aligned");
 _Static_assert(offsetof(rota_channel_t, inflight) == 24, "channel layout");
 _Static_assert(offsetof(rota_channel_t, credit) == 128, "channel credit");

@@ -72,6 +72,15 @@ static void sched_wake_shared(_Atomic uint32_t *w)
     syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+/* Hold changes on GPU d are out: wake the lower clients that wait on the board's high_idle word for a priority
+ * hold (abi.h, direct release). Adding 2 keeps the word's idle bit and makes a waiter that read it before this
+ * store return at once instead of sleeping through the release. */
+static void sched_wake_idle_word(sched_t *s, unsigned d)
+{
+    atomic_fetch_add(&s->b->devices[d].high_idle, 2);
+    sched_wake_shared(&s->b->devices[d].high_idle);
+}
+
 static void sched_set_hold(sched_t *s, unsigned slot, uint32_t hold)
 {
     rota_slot_t *sl = &s->r->slots[slot];
@@ -239,10 +248,23 @@ static bool sched_tick(sched_t *s, uint64_t now)
             c->vtime += dt * 1000 * (c->prio == ROTA_PRIO_LOW ? s->o.low_factor : 1) / nbusy[c->pool] / c->weight;
     }
 
+    /* The classes registered per GPU, for the gates' in-flight bound and the direct release (abi.h): out before
+     * the slot words below, so that a gate that reads this tick's track or hold reads these counts too. */
+    for (unsigned p = 1; p < SCHED_POOLS && p <= ndev; p++) {
+        rota_dev_t *d = &r->devices[p - 1];
+        uint32_t nh = nhigh[p] + nhigh[0], nn = nnormal[p] + nnormal[0]; /* unknown GPUs' clients: everywhere */
+        if (LD(&d->high_clients) != nh) atomic_store(&d->high_clients, nh);
+        if (LD(&d->normal_clients) != nn) atomic_store(&d->normal_clients, nn);
+    }
+
     uint32_t hold[ROTA_MAX_CLIENTS] = {0};
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         sched_client_t *c = &s->c[i];
-        if (c->live && c->prio != ROTA_PRIO_HIGH && hi[c->pool]) hold[i] = ROTA_HOLD_PRIO;
+        /* The share and quantum bits a client already had stay beside the priority bit: the board's direct
+         * release (abi.h) ends only a hold that is priority alone, so a client that was over its share (or
+         * out of the quantum) before the high client came waits for rotad's release, which decides again. */
+        if (c->live && c->prio != ROTA_PRIO_HIGH && hi[c->pool])
+            hold[i] = ROTA_HOLD_PRIO | (LD(&r->slots[i].hold) & (ROTA_HOLD_SHARE | ROTA_HOLD_QUANTUM));
     }
 
     /* Share within each group of lower-class clients on one GPU (sched_group: with low_factor > 1 the low group
@@ -352,11 +374,9 @@ static bool sched_tick(sched_t *s, uint64_t now)
         if (changed[p]) {
             atomic_fetch_add(&d->hold_epoch, 1);
             sched_wake_shared(&d->hold_epoch);
+            sched_wake_idle_word(s, p - 1);
         }
         ST(&d->high_active, hi[p] ? 1u : 0u);
-        uint32_t nh = nhigh[p] + nhigh[0], nn = nnormal[p] + nnormal[0]; /* unknown GPUs' clients: everywhere */
-        if (LD(&d->high_clients) != nh) ST(&d->high_clients, nh); /* the gates' in-flight bound */
-        if (LD(&d->normal_clients) != nn) ST(&d->normal_clients, nn);
         /* The slot holds are out: the board's mark has done its job. A new mark since our read stays. */
         uint32_t seen = pending[p - 1];
         if (seen && atomic_compare_exchange_strong(&s->b->devices[p - 1].high_pending, &seen, 0))
@@ -441,6 +461,8 @@ int sched_start(rota_region_t *r, rota_board_t *b, const sched_opts_t *o, sched_
     if (!s->o.idle_ns) s->o.idle_ns = SCHED_IDLE_NS_DEFAULT;
     if (!s->o.tick_ns) s->o.tick_ns = SCHED_TICK_NS_DEFAULT;
     if (!s->o.low_factor) s->o.low_factor = SCHED_LOW_FACTOR_DEFAULT;
+    /* A high client applies the same idle rule when it releases its GPU's lower classes itself (abi.h). */
+    atomic_store(&r->high_idle_ns, s->o.idle_ns);
     s->waitv_ok = true;
     for (unsigned p = 0; p < SCHED_POOLS; p++)
         for (unsigned k = 0; k < ROTA_PRIO_COUNT; k++) s->runner[p][k] = -1;
@@ -463,8 +485,10 @@ void sched_stop(sched_t *s)
     pthread_join(s->th, NULL);
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
         if (s->c[i].live) sched_set_hold(s, i, 0);
-    for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++)
+    for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) {
         if (atomic_exchange(&s->b->devices[d].high_pending, 0)) sched_wake_shared(&s->b->devices[d].high_pending);
+        sched_wake_idle_word(s, d);
+    }
     pthread_mutex_destroy(&s->mu);
     free(s);
 }

@@ -136,17 +136,59 @@ static bool launch_rotad_gone(conn_t *c)
 /* The connection whose rotad was found gone: not gated any more (until a memory hook reconnects). */
 static _Atomic(conn_t *) launch_dead_conn;
 
-/* The board's word for a high activation on GPU key (region index + 1; 0 = unknown GPU: no word). */
-static _Atomic uint32_t *launch_mark(conn_t *c, uint32_t key)
+/* What one gate consults: the client's slot (rotad's holds) and its GPU's board words. */
+typedef struct launch_gate {
+    conn_t *c;
+    const rota_region_t *r;
+    const rota_slot_t *sl;
+    uint32_t key;            /* region device index + 1; 0 = unknown GPU: no board words */
+    _Atomic uint32_t *mark;  /* board high_pending: a high activation rotad has not answered yet */
+    _Atomic uint32_t *idle;  /* board high_idle: the GPU's only high client ended its activity (direct release) */
+} launch_gate_t;
+
+static void launch_gate_init(launch_gate_t *g, conn_t *c, uint32_t key)
 {
     rota_board_t *b = conn_board(c);
-    return b && key && key <= ROTA_MAX_DEVICES ? &b->devices[key - 1].high_pending : NULL;
+    bool dev = b && key && key <= ROTA_MAX_DEVICES;
+    g->c = c;
+    g->r = conn_region(c);
+    g->sl = &g->r->slots[conn_slot(c)];
+    g->key = key;
+    g->mark = dev ? &b->devices[key - 1].high_pending : NULL;
+    g->idle = dev ? &b->devices[key - 1].high_idle : NULL;
 }
 
-/* Held: by rotad (slot.hold), or by a high activation rotad has not answered yet (the board). */
-static bool launch_held(const rota_slot_t *sl, _Atomic uint32_t *mark)
+/* A priority hold that can end through the board (abi.h, direct release): exactly ROTA_HOLD_PRIO, on a GPU with
+ * one high client. */
+static bool launch_direct(const launch_gate_t *g, uint32_t h)
 {
-    return LD(&sl->hold) || (mark && LD(mark));
+    return h == ROTA_HOLD_PRIO && g->idle && LD(&g->r->devices[g->key - 1].high_clients) == 1;
+}
+
+/* ... and that high client has ended it: its idle bit is set and no activation of it is pending. */
+static bool launch_prio_over(const launch_gate_t *g, uint32_t h)
+{
+    return launch_direct(g, h) && (atomic_load(g->idle) & 1) && !LD(g->mark);
+}
+
+/* Held: by rotad (slot.hold, unless the high client ended the priority hold itself), or by a high activation rotad
+ * has not answered yet (the board). */
+static bool launch_held(const launch_gate_t *g)
+{
+    uint32_t h = LD(&g->sl->hold);
+    if (h) return !launch_prio_over(g, h);
+    return g->mark && LD(g->mark);
+}
+
+/* A launch of a high client: clear its GPU's idle bit (add 1 to an odd word; rotad adds 2 concurrently, hence the
+ * loop), so that the lower classes are held again. The caller counted the launch in flight first (see
+ * launch_high_idle). */
+static void launch_high_busy(_Atomic uint32_t *idle)
+{
+    if (!idle) return;
+    uint32_t w = atomic_load(idle);
+    while ((w & 1) && !atomic_compare_exchange_weak(idle, &w, w + 1)) {
+    }
 }
 
 /* Asks rotad's scheduler thread to look at this client now (one FUTEX_WAKE on the channel's doorbell). */
@@ -185,8 +227,11 @@ static void launch_stamp(rota_channel_t *ch, _Atomic uint32_t *mark, uint64_t t_
     launch_ring(ch);
 }
 
-static void launch_wait_hold(conn_t *c, const rota_slot_t *sl, rota_channel_t *ch, _Atomic uint32_t *mark)
+static void launch_wait_hold(const launch_gate_t *g, rota_channel_t *ch)
 {
+    conn_t *c = g->c;
+    const rota_slot_t *sl = g->sl;
+    _Atomic uint32_t *mark = g->mark;
     if (launch_rotad_gone(c)) {
         atomic_store(&launch_dead_conn, c);
         return;
@@ -204,20 +249,36 @@ static void launch_wait_hold(conn_t *c, const rota_slot_t *sl, rota_channel_t *c
         if (ROTA_REAL(cuCtxGetDevice)(&dev) != CUDA_SUCCESS) dev = -1;
         rota_trace_event("hold", dev, 0, why);
     }
+    bool direct = false;
     for (;;) {
         uint32_t h = atomic_load(&sl->hold), m = h || !mark ? 0 : atomic_load(mark);
         if (!h && !m) break;
         /* The region is mapped read-only: FUTEX_WAIT only reads the word. rotad wakes the board's word once
-         * the slot holds are out, so a marked wait turns into a slot wait (or ends) within one tick. */
-        if (h) launch_futex_wait((_Atomic uint32_t *)&sl->hold, h, LAUNCH_HOLD_SLICE_NS, true);
-        else launch_futex_wait(mark, m, LAUNCH_HOLD_SLICE_NS, true);
-        if (launch_held(sl, mark) && launch_rotad_gone(c)) {
+         * the slot holds are out, so a marked wait turns into a slot wait (or ends) within one tick. A priority
+         * hold the high client may end itself waits on the board's idle word, which both it and rotad (after
+         * any hold change here) move and wake: read after the word, the hold is the one that word's value
+         * answers for. */
+        if (launch_direct(g, h)) {
+            uint32_t w = atomic_load(g->idle);
+            if ((w & 1) && !atomic_load(mark)) {
+                direct = true;
+                break;
+            }
+            if (atomic_load(&sl->hold) == h) launch_futex_wait(g->idle, w, LAUNCH_HOLD_SLICE_NS, true);
+        } else if (h) {
+            launch_futex_wait((_Atomic uint32_t *)&sl->hold, h, LAUNCH_HOLD_SLICE_NS, true);
+        } else {
+            launch_futex_wait(mark, m, LAUNCH_HOLD_SLICE_NS, true);
+        }
+        if (launch_held(g) && launch_rotad_gone(c)) {
             atomic_store(&launch_dead_conn, c);
             rota_log(ROTA_LOG_WARN, "rotad went away while this process was held; launching uncoordinated");
             break;
         }
     }
-    if (traced) rota_trace_event("release", dev, 0, launch_held(sl, mark) ? "\"end\":\"rotad_gone\"" : why);
+    if (traced)
+        rota_trace_event("release", dev, 0, direct ? "\"reason\":\"prio\",\"end\":\"high_idle\""
+                                             : launch_held(g) ? "\"end\":\"rotad_gone\"" : why);
     atomic_fetch_sub(&ch->held_waiting, 1);
 }
 
@@ -326,6 +387,32 @@ static void launch_mirror(void)
     if (c) coord_conn_unlock();
 }
 
+/* The high client's last launch in flight completed (the tracker, at now): if rotad would now find it idle (no
+ * launch for its idle window either), set its GPU's idle bit and wake whom the priority hold keeps, rather than
+ * leave the release to rotad's next tick (abi.h, direct release). Only as the GPU's only high client: with two,
+ * one of them going idle frees nothing. The bit is set before launch_inflight is read again, and a launch counts
+ * itself in flight before it reads the bit (coord_launch_gate): a launch that raced with this either finds the
+ * bit set and clears it, or shows here, and then the bit is cleared again. */
+static void launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
+{
+    const rota_region_t *r = conn_region(c);
+    rota_board_t *b = conn_board(c);
+    uint32_t key = LD(&ch->sched_dev);
+    uint64_t win = LD(&r->high_idle_ns);
+    if (!b || !key || key > ROTA_MAX_DEVICES || !win || LD(&r->devices[key - 1].high_clients) != 1) return;
+    _Atomic uint32_t *idle = &b->devices[key - 1].high_idle;
+    uint64_t last = atomic_load(&ch->last_launch_ns);
+    if (now < last || now - last < win) return; /* rotad releases at last + window; until then it is not idle */
+    uint32_t w = atomic_load(idle);
+    while (!(w & 1) && !atomic_compare_exchange_weak(idle, &w, w | 1)) {
+    }
+    if (atomic_load(&launch_inflight)) {
+        launch_high_busy(idle);
+        return;
+    }
+    syscall(SYS_futex, idle, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 void launch_complete(uint64_t busy_ns, uint64_t now_ns)
 {
     /* The next launch in flight, if any, runs from about now (before the count drops: see launch_ahead_ns). */
@@ -347,6 +434,7 @@ void launch_complete(uint64_t busy_ns, uint64_t now_ns)
         uint32_t key = LD(&ch->sched_dev);
         const rota_region_t *r = conn_region(c);
         uint32_t self = LD(&r->slots[conn_slot(c)].hold) != 0; /* held itself: not among the others */
+        if (high) launch_high_idle(c, ch, now_ns);
         if (high || (key && key <= ROTA_MAX_DEVICES && LD(&r->devices[key - 1].held) > self)) launch_ring(ch);
     }
     if (c) coord_conn_unlock();
@@ -398,22 +486,27 @@ CUresult coord_launch_gate(CUstream stream)
         return CUDA_SUCCESS; /* uncoordinated: nothing gated, nothing tracked */
     }
     /* launch_setup ran when this connection was made (launch_warm, before coord.c publishes it). */
-    const rota_slot_t *sl = &conn_region(c)->slots[conn_slot(c)];
     CUcontext ctx = NULL;
     ROTA_REAL(cuCtxGetCurrent)(&ctx);
     uint32_t key = launch_dev_key(c, ctx);
     if (LD(&ch->sched_dev) != key) atomic_store_explicit(&ch->sched_dev, key, memory_order_relaxed);
-    _Atomic uint32_t *mark = launch_mark(c, key);
+    launch_gate_t g;
+    launch_gate_init(&g, c, key);
+    const rota_slot_t *sl = g.sl;
     if (high) {
+        /* Counted in flight from here, before the idle bit is read (launch_high_idle), never bounded. */
+        atomic_fetch_add(&launch_inflight, 1);
+        lt.reserved++;
+        launch_high_busy(g.idle);
         /* First thing once the GPU is known: the sooner the board is marked, the sooner lower classes hold. */
-        launch_stamp(ch, mark, t_in);
+        launch_stamp(ch, g.mark, t_in);
         lt.pending++;
         coord_conn_unlock();
         return CUDA_SUCCESS;
     }
     /* A multi-device launch passes one gate per stream before launching: only its first gate may wait (a
      * second one waiting for a completion would wait for its own first stream's launch). */
-    if (!lt.pending && !LD(&sl->track) && !launch_held(sl, mark)) {
+    if (!lt.pending && !LD(&sl->track) && !launch_held(&g)) {
         lt.untracked++; /* uncontended: nothing to bound, nothing to track */
         if (!LD(&launch_backlog)) atomic_store_explicit(&launch_backlog, 1, memory_order_relaxed);
         /* The mirror of the last completion may have raced with another (last writer wins): refresh it. */
@@ -430,10 +523,10 @@ CUresult coord_launch_gate(CUstream stream)
          * client with nothing in flight and nobody waiting (idle), which would release whom it holds. */
         bool raised = false;
         for (;;) {
-            if (launch_held(sl, mark)) launch_wait_hold(c, sl, ch, mark); /* at once when rotad is gone */
+            if (launch_held(&g)) launch_wait_hold(&g, ch); /* at once when rotad is gone */
             raised = launch_reserve(o, ch, max, raised);
             /* A hold may have come while we waited for a completion: obey it before launching. */
-            if (!launch_held(sl, mark) || c == atomic_load(&launch_dead_conn)) break;
+            if (!launch_held(&g) || c == atomic_load(&launch_dead_conn)) break;
             launch_unreserve();
             launch_publish(ch); /* the slot given back must not stay counted (rotad charges what is in flight) */
         }
@@ -463,7 +556,7 @@ void coord_launch_after(CUstream stream, CUresult rc)
         return;
     }
     atomic_fetch_add(&launch_count, 1);
-    if (!reserved) atomic_fetch_add(&launch_inflight, 1); /* high: counted, never bounded */
+    if (!reserved) atomic_fetch_add(&launch_inflight, 1); /* the gate counts every tracked launch: defensive */
     CUcontext ctx = NULL;
     ROTA_REAL(cuCtxGetCurrent)(&ctx);
     CUevent ev = ctx ? track_event_get(ctx) : NULL;

@@ -236,8 +236,8 @@ try:
         # Two runs of the job alone agree within 2x on a quiet host, not where the hypervisor keeps the CPUs
         # (steal: late wake-ups in bursts, which is what a p99 catches).
         steal = max(v for v in (ex.get("host_steal"), mx.get("solo_steal"), 0) if v is not None)
-        if steal > 0.15:
-            skip("exclusive vs solo p99 (%s): host CPU steal %.0f%% during the runs, over 15%%" % (
+        if steal > 0.05:  # scripts/bench's STEAL_WARN: above it the report itself calls its figures distorted
+            skip("exclusive vs solo p99 (%s): host CPU steal %.0f%% during the runs, over 5%%" % (
                 ex["hp_p99_x"], 100 * steal))
         else:
             ok(ex["hp_p99_x"] is not None and 0.5 < ex["hp_p99_x"] < 2,

@@ -327,6 +327,23 @@ static unsigned long max_inflight_during(child_t *c, const rota_slot_t *s, const
     return mx;
 }
 
+/* A command-mode high client and a normal one, the normal one's GPU known to rotad (it launched once); returns
+ * the normal client's slot in r. */
+static const rota_slot_t *hold_pair(child_t *hi, child_t *lo, const rota_region_t *r)
+{
+    const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
+    const char *el[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=normal", NULL};
+    spawn(hi, eh);
+    spawn(lo, el);
+    th_ready(hi, "high command client");
+    th_ready(lo, "normal command client");
+    th_say(lo, "spin 1 1000000", 5000); /* its GPU is known from its first launch */
+    th_say(lo, "sync", 5000);
+    const rota_slot_t *ls = slot_of(r, lo->pid);
+    if (!ls) bail("no slot for the normal client");
+    return ls;
+}
+
 /* Last "n COUNT" progress line within ms (0 if none). */
 static unsigned long progress(child_t *c, int ms)
 {
@@ -352,7 +369,7 @@ int main(void)
     const char *rargs[] = {"--idle-ms", "5", NULL};
     pid_t rotad = th_rotad_start_args(rargs);
 
-    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..14) */
+    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..16) */
 #define SECTION(n) if (!only || atoi(only) == (n))
     conn_t *obs = observe();
     const rota_region_t *r = conn_region(obs);
@@ -640,6 +657,8 @@ int main(void)
                                 k ? "ROTA_PRIORITY=normal" : "ROTA_PRIORITY=low", NULL};
             spawn(&sp, es);
             th_ready(&sp, "spinner");
+            /* the spinner's class counts from its first launch (rotad publishes it with the track word) */
+            for (int i = 0; k && i < 3000 && atomic_load(&d0->normal_clients) == 0; i++) usleep(1000);
             if (sl && wait_track(sl, 1, 3000)) {
                 mx2[k] = max_inflight_during(&lo, sl, "spin 4 50000000", NULL);
                 th_say(&lo, "sync", 10000);
@@ -748,6 +767,60 @@ int main(void)
         th_finish(&lo);
     }
 
+    /* 15. direct release (runtime/abi.h): the GPU's only high client ends a lower client's priority hold itself
+     * when its last kernel completes. rotad is stopped (SIGSTOP) once its hold is out, so only the board can end
+     * it; with a second high client registered, nothing does until rotad runs again. */
+    SECTION(15) {
+        child_t hi, lo, hi2;
+        const rota_slot_t *ls = hold_pair(&hi, &lo, r);
+        const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
+        is_uint(atomic_load(&r->high_idle_ns), 5000000, "rotad publishes its idle window for high clients (--idle-ms 5)");
+
+        th_say(&hi, "spin 1 300000000", 5000);
+        ok(wait_hold(ls, true, 2000), "a high client's 300 ms kernel holds the normal client");
+        usleep(20000); /* rotad has answered the board's mark */
+        kill(rotad, SIGSTOP);
+        double t0 = th_now_ms();
+        fprintf(lo.to, "spin 1 1000000\n");
+        const char *l = expect(&lo, "0 ", 5000);
+        double dt = th_now_ms() - t0;
+        uint32_t h = atomic_load(&ls->hold);
+        ok(l[0] && h == ROTA_HOLD_PRIO, "rotad stopped: the held launch went once the high kernel ended, with its "
+           "slot still held by rotad (hold %u)", h);
+        ok(l[0] && dt > 100, "  not before: %.0f ms after it was asked for (about 280 ms of the kernel were left)", dt);
+
+        th_say(&hi, "spin 1 200000000", 5000);
+        t0 = th_now_ms();
+        fprintf(lo.to, "spin 1 1000000\n");
+        l = expect(&lo, "0 ", 5000);
+        dt = th_now_ms() - t0;
+        ok(l[0] && dt > 100, "rotad still stopped: the high client's next kernel holds it again, and its end releases "
+           "it (%.0f ms of that 200 ms kernel)", dt);
+        kill(rotad, SIGCONT);
+        ok(wait_hold(ls, false, 3000), "rotad, running again, releases the slot too");
+        th_say(&lo, "sync", 5000);
+
+        spawn(&hi2, eh);
+        th_ready(&hi2, "second high client");
+        double end = th_now_ms() + 3000;
+        while (atomic_load(&d0->high_clients) != 2 && th_now_ms() < end) usleep(1000);
+        is_uint(atomic_load(&d0->high_clients), 2, "a second high client registers on the GPU");
+        th_say(&hi, "spin 1 200000000", 5000);
+        ok(wait_hold(ls, true, 2000), "the high kernel holds the normal client again");
+        usleep(20000);
+        kill(rotad, SIGSTOP);
+        fprintf(lo.to, "spin 1 1000000\n");
+        l = expect(&lo, "0 ", 700);
+        ok(!l[0], "with two high clients one going idle frees nobody: still held 700 ms later (the kernel took 200)");
+        kill(rotad, SIGCONT);
+        l = expect(&lo, "0 ", 5000);
+        ok(l[0], "  until rotad runs again");
+        th_say(&lo, "sync", 5000);
+        th_finish(&hi2);
+        th_finish(&hi);
+        th_finish(&lo);
+    }
+
     /* 5. rotad killed while a client is held: the client proceeds (fail-open) */
     SECTION(5) {
         child_t hi, lo;
@@ -829,9 +902,37 @@ int main(void)
         ok(na + nb >= 700, "work-conserving: the GPU stayed busy (>= 700 of ~1500 kernel slots): %lu", na + nb);
         th_rotad_stop(rotad);
     }
+    /* 16. direct release keeps rotad's idle rule: with --idle-ms 400, a high kernel of 150 ms ends before the
+     * window and releases nobody itself; rotad does, 400 ms after the high launch. */
+    SECTION(16) {
+        if (only) { /* the first rotad still runs */
+            conn_close(obs);
+            th_rotad_stop(rotad);
+        }
+        const char *iargs[] = {"--idle-ms", "400", NULL};
+        rotad = th_rotad_start_args(iargs);
+        obs = observe();
+        const rota_region_t *ri = conn_region(obs);
+        child_t hi, lo;
+        const rota_slot_t *ls = hold_pair(&hi, &lo, ri);
+        double t0 = th_now_ms();
+        th_say(&hi, "spin 1 150000000", 5000);
+        ok(wait_hold(ls, true, 2000), "--idle-ms 400: a high kernel of 150 ms holds the normal client");
+        fprintf(lo.to, "spin 1 1000000\n");
+        const char *l = expect(&lo, "0 ", 5000);
+        double dt = th_now_ms() - t0;
+        ok(l[0] && dt > 300, "  whose launch goes once rotad's window has passed, %.0f ms after the high launch (the "
+           "high kernel ended at 150 ms, the window at 400)", dt);
+        th_say(&lo, "sync", 5000);
+        th_finish(&hi);
+        th_finish(&lo);
+        conn_close(obs);
+        obs = NULL;
+        th_rotad_stop(rotad);
+    }
     (void)th_rotad_start;
     if (obs) conn_close(obs);
-    if (only && atoi(only) != 5 && atoi(only) != 6 && atoi(only) != 12) th_rotad_stop(rotad);
+    if (only && atoi(only) != 5 && atoi(only) != 6 && atoi(only) != 12 && atoi(only) != 16) th_rotad_stop(rotad);
     th_cleanup_children();
     th_cleanup();
     char shm[96];
