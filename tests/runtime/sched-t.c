@@ -369,7 +369,7 @@ int main(void)
     const char *rargs[] = {"--idle-ms", "5", NULL};
     pid_t rotad = th_rotad_start_args(rargs);
 
-    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..16) */
+    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..17) */
 #define SECTION(n) if (!only || atoi(only) == (n))
     conn_t *obs = observe();
     const rota_region_t *r = conn_region(obs);
@@ -819,6 +819,53 @@ int main(void)
         th_finish(&hi2);
         th_finish(&hi);
         th_finish(&lo);
+    }
+
+    /* 17. a direct release frees only whom rotad would free: a normal client held for its share (weight 1 beside
+     * a spinner of weight 1000) when a high kernel comes keeps the share bit beside the priority bit, so the
+     * high client's idle bit frees the spinner, not it (rotad stopped, as in 15). */
+    SECTION(17) {
+        child_t hi, a, b;
+        const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
+        const char *ea[] = {"SCHED_MODE=cmd", "ROTA_WEIGHT=1", NULL};
+        const char *eb[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=6000", "SCHED_KNS=1000000", "ROTA_WEIGHT=1000", NULL};
+        spawn(&hi, eh);
+        spawn(&a, ea);
+        spawn(&b, eb);
+        th_ready(&hi, "high command client");
+        th_ready(&a, "weight-1 client");
+        th_ready(&b, "weight-1000 spinner");
+        const rota_slot_t *as = slot_of(r, a.pid), *bs = slot_of(r, b.pid);
+        if (!as || !bs) bail("no slot for the normal clients");
+        fprintf(a.to, "spin 40 2000000\n"); /* held for its share before these are all launched */
+        bool share = false;
+        for (int i = 0; i < 3000 && !(share = atomic_load(&as->hold) & ROTA_HOLD_SHARE); i++) usleep(1000);
+        ok(share, "a weight-1 client beside a weight-1000 spinner is held for its share");
+        th_say(&hi, "spin 1 300000000", 5000);
+        uint32_t want = ROTA_HOLD_PRIO | ROTA_HOLD_SHARE, ha = 0, hb = 0;
+        for (int i = 0; i < 2000 && ((ha = atomic_load(&as->hold)) != want || (hb = atomic_load(&bs->hold)) !=
+                                     ROTA_HOLD_PRIO); i++)
+            usleep(1000);
+        ok(ha == want && hb == ROTA_HOLD_PRIO, "a high kernel: the share-held client keeps its share bit beside the "
+           "priority bit (hold %u), the spinner is held for priority alone (hold %u)", ha, hb);
+        usleep(20000);
+        kill(rotad, SIGSTOP);
+        unsigned long n0 = progress(&b, 50);
+        usleep(400000); /* the high kernel ends within this */
+        unsigned long n1 = progress(&b, 300);
+        const char *l = th_say(&a, NULL, 10);
+        ok(n1 > n0, "rotad stopped, the high kernel over: the spinner runs again (its kernel count: %lu reported "
+           "while held, %lu after)", n0, n1);
+        ok(!l[0] && atomic_load(&as->hold) == want, "  the client over its share stays held: its launches wait for "
+           "rotad");
+        kill(rotad, SIGCONT);
+        l = expect(&a, "0 ", 15000);
+        ok(l[0], "rotad, running again, lets it go in its turn");
+        th_say(&a, "sync", 5000);
+        expect(&b, "done", 10000);
+        th_finish(&b);
+        th_finish(&a);
+        th_finish(&hi);
     }
 
     /* 5. rotad killed while a client is held: the client proceeds (fail-open) */
