@@ -828,7 +828,9 @@ int main(void)
         child_t hi, a, b;
         const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
         const char *ea[] = {"SCHED_MODE=cmd", "ROTA_WEIGHT=1", NULL};
-        const char *eb[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=6000", "SCHED_KNS=1000000", "ROTA_WEIGHT=1000", NULL};
+        /* the spinner keeps 4 kernels queued (it never drains, so never idles and frees the share meanwhile) */
+        const char *eb[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=6000", "SCHED_KNS=1000000", "SCHED_WINDOW=4",
+                            "ROTA_WEIGHT=1000", NULL};
         spawn(&hi, eh);
         spawn(&a, ea);
         spawn(&b, eb);
@@ -843,9 +845,12 @@ int main(void)
         ok(share, "a weight-1 client beside a weight-1000 spinner is held for its share");
         th_say(&hi, "spin 1 300000000", 5000);
         uint32_t want = ROTA_HOLD_PRIO | ROTA_HOLD_SHARE, ha = 0, hb = 0;
-        for (int i = 0; i < 2000 && ((ha = atomic_load(&as->hold)) != want || (hb = atomic_load(&bs->hold)) !=
-                                     ROTA_HOLD_PRIO); i++)
+        for (int i = 0; i < 2000; i++) {
+            ha = atomic_load(&as->hold);
+            hb = atomic_load(&bs->hold);
+            if (ha == want && hb == ROTA_HOLD_PRIO) break;
             usleep(1000);
+        }
         ok(ha == want && hb == ROTA_HOLD_PRIO, "a high kernel: the share-held client keeps its share bit beside the "
            "priority bit (hold %u), the spinner is held for priority alone (hold %u)", ha, hb);
         usleep(20000);
