@@ -494,8 +494,12 @@ CUresult coord_launch_gate(CUstream stream)
     launch_gate_init(&g, c, key);
     const rota_slot_t *sl = g.sl;
     if (high) {
-        /* Counted in flight from here, before the idle bit is read (launch_high_idle), never bounded. */
+        /* Counted in flight from here, before the idle bit is read (launch_high_idle), never bounded; and shown
+         * to rotad from here: the launch and what follows it (the tracker's start at a process's first launch)
+         * may take longer than rotad's idle window, and a client showing nothing in flight that long would read
+         * as idle while its kernel runs. */
         atomic_fetch_add(&launch_inflight, 1);
+        launch_publish(ch);
         lt.reserved++;
         launch_high_busy(g.idle);
         /* First thing once the GPU is known: the sooner the board is marked, the sooner lower classes hold. */

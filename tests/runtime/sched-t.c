@@ -776,8 +776,17 @@ int main(void)
         const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
         is_uint(atomic_load(&r->high_idle_ns), 5000000, "rotad publishes its idle window for high clients (--idle-ms 5)");
 
-        th_say(&hi, "spin 1 300000000", 5000);
-        ok(wait_hold(ls, true, 2000), "a high client's 300 ms kernel holds the normal client");
+        const char *hr = th_say(&hi, "spin 1 300000000", 5000);
+        if (!ok(wait_hold(ls, true, 2000), "a high client's 300 ms kernel holds the normal client")) {
+            const rota_slot_t *hs = slot_of(r, hi.pid);
+            diag("high reply '%s' slot %s: device %d state %u inflight %u; GPU 0: high_active %u high_clients %u "
+                 "held %u", hr, hs ? "found" : "missing", hs ? (int)atomic_load(&hs->device) : -9,
+                 hs ? atomic_load(&hs->sched_state) : 9u, hs ? atomic_load(&hs->inflight) : 9u,
+                 atomic_load(&d0->high_active), atomic_load(&d0->high_clients), atomic_load(&d0->held));
+            char cmd[512];
+            snprintf(cmd, sizeof cmd, "tail -c 3000 %s >&2; echo --- >&2; tail -c 1500 %s >&2", hi.err, lo.err);
+            if (system(cmd)) diag("could not show the clients' stderr");
+        }
         usleep(20000); /* rotad has answered the board's mark */
         kill(rotad, SIGSTOP);
         double t0 = th_now_ms();
