@@ -136,6 +136,8 @@ struct CUstream_st {
     pthread_mutex_t lock;
     pthread_cond_t cond;         /* broadcast on enqueue and on every completion */
     api_op_t *head, *tail;
+    api_op_t *retired;           /* the op just completed, until its runner frees it outside the lock: a child
+                                  * forked meanwhile inherits it here rather than on a thread it does not have */
     uint64_t submitted, completed;
     uint64_t last_end_ns;        /* the runner's: when the last operation ended (engine timeline for kernels) */
     unsigned refs;               /* 1 while not destroyed + 1 per op of another stream waiting on it */

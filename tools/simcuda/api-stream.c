@@ -274,12 +274,14 @@ static void stream_run(api_stream_t *s, bool until_empty)
         if (!s->head)
             s->tail = NULL;
         s->completed = op->seq;
+        s->retired = op;
         if (record)
             api_op_exec(s, op);  /* lock order: stream, then event */
         pthread_cond_broadcast(&s->cond);
         pthread_mutex_unlock(&s->lock);
         api_op_free(op);
         pthread_mutex_lock(&s->lock);
+        s->retired = NULL;       /* one runner per stream at a time: this one set it */
     }
     pthread_t prev;
     bool join_prev = false;
