@@ -294,6 +294,11 @@ try:
            ("- host CPU steal" in md) and (os.path.exists("/proc/stat") == (rows["rota"].get("host_steal") is not None)),
            "host CPU steal is measured per run (%s) where /proc/stat exists, and report.md states it" % (
                rows["rota"].get("host_steal")))
+        hrota = rows["rota"].get("handover")
+        ok(hrota is not None and hrota["n"] > 0 and 0 < hrota["median_us"] < 100000 and
+           hrota["sum_s"] <= rows["rota"]["idle_s"]["ready"] + rows["rota"]["idle_s"]["switch"] +
+           rows["rota"]["idle_s"]["host"] + 1e-9,
+           "rota: the high-priority job hands the GPU over (%s), within the idle time" % hrota)
         idle_t = [t for t in groups if "B with 'ready' filled" in t[0]]
         rrow = rows.get("rota")
         want = rrow and rrow.get("B_ready_filled") is not None and "| %.3f | %.3f |" % (rrow["B"], rrow["B_ready_filled"])
@@ -368,6 +373,15 @@ try:
     idle, _ = bm.idle_breakdown(run, mixdef, tl)
     ok(round(idle["host"] / M) == 31 and round(idle["queued"] / M) == 10 and round(idle["ready"] / M) == 13,
        "a job arrived but not started yet (c, from 60 to 70 ms) makes that idle time 'queued'")
+
+    # ---- hand-overs from the high-priority job: with a the high job, only a's end at 40 ms to b's kernel at 50
+    # (10 ms) counts, not a's own gap from 20 to 30
+    h = bm.handovers(run, dict(mixdef, hp="a"), tl)
+    ok(h == {"n": 1, "median_us": 10000.0, "p90_us": 10000.0, "sum_s": 0.01},
+       "hand-overs from the high-priority job: one of 10 ms (got %s)" % h)
+    ok(bm.handovers(run, dict(mixdef, hp=None), tl) is None and
+       bm.handovers(run, dict(mixdef, hp="b"), tl) == {"n": 0, "median_us": None, "p90_us": None, "sum_s": 0.0},
+       "none without a high-priority job; zero where it never hands the GPU over")
 
     # ---- host CPU steal: /proc/stat's cpu line, steal (field 8) over all of the first eight fields
     stat = os.path.join(tmp, "stat")
