@@ -158,11 +158,16 @@ static void launch_gate_init(launch_gate_t *g, conn_t *c, uint32_t key)
     g->idle = dev ? &b->devices[key - 1].high_idle : NULL;
 }
 
-/* A priority hold that can end through the board (abi.h, direct release): exactly ROTA_HOLD_PRIO, on a GPU with
- * one high client. */
+/* The direct release applies on g's GPU (abi.h): its board words are known and it has one high client. */
+static bool launch_one_high(const launch_gate_t *g)
+{
+    return g->idle && LD(&g->r->devices[g->key - 1].high_clients) == 1;
+}
+
+/* A priority hold that can end through the board: exactly ROTA_HOLD_PRIO, where the direct release applies. */
 static bool launch_direct(const launch_gate_t *g, uint32_t h)
 {
-    return h == ROTA_HOLD_PRIO && g->idle && LD(&g->r->devices[g->key - 1].high_clients) == 1;
+    return h == ROTA_HOLD_PRIO && launch_one_high(g);
 }
 
 /* ... and that high client has ended it: its idle bit is set and no activation of it is pending. */
@@ -395,12 +400,11 @@ static void launch_mirror(void)
  * bit set and clears it, or shows here, and then the bit is cleared again. */
 static void launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
 {
-    const rota_region_t *r = conn_region(c);
-    rota_board_t *b = conn_board(c);
-    uint32_t key = LD(&ch->sched_dev);
-    uint64_t win = LD(&r->high_idle_ns);
-    if (!b || !key || key > ROTA_MAX_DEVICES || !win || LD(&r->devices[key - 1].high_clients) != 1) return;
-    _Atomic uint32_t *idle = &b->devices[key - 1].high_idle;
+    launch_gate_t g;
+    launch_gate_init(&g, c, LD(&ch->sched_dev));
+    uint64_t win = LD(&g.r->high_idle_ns);
+    if (!win || !launch_one_high(&g)) return;
+    _Atomic uint32_t *idle = g.idle;
     uint64_t last = atomic_load(&ch->last_launch_ns);
     if (now < last || now - last < win) return; /* rotad releases at last + window; until then it is not idle */
     uint32_t w = atomic_load(idle);
