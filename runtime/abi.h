@@ -30,8 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROTA_ABI_VERSION 5u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
-                             * dev.normal_clients; 5: board.high_idle, region.high_idle_ns (direct release) */
+#define ROTA_ABI_VERSION 6u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
+                             * dev.normal_clients; 5: board.high_idle, region.high_idle_ns (direct release);
+                             * 6: region.high_idle_learn, channel.idle_from_ns, channel.idle_win_ns, slot.idle_win_ns
+                             * (the learned idle window) */
 #define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
 #define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
 #define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
@@ -92,6 +94,16 @@ enum rota_prio {
  * (keeping the bit) and wakes it after any hold change on GPU d, after the slot holds are out, so such a waiter
  * never sleeps through rotad's release. rotad's own release follows at its tick as before: the direct release
  * only saves the scheduler's wake-up from the hand-over, and the lower classes' share is computed again then.
+ *
+ * The idle window of a high client is learned (ABI 6; unless rotad --idle-fixed, region.high_idle_learn == 0). The
+ * client keeps a histogram of its own gaps, from the completion that left nothing in flight to its next launch
+ * (runtime/lib/idlewin.h), and at every such completion writes channel.idle_win_ns (the window that gap
+ * distribution makes cheapest, at most high_idle_ns) and then channel.idle_from_ns (that completion's time, as
+ * its tracker saw it). It is idle, for rotad as for its own direct release, once nothing is in flight and
+ * either no launch came for high_idle_ns (the rule above) or idle_from_ns is later than last_launch_ns and
+ * idle_win_ns has passed since. A launch after that completion stamps a later last_launch_ns, which voids it.
+ * The learned rule only ever ends a hold sooner; what a client writes there decides only its own holds on
+ * others, as launching less would. rotad shows the window it applied in slot.idle_win_ns.
  *
  * slot.track (rotad writes it before slot.hold, at every tick): 0 while the client is uncontended on its GPU (no
  * high client registered there or on an unknown GPU, no other client active there or on an unknown GPU, not
@@ -183,7 +195,8 @@ typedef struct rota_slot {
     _Atomic uint32_t track;            /* issue 5: 1 = contention may begin here: track launches (see below) */
     char comm[ROTA_COMM_LEN];          /* NUL-terminated, sanitised */
     _Atomic uint64_t credit;           /* unused credit (all GPUs) as last read from the channel; part of used[] */
-    uint64_t reserved_abi[2];
+    _Atomic uint64_t idle_win_ns;      /* a high client's idle window as rotad applies it; UINT64_MAX: not yet */
+    uint64_t reserved_abi[1];
 } rota_slot_t;
 
 typedef struct rota_region {
@@ -199,7 +212,9 @@ typedef struct rota_region {
     _Atomic uint32_t sched_epoch;      /* issue 5: futex word for node-wide scheduling changes */
     _Atomic uint64_t seq;              /* bumped on every change of the ledger */
     _Atomic uint64_t high_idle_ns;     /* rotad's idle window for high clients (--idle-ms): see direct release */
-    uint64_t reserved_abi[7];
+    _Atomic uint32_t high_idle_learn;  /* 1: high clients learn their window (ABI 6, "learned idle window") */
+    uint32_t reserved_u32;
+    uint64_t reserved_abi[6];
     rota_dev_t devices[ROTA_MAX_DEVICES];
     rota_group_t groups[ROTA_MAX_GROUPS];
     rota_slot_t slots[ROTA_MAX_CLIENTS];
@@ -223,7 +238,9 @@ typedef struct rota_channel {
     _Atomic uint32_t held_waiting;     /* threads of the client waiting in the launch gate for a hold */
     _Atomic uint32_t inflight_waiting; /* threads waiting for one of their in-flight launches to complete */
     _Atomic uint64_t active_since_ns;  /* CLOCK_MONOTONIC of the launch that set active (idle -> active) */
-    uint64_t reserved_abi[6];
+    _Atomic uint64_t idle_from_ns;     /* high client: when its last launch in flight completed (learned window) */
+    _Atomic uint64_t idle_win_ns;      /* high client: its learned idle window, counted from idle_from_ns */
+    uint64_t reserved_abi[4];
     /* Memory credit per GPU (index in region->devices): bytes rotad has already charged to this client and not
      * yet seen used. rotad adds to it when it grants a RESERVE (fetch_add) and takes it all back under pressure
      * (exchange with 0); the client takes from it with compare-exchange to allocate without a round trip, and
@@ -392,6 +409,9 @@ _Static_assert(offsetof(rota_board_t, devices) == 64 && sizeof(rota_board_t) == 
 /* scheduling (issue 5) */
 _Static_assert(offsetof(rota_channel_t, sched_dev) == 60 && offsetof(rota_channel_t, active_since_ns) == 72,
                "channel scheduling layout");
+_Static_assert(offsetof(rota_channel_t, idle_from_ns) == 80 && offsetof(rota_channel_t, idle_win_ns) == 88 &&
+                   offsetof(rota_region_t, high_idle_learn) == 72 && offsetof(rota_slot_t, idle_win_ns) == 240,
+               "learned idle window layout");
 _Static_assert(offsetof(rota_dev_t, busy_permille) == 56 && offsetof(rota_dev_t, hold_lat_max_ns) == 80 &&
                    offsetof(rota_dev_t, hold_lat_hist) == 112,
                "device scheduling layout");

@@ -21,7 +21,8 @@
 
 static const char usage[] =
     "usage: rotad [--socket PATH] [--config FILE] [--foreground] [--notify-fd N] [--idle-ms MS]\n"
-    "             [--idle-low-us US] [--tick-ms MS] [--quantum-ms MS] [--low-factor N] [--no-probe]\n"
+    "             [--idle-fixed] [--idle-low-us US] [--tick-ms MS] [--quantum-ms MS] [--low-factor N]\n"
+    "             [--no-probe]\n"
     "\n"
     "rota's per-node coordinator: the node-wide GPU memory ledger, queue-instead-of-OOM, launch scheduling.\n"
     "\n"
@@ -33,6 +34,9 @@ static const char usage[] =
     "  --notify-fd N   write a newline to descriptor N once listening, then close it (s6 readiness)\n"
     "  --idle-ms MS    launch scheduling: a client is idle after MS without launches and with nothing\n"
     "                  in flight; a high-priority client's holds on lower classes end then (default 2)\n"
+    "                  or sooner: each high client learns from its own gaps when ending them earlier\n"
+    "                  costs less GPU idle time than it costs its next request (MS is that price)\n"
+    "  --idle-fixed    a high client's holds end --idle-ms after its last launch, never sooner\n"
     "  --idle-low-us US\n"
     "                  the same for normal and low clients, in microseconds: whom they hold for their\n"
     "                  share runs once they have nothing in flight, no thread waiting to launch and no\n"
@@ -100,7 +104,7 @@ static int rotad_detach(int *ready_fd)
 int main(int argc, char **argv)
 {
     const char *sock = NULL, *cfgpath = NULL;
-    bool foreground = false, probe = true;
+    bool foreground = false, probe = true, idle_fixed = false;
     int notify_fd = -1;
     uint64_t sched_idle_ns = 0, sched_idle_low_ns = 0, sched_tick_ns = 0, sched_quantum_ns = 0;
     unsigned sched_low_factor = 0;
@@ -114,6 +118,8 @@ int main(int argc, char **argv)
             foreground = true;
         } else if (!strcmp(a, "--no-probe")) {
             probe = false;
+        } else if (!strcmp(a, "--idle-fixed")) {
+            idle_fixed = true;
         } else if (!strcmp(a, "--socket") && has_val) {
             sock = argv[++i];
             if (!sock[0]) return rotad_fatal(ROTAD_EXIT_USAGE, "--socket: empty path");
@@ -197,7 +203,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     server_opts_t o = {.socket_path = path, .cfg = &cfg, .log_level = log_level, .sched_idle_ns = sched_idle_ns,
-                       .sched_idle_low_ns = sched_idle_low_ns, .sched_tick_ns = sched_tick_ns,
+                       .sched_idle_low_ns = sched_idle_low_ns, .sched_idle_fixed = idle_fixed,
+                       .sched_tick_ns = sched_tick_ns,
                        .sched_quantum_ns = sched_quantum_ns,
                        .sched_low_factor = sched_low_factor};
     server_t *s;

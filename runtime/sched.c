@@ -75,6 +75,23 @@ static void sched_wake_shared(_Atomic uint32_t *w)
 /* Hold changes on GPU d are out: wake the lower clients that wait on the board's high_idle word for a priority
  * hold (abi.h, direct release). Adding 2 keeps the word's idle bit and makes a waiter that read it before this
  * store return at once instead of sleeping through the release. */
+/* When a high client whose last launch was at last turns idle with nothing in flight: idle_ns after that launch,
+ * or sooner by the window it learned, counted from the completion that left nothing in flight (abi.h, learned
+ * idle window; never later than idle_ns). Only a completion after its last launch counts: a launch since voids
+ * it. The window applied is shown in the slot for rota status. */
+static uint64_t sched_high_due(const sched_t *s, const rota_channel_t *ch, rota_slot_t *sl, uint64_t last)
+{
+    uint64_t due = last + s->o.idle_ns, win = s->o.idle_ns;
+    if (!s->o.idle_fixed) {
+        /* acquire: the client stores the window, then the time (coord-launch.c); this window is that time's */
+        uint64_t from = atomic_load_explicit(&ch->idle_from_ns, memory_order_acquire), w = LD(&ch->idle_win_ns);
+        if (w < win) win = w;
+        if (from > last && from < due && due - from > win) due = from + win;
+    }
+    if (LD(&sl->idle_win_ns) != win) ST(&sl->idle_win_ns, win);
+    return due;
+}
+
 static void sched_wake_idle_word(sched_t *s, unsigned d)
 {
     atomic_fetch_add(&s->b->devices[d].high_idle, 2);
@@ -193,10 +210,11 @@ static bool sched_tick(sched_t *s, uint64_t now)
              * flight while its work runs, so only its launches tell, over idle_ns, as for a high client. */
             bool counted = c->prio != ROTA_PRIO_HIGH && LD(&r->slots[i].track) && last > c->track_on_ns;
             uint64_t idle_ns = counted ? s->o.idle_low_ns : s->o.idle_ns;
-            if (!infl && !waiting && now > last && now - last < idle_ns &&
-                (!next_idle || last + idle_ns < next_idle))
-                next_idle = last + idle_ns; /* wake up then, not a tick later: whom it holds waits */
-            if (!infl && !waiting && now > last && now - last >= idle_ns &&
+            uint64_t due = last + idle_ns;
+            if (c->prio == ROTA_PRIO_HIGH) due = sched_high_due(s, ch, &r->slots[i], last);
+            if (!infl && !waiting && now > last && now < due && (!next_idle || due < next_idle))
+                next_idle = due; /* wake up then, not a tick later: whom it holds waits */
+            if (!infl && !waiting && now > last && now >= due &&
                 atomic_compare_exchange_strong(&ch->active, &act, 0)) {
                 /* Dekker with the launch gate (store last_launch_ns, then load active): a launch we raced with
                  * either saw active == 0 (and rang) or shows here. */
@@ -463,6 +481,7 @@ int sched_start(rota_region_t *r, rota_board_t *b, const sched_opts_t *o, sched_
     if (!s->o.low_factor) s->o.low_factor = SCHED_LOW_FACTOR_DEFAULT;
     /* A high client applies the same idle rule when it releases its GPU's lower classes itself (abi.h). */
     atomic_store(&r->high_idle_ns, s->o.idle_ns);
+    atomic_store(&r->high_idle_learn, s->o.idle_fixed ? 0u : 1u);
     s->waitv_ok = true;
     for (unsigned p = 0; p < SCHED_POOLS; p++)
         for (unsigned k = 0; k < ROTA_PRIO_COUNT; k++) s->runner[p][k] = -1;
@@ -502,6 +521,7 @@ void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, unsigned pr
     ST(&s->r->slots[slot].hold, 0);
     atomic_store(&s->r->slots[slot].track, 1); /* until the next tick knows better */
     ST(&s->r->slots[slot].sched_state, ROTA_SCHED_IDLE);
+    ST(&s->r->slots[slot].idle_win_ns, UINT64_MAX); /* not known until its first idle check (abi.h) */
     pthread_mutex_unlock(&s->mu);
     sched_kick(s);
 }

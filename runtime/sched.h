@@ -14,9 +14,10 @@
  * sched_dev; clients whose GPU rotad does not know share pool 0) it then decides:
  *
  *   priority   while a high client is active there, every normal and low client is held (ROTA_HOLD_PRIO);
- *              released at once when the last high client is idle (nothing in flight, no launch for idle_ns)
- *              or gone. The hold starts before this thread runs: the high client's activating launch marks the
- *              board (abi.h), which the lower clients' gates obey; each tick reads the board first, publishes
+ *              released at once when the last high client is idle (nothing in flight, no launch for idle_ns,
+ *              or sooner by the window it learned: abi.h) or gone. The hold starts before this thread runs:
+ *              the high client's activating launch marks the board (abi.h), which the lower clients' gates
+ *              obey; each tick reads the board first, publishes
  *              the slot holds, then clears what it read (and adds up the high clients' latency figures).
  *   share      among the active normal and low clients that are not priority-held, device time is sampled every
  *              tick: each client with launches in flight gets tick/n of the device (n = clients with work in
@@ -40,6 +41,7 @@ typedef struct sched sched_t;
 typedef struct sched_opts {
     uint64_t idle_ns;        /* a client is idle after this long without launches and nothing in flight */
     uint64_t idle_low_ns;    /* the same for normal and low clients (0: at once; not defaulted) */
+    bool idle_fixed;         /* high clients' idle window is idle_ns, not learned (abi.h, learned idle window) */
     uint64_t tick_ns;        /* decision period while something is contended */
     uint64_t quantum_ns;     /* 0 = weighted fair share, else exclusive quanta of this length */
     unsigned low_factor;     /* a low client's device time counts this many times in the share (0: default) */

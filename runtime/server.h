@@ -25,6 +25,7 @@ typedef struct server_opts {
     int log_level;            /* 0 warnings, 1 info, 2 debug */
     uint64_t sched_idle_ns;   /* launch scheduling (runtime/sched.h): idle window, 0 = default 2 ms */
     uint64_t sched_idle_low_ns; /* the idle window of normal and low clients (0: at once) */
+    bool sched_idle_fixed;    /* high clients' idle window is sched_idle_ns, not learned */
     uint64_t sched_tick_ns;   /* decision period, 0 = default 1 ms */
     uint64_t sched_quantum_ns; /* 0 = weighted fair share; else exclusive quanta of this length */
     unsigned sched_low_factor; /* weight of a low client's device time against normal clients' (0: default) */

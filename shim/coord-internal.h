@@ -34,8 +34,11 @@ void track_event_put(CUevent ev, CUcontext ctx);
 bool track_push(CUevent ev, CUcontext ctx, uint64_t launch_ns);
 
 /* coord-launch.c: one tracked launch completed, seen by the tracker at now_ns (coord_now_ns); busy_ns is the
- * device time the tracker attributes to it. */
-void launch_complete(uint64_t busy_ns, uint64_t now_ns);
+ * device time the tracker attributes to it. Returns when a high client's idle check is due (launch_idle_due; 0:
+ * none), which the tracker then calls unless another completion came first. */
+uint64_t launch_complete(uint64_t busy_ns, uint64_t now_ns);
+/* coord-launch.c: a high client's idle check (direct release) at now_ns, from the tracker; returns as above. */
+uint64_t launch_idle_due(uint64_t now_ns);
 /* coord-launch.c: once connected, make the launch gate's first run as fast as the others (idempotent). */
 void launch_warm(void);
 

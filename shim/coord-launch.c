@@ -6,6 +6,8 @@
 #include "shim/options.h"
 #include "shim/trace.h"
 
+#include "runtime/lib/idlewin.h"
+
 #include <errno.h>
 #include <link.h>
 #include <limits.h>
@@ -62,6 +64,10 @@ static _Atomic uint32_t launch_backlog;   /* 1: untracked launches since the las
 static _Atomic uint64_t launch_count, launch_busy_ns;
 static _Atomic uint64_t launch_kernel_ns; /* moving average of a tracked launch's device time (0: none yet) */
 static _Atomic uint64_t launch_head_ns;   /* when the oldest launch in flight began running, about */
+/* A high client's gaps, from a completion that left nothing in flight to the next launch, and that completion's
+ * time until the next launch takes it (0: taken). They give its learned idle window (abi.h). */
+static idlewin_t launch_gaps;
+static _Atomic uint64_t launch_idle_from;
 
 typedef struct launch_thread {
     unsigned pending;      /* gates passed whose after has not run */
@@ -80,6 +86,12 @@ static void launch_atfork_child(void)
     atomic_store(&launch_inflight, 0);
     atomic_store(&launch_waiters, 0);
     atomic_store(&launch_backlog, 0);
+    atomic_store(&launch_idle_from, 0);
+    for (unsigned k = 0; k < IDLEWIN_BUCKETS; k++) {
+        atomic_store(&launch_gaps.n[k], 0);
+        atomic_store(&launch_gaps.sum_ns[k], 0);
+    }
+    atomic_store(&launch_gaps.total, 0);
     lt = (launch_thread_t){0};
 }
 
@@ -392,21 +404,22 @@ static void launch_mirror(void)
     if (c) coord_conn_unlock();
 }
 
-/* The high client's last launch in flight completed (the tracker, at now): if rotad would now find it idle (no
- * launch for its idle window either), set its GPU's idle bit and wake whom the priority hold keeps, rather than
- * leave the release to rotad's next tick (abi.h, direct release). Only as the GPU's only high client: with two,
- * one of them going idle frees nothing. The bit is set before launch_inflight is read again, and a launch counts
- * itself in flight before it reads the bit (coord_launch_gate): a launch that raced with this either finds the
- * bit set and clears it, or shows here, and then the bit is cleared again. */
-static void launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
+/* A high client's launch that found nothing in flight, entering the gate at t: the gap since the completion that
+ * left nothing in flight, for the learned idle window. Only a completion after the previous launch counts (one
+ * the tracker stored after this launch counted itself in flight is older than that launch, and is skipped). */
+static void launch_learn(const rota_region_t *r, rota_channel_t *ch, uint64_t t)
 {
-    launch_gate_t g;
-    launch_gate_init(&g, c, LD(&ch->sched_dev));
-    uint64_t win = LD(&g.r->high_idle_ns);
-    if (!win || !launch_one_high(&g)) return;
-    _Atomic uint32_t *idle = g.idle;
-    uint64_t last = atomic_load(&ch->last_launch_ns);
-    if (now < last || now - last < win) return; /* rotad releases at last + window; until then it is not idle */
+    if (!LD(&r->high_idle_learn)) return;
+    uint64_t from = atomic_exchange(&launch_idle_from, 0);
+    if (from && from > LD(&ch->last_launch_ns) && t > from) idlewin_add(&launch_gaps, t - from);
+}
+
+/* Sets the GPU's idle bit and wakes whom the priority hold keeps there (direct release). The bit is set before
+ * launch_inflight is read again, and a launch counts itself in flight before it reads the bit
+ * (coord_launch_gate): a launch that raced with this either finds the bit set and clears it, or shows here, and
+ * then the bit is cleared again. */
+static void launch_set_idle(_Atomic uint32_t *idle)
+{
     uint32_t w = atomic_load(idle);
     while (!(w & 1) && !atomic_compare_exchange_weak(idle, &w, w | 1)) {
     }
@@ -417,8 +430,53 @@ static void launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
     syscall(SYS_futex, idle, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-void launch_complete(uint64_t busy_ns, uint64_t now_ns)
+/* The high client has nothing in flight (the tracker, at now): if rotad would now find it idle, release its GPU's
+ * lower classes itself, rather than leave that to rotad's wake-up (abi.h, direct release); if it will be idle
+ * later, by the rule rotad applies (no launch for the idle window, or the learned window passed since the
+ * completion that left nothing in flight), return when, for the tracker to call launch_idle_due then. Only as the
+ * GPU's only high client: with two, one of them going idle frees nothing. 0: nothing to wait for. */
+static uint64_t launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
 {
+    launch_gate_t g;
+    launch_gate_init(&g, c, LD(&ch->sched_dev));
+    uint64_t win = LD(&g.r->high_idle_ns);
+    if (!win || !launch_one_high(&g)) return 0;
+    uint64_t last = atomic_load(&ch->last_launch_ns), due = last + win;
+    if (LD(&g.r->high_idle_learn)) {
+        uint64_t from = LD(&ch->idle_from_ns), w = LD(&ch->idle_win_ns);
+        if (from > last && from + w < due) due = from + w;
+    }
+    if (now < last) return 0;
+    if (now < due) return due;
+    launch_set_idle(g.idle);
+    return 0;
+}
+
+/* The high client's last launch in flight completed at now: its gap starts, and its window for that gap is the one
+ * its gaps so far make cheapest (runtime/lib/idlewin.h), stored before the completion time, which releases it: rotad
+ * reads the time (acquire), then the window, so the window it reads is this one or a newer one. */
+static void launch_high_done(const rota_region_t *r, rota_channel_t *ch, uint64_t now)
+{
+    if (!LD(&r->high_idle_learn)) return;
+    atomic_store(&launch_idle_from, now);
+    uint64_t w = idlewin_choose(&launch_gaps, LD(&r->high_idle_ns));
+    atomic_store_explicit(&ch->idle_win_ns, w, memory_order_relaxed);
+    atomic_store_explicit(&ch->idle_from_ns, now, memory_order_release);
+}
+
+uint64_t launch_idle_due(uint64_t now)
+{
+    if (rota_options()->priority != ROTA_PRIORITY_HIGH) return 0;
+    conn_t *c = coord_conn_lock();
+    rota_channel_t *ch = c ? conn_channel(c) : NULL;
+    uint64_t due = ch && !atomic_load(&launch_inflight) ? launch_high_idle(c, ch, now) : 0;
+    if (c) coord_conn_unlock();
+    return due;
+}
+
+uint64_t launch_complete(uint64_t busy_ns, uint64_t now_ns)
+{
+    uint64_t due = 0;
     /* The next launch in flight, if any, runs from about now (before the count drops: see launch_ahead_ns). */
     atomic_store_explicit(&launch_head_ns, now_ns, memory_order_relaxed);
     atomic_fetch_add(&launch_busy_ns, busy_ns);
@@ -438,10 +496,14 @@ void launch_complete(uint64_t busy_ns, uint64_t now_ns)
         uint32_t key = LD(&ch->sched_dev);
         const rota_region_t *r = conn_region(c);
         uint32_t self = LD(&r->slots[conn_slot(c)].hold) != 0; /* held itself: not among the others */
-        if (high) launch_high_idle(c, ch, now_ns);
+        if (high) {
+            launch_high_done(r, ch, now_ns);
+            due = launch_high_idle(c, ch, now_ns);
+        }
         if (high || (key && key <= ROTA_MAX_DEVICES && LD(&r->devices[key - 1].held) > self)) launch_ring(ch);
     }
     if (c) coord_conn_unlock();
+    return due;
 }
 
 /* Tracking resumes: one event on stream for whatever was launched untracked before, as one unit in flight. */
@@ -502,7 +564,7 @@ CUresult coord_launch_gate(CUstream stream)
          * to rotad from here: the launch and what follows it (the tracker's start at a process's first launch)
          * may take longer than rotad's idle window, and a client showing nothing in flight that long would read
          * as idle while its kernel runs. */
-        atomic_fetch_add(&launch_inflight, 1);
+        if (!atomic_fetch_add(&launch_inflight, 1)) launch_learn(g.r, ch, t_in);
         launch_publish(ch);
         lt.reserved++;
         launch_high_busy(g.idle);

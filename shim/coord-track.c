@@ -3,6 +3,7 @@
 
 #include "shim/log.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -23,6 +24,10 @@
  * A stream destroyed while its events are pending is fine (the events stay valid and complete). A context
  * destroyed meanwhile makes cuCtxSetCurrent or cuEventSynchronize fail: the launch counts as complete and the
  * event is dropped with its context.
+ *
+ * With nothing queued, the thread sleeps; in a high client, until the idle check that launch_complete asked for
+ * (the learned idle window ending, coord-launch.c), if no completion came first. The condition variable runs on
+ * CLOCK_MONOTONIC, the clock of coord_now_ns.
  */
 
 #define TRACK_POOL_MAX 64
@@ -42,10 +47,19 @@ static struct {
     track_entry_t pool[TRACK_POOL_MAX];
     size_t npool;
     uint64_t last_done_ns;  /* tracker thread only */
+    uint64_t due_ns;        /* tracker thread only: when to call launch_idle_due (0: never) */
 } tk = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
-    .cv = PTHREAD_COND_INITIALIZER,
 };
+
+static void track_cv_init(void)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&tk.cv, &a);
+    pthread_condattr_destroy(&a);
+}
 
 static pthread_once_t track_once = PTHREAD_ONCE_INIT;
 
@@ -53,19 +67,20 @@ static void track_atfork_child(void)
 {
     /* The thread and the parent's contexts are not ours: start from nothing. */
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
     memcpy(&tk.mu, &mu, sizeof mu);
-    memcpy(&tk.cv, &cv, sizeof cv);
+    track_cv_init();
     free(tk.q);
     tk.q = NULL;
     tk.cap = tk.head = tk.len = 0;
     tk.started = tk.failed = tk.sleeping = false;
     tk.npool = 0;
     tk.last_done_ns = 0;
+    tk.due_ns = 0;
 }
 
 static void track_setup(void)
 {
+    track_cv_init();
     pthread_atfork(NULL, NULL, track_atfork_child);
 }
 
@@ -106,7 +121,18 @@ static void *track_main(void *arg)
         pthread_mutex_lock(&tk.mu);
         while (!tk.len) {
             tk.sleeping = true;
-            pthread_cond_wait(&tk.cv, &tk.mu);
+            if (!tk.due_ns) {
+                pthread_cond_wait(&tk.cv, &tk.mu);
+                continue;
+            }
+            struct timespec ts = {.tv_sec = (time_t)(tk.due_ns / 1000000000u),
+                                  .tv_nsec = (long)(tk.due_ns % 1000000000u)};
+            if (pthread_cond_timedwait(&tk.cv, &tk.mu, &ts) != ETIMEDOUT || tk.len) continue;
+            /* No completion since launch_complete asked for this check: make it, without the lock. */
+            tk.sleeping = false;
+            pthread_mutex_unlock(&tk.mu);
+            tk.due_ns = launch_idle_due(coord_now_ns());
+            pthread_mutex_lock(&tk.mu);
         }
         tk.sleeping = false;
         track_entry_t e = tk.q[tk.head];
@@ -125,7 +151,7 @@ static void *track_main(void *arg)
         tk.last_done_ns = now;
         if (rc == CUDA_SUCCESS) track_event_put(e.ev, e.ctx);
         /* else: the context (and the event with it) is gone, or the event failed: drop it. */
-        launch_complete(busy, now);
+        tk.due_ns = launch_complete(busy, now);
     }
     return NULL;
 }

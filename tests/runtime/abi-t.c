@@ -62,6 +62,13 @@ int main(void)
     OFF(rota_board_t, devices, 64);
     OFF(rota_board_dev_t, high_pending, 0);
     OFF(rota_board_dev_t, high_pending_ns, 8);
+    OFF(rota_board_dev_t, high_idle, 4);
+    OFF(rota_region_t, high_idle_ns, 64);
+    /* the learned idle window (ABI 6) */
+    OFF(rota_region_t, high_idle_learn, 72);
+    OFF(rota_channel_t, idle_from_ns, 80);
+    OFF(rota_channel_t, idle_win_ns, 88);
+    OFF(rota_slot_t, idle_win_ns, 240);
     is_uint(sizeof(rota_board_dev_t), 64, "a board entry is one cache line");
     ok(ROTA_BOARD_MAP_SIZE >= sizeof(rota_board_t) && ROTA_BOARD_MAP_SIZE % ROTA_PAGE == 0, "board map size");
     is_uint(sizeof(rota_slot_t), 256, "slot is 256 bytes");

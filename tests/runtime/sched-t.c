@@ -3,6 +3,7 @@
  * sync while held, kill -9 of held and high clients, rotad killed while a client is held (fail-open).
  * Clients are this program re-executed with LD_PRELOAD=librota.so; they report on stdout, line by line. */
 #include "runtime/lib/conn.h"
+#include "runtime/lib/idlewin.h"
 #include "tests/runtime/rotad-helpers.h"
 #include "tests/tap/kernels.h"
 
@@ -369,7 +370,7 @@ int main(void)
     const char *rargs[] = {"--idle-ms", "5", NULL};
     pid_t rotad = th_rotad_start_args(rargs);
 
-    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..17) */
+    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..18) */
 #define SECTION(n) if (!only || atoi(only) == (n))
     conn_t *obs = observe();
     const rota_region_t *r = conn_region(obs);
@@ -991,9 +992,91 @@ int main(void)
         obs = NULL;
         th_rotad_stop(rotad);
     }
+    /* 18. the learned idle window (abi.h): with --idle-ms 40, a high client whose gaps all outlast 40 ms learns to
+     * release at once; one with short gaps between them learns a window above those; --idle-fixed keeps 40 ms. */
+    SECTION(18) {
+        if (only) { /* the first rotad still runs */
+            if (obs) conn_close(obs);
+            th_rotad_stop(rotad);
+        }
+        for (int fixed = 0; fixed < 2; fixed++) {
+            const char *largs[] = {"--idle-ms", "40", fixed ? "--idle-fixed" : NULL, NULL};
+            rotad = th_rotad_start_args(largs);
+            obs = observe();
+            const rota_region_t *ri = conn_region(obs);
+            is_uint(atomic_load(&ri->high_idle_learn), fixed ? 0 : 1, "%s: rotad publishes whether windows are "
+                    "learned", fixed ? "--idle-fixed" : "default");
+            child_t hi, lo;
+            const rota_slot_t *ls = hold_pair(&hi, &lo, ri);
+            const rota_slot_t *hs = slot_of(ri, hi.pid);
+            if (!hs) bail("no slot for the high client");
+            for (unsigned i = 0; i < IDLEWIN_MIN_GAPS + 3; i++) { /* gaps of 60 ms: all beyond the 40 ms price */
+                th_say(&hi, "spin 1 3000000", 5000);
+                th_say(&hi, "sync", 5000);
+                usleep(60000);
+            }
+            double win = atomic_load(&hs->idle_win_ns) / 1e6;
+            if (!fixed) ok(win == 0, "%u gaps of 60 ms beside --idle-ms 40: the window rotad applies is 0 (%.3f ms)",
+                           IDLEWIN_MIN_GAPS + 3, win);
+            else ok(win == 40, "--idle-fixed: the window stays 40 ms (%.3f ms)", win);
+            char cmd[1024];
+            snprintf(cmd, sizeof cmd, "%s/bin/rota status --json --sample 0 --socket %s", getenv("ROTA_BUILD"),
+                     th_sock);
+            char *js = th_run_out(cmd), *at = strstr(js, "\"idle_win_us\":");
+            ok(at && !strstr(at + 1, "\"idle_win_us\":") && !strncmp(at + 14, fixed ? "40000.0" : "0.0", fixed ? 7 : 3),
+               "  rota status --json shows it for the high client only: %.24s", at ? at : "(none)");
+            double t0 = th_now_ms();
+            th_say(&hi, "spin 1 3000000", 5000);
+            ok(wait_hold(ls, true, 2000), "  a 3 ms high kernel holds the normal client");
+            fprintf(lo.to, "spin 1 1000000\n");
+            const char *l = expect(&lo, "0 ", 5000);
+            double dt = th_now_ms() - t0;
+            if (!fixed) ok(l[0] && dt < 25, "  whose launch goes when that kernel ends, %.1f ms after the high launch "
+                           "(accepted: under 25; the fixed window ends at 40)", dt);
+            else ok(l[0] && dt > 35, "  whose launch goes when the window ends, %.1f ms after the high launch "
+                    "(accepted: over 35)", dt);
+            th_say(&lo, "sync", 5000);
+            if (!fixed) {
+                /* a server whose requests follow at ~1 ms when queued: the window covers those gaps */
+                for (int i = 0; i < 24; i++) {
+                    th_say(&hi, "spin 1 3000000", 5000);
+                    th_say(&hi, "sync", 5000);
+                    usleep(1000);
+                    th_say(&hi, "spin 1 3000000", 5000);
+                    th_say(&hi, "sync", 5000);
+                    usleep(60000);
+                }
+                win = atomic_load(&hs->idle_win_ns) / 1e6;
+                ok(win >= 1 && win <= 20, "  then half its gaps 1 ms: a window above them, under half the price "
+                   "(%.3f ms; accepted 1..20)", win);
+                /* rotad stopped once its hold is out: only the high client's tracker, at the end of that
+                 * window after the kernel, can release the normal client (the timed direct release) */
+                t0 = th_now_ms();
+                th_say(&hi, "spin 1 3000000", 5000);
+                ok(wait_hold(ls, true, 2000), "  a 3 ms high kernel holds the normal client again");
+                kill(rotad, SIGSTOP);
+                fprintf(lo.to, "spin 1 1000000\n");
+                l = expect(&lo, "0 ", 3000);
+                dt = th_now_ms() - t0;
+                uint32_t h = atomic_load(&ls->hold);
+                kill(rotad, SIGCONT);
+                ok(l[0] && dt < 30 && h == ROTA_HOLD_PRIO, "  rotad stopped: the high client's tracker releases it "
+                   "once the window has passed after the kernel, %.1f ms after the high launch (accepted: under 30), "
+                   "its slot still held by rotad (hold %u)", dt, h);
+                if (!l[0]) expect(&lo, "0 ", 5000);
+                th_say(&lo, "sync", 5000);
+            }
+            th_finish(&hi);
+            th_finish(&lo);
+            conn_close(obs);
+            obs = NULL;
+            th_rotad_stop(rotad);
+        }
+    }
     (void)th_rotad_start;
     if (obs) conn_close(obs);
-    if (only && atoi(only) != 5 && atoi(only) != 6 && atoi(only) != 12 && atoi(only) != 16) th_rotad_stop(rotad);
+    if (only && atoi(only) != 5 && atoi(only) != 6 && atoi(only) != 12 && atoi(only) != 16 && atoi(only) != 18)
+        th_rotad_stop(rotad);
     th_cleanup_children();
     th_cleanup();
     char shm[96];

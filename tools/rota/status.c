@@ -25,7 +25,8 @@ static const char status_usage[] =
     "used counts a client's unused fast-path credit too (JSON: credit). Sizes are in bytes in --json output.\n"
     "--json also carries what rota top shows: per GPU busy_permille (rotad's measure), held clients, device\n"
     "time (busy_ns) and devtime_per_s; per client state (idle|running|held|memwait), hold bits, launches,\n"
-    "launches_per_s, busy_ns and devtime_per_s. Rates come from two samples --sample seconds apart (default\n"
+    "launches_per_s, busy_ns and devtime_per_s; for a high client idle_win_us, its idle window as rotad\n"
+    "applies it (learned, at most rotad --idle-ms). Rates come from two samples --sample seconds apart (default\n"
     "0.2, 0..10; 0 = no rates: null). Exit codes: 0 ok; 1 rotad unreachable; 2 usage error.\n";
 
 static void status_json_str(FILE *f, const char *s)
@@ -115,6 +116,10 @@ static void status_print_json(FILE *f, const rota_region_t *r, const rota_sample
         bool known = rota_sample_rates(a, b, i, &lps, &bf);
         status_json_rate(f, "launches_per_s", known, lps);
         status_json_rate(f, "devtime_per_s", known, bf);
+        /* A high client's idle window as rotad last applied it (abi.h, learned idle window); null before its first. */
+        uint64_t iw = LD(&s->idle_win_ns);
+        if (LD(&s->priority) == ROTA_PRIO_HIGH && iw != UINT64_MAX) fprintf(f, ",\"idle_win_us\":%.1f", iw / 1e3);
+        else if (LD(&s->priority) == ROTA_PRIO_HIGH) fprintf(f, ",\"idle_win_us\":null");
         fputc('}', f);
         first = false;
     }
