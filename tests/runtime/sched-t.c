@@ -358,6 +358,25 @@ static unsigned long progress(child_t *c, int ms)
     return n;
 }
 
+/* A held command-mode client's 1 ms launch: sent now, its answer in *l ("" if none within ms); returns the ms
+ * from t0 to the answer. */
+static double held_launch(child_t *c, double t0, int ms, const char **l)
+{
+    fprintf(c->to, "spin 1 1000000\n");
+    *l = expect(c, "0 ", ms);
+    return th_now_ms() - t0;
+}
+
+/* The end of a section with its own rotad: both clients, the observer, rotad. */
+static void pair_done(child_t *hi, child_t *lo, conn_t **obs, pid_t rotad)
+{
+    th_finish(hi);
+    th_finish(lo);
+    conn_close(*obs);
+    *obs = NULL;
+    th_rotad_stop(rotad);
+}
+
 int main(void)
 {
     if (getenv("ROTA_SCHED_T_CHILD")) return child_main();
@@ -980,17 +999,12 @@ int main(void)
         double t0 = th_now_ms();
         th_say(&hi, "spin 1 150000000", 5000);
         ok(wait_hold(ls, true, 2000), "--idle-ms 400: a high kernel of 150 ms holds the normal client");
-        fprintf(lo.to, "spin 1 1000000\n");
-        const char *l = expect(&lo, "0 ", 5000);
-        double dt = th_now_ms() - t0;
+        const char *l;
+        double dt = held_launch(&lo, t0, 5000, &l);
         ok(l[0] && dt > 300, "  whose launch goes once rotad's window has passed, %.0f ms after the high launch (the "
            "high kernel ended at 150 ms, the window at 400)", dt);
         th_say(&lo, "sync", 5000);
-        th_finish(&hi);
-        th_finish(&lo);
-        conn_close(obs);
-        obs = NULL;
-        th_rotad_stop(rotad);
+        pair_done(&hi, &lo, &obs, rotad);
     }
     /* 18. the learned idle window (abi.h): with --idle-ms 40, a high client whose gaps all outlast 40 ms learns to
      * release at once; one with short gaps between them learns a window above those; --idle-fixed keeps 40 ms. */
@@ -1028,9 +1042,8 @@ int main(void)
             double t0 = th_now_ms();
             th_say(&hi, "spin 1 3000000", 5000);
             ok(wait_hold(ls, true, 2000), "  a 3 ms high kernel holds the normal client");
-            fprintf(lo.to, "spin 1 1000000\n");
-            const char *l = expect(&lo, "0 ", 5000);
-            double dt = th_now_ms() - t0;
+            const char *l;
+            double dt = held_launch(&lo, t0, 5000, &l);
             if (!fixed) ok(l[0] && dt < 25, "  whose launch goes when that kernel ends, %.1f ms after the high launch "
                            "(accepted: under 25; the fixed window ends at 40)", dt);
             else ok(l[0] && dt > 35, "  whose launch goes when the window ends, %.1f ms after the high launch "
@@ -1055,9 +1068,7 @@ int main(void)
                 th_say(&hi, "spin 1 3000000", 5000);
                 ok(wait_hold(ls, true, 2000), "  a 3 ms high kernel holds the normal client again");
                 kill(rotad, SIGSTOP);
-                fprintf(lo.to, "spin 1 1000000\n");
-                l = expect(&lo, "0 ", 3000);
-                dt = th_now_ms() - t0;
+                dt = held_launch(&lo, t0, 3000, &l);
                 uint32_t h = atomic_load(&ls->hold);
                 kill(rotad, SIGCONT);
                 ok(l[0] && dt < 30 && h == ROTA_HOLD_PRIO, "  rotad stopped: the high client's tracker releases it "
@@ -1066,11 +1077,7 @@ int main(void)
                 if (!l[0]) expect(&lo, "0 ", 5000);
                 th_say(&lo, "sync", 5000);
             }
-            th_finish(&hi);
-            th_finish(&lo);
-            conn_close(obs);
-            obs = NULL;
-            th_rotad_stop(rotad);
+            pair_done(&hi, &lo, &obs, rotad);
         }
     }
     (void)th_rotad_start;
