@@ -1,6 +1,8 @@
 /* sched.c - rotad's launch scheduler thread: priority holds, weighted fair share, exclusive quanta (see sched.h). */
 #include "runtime/sched.h"
 
+#include "runtime/lib/idlewin.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -72,26 +74,24 @@ static void sched_wake_shared(_Atomic uint32_t *w)
     syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+/* When a high client whose last launch was at last turns idle with nothing in flight (idlewin_due: the rule its
+ * own tracker applies too). The window applied is shown in the slot for rota status. */
+static uint64_t sched_high_due(const sched_t *s, const rota_channel_t *ch, rota_slot_t *sl, uint64_t last)
+{
+    uint64_t win = s->o.idle_ns, from = 0;
+    if (!s->o.idle_fixed) {
+        /* acquire: the client stores the window, then the time (coord-launch.c); this window is that time's */
+        from = atomic_load_explicit(&ch->idle_from_ns, memory_order_acquire);
+        uint64_t w = LD(&ch->idle_win_ns);
+        if (w < win) win = w;
+    }
+    if (LD(&sl->idle_win_ns) != win) ST(&sl->idle_win_ns, win);
+    return idlewin_due(last, s->o.idle_ns, from, win);
+}
+
 /* Hold changes on GPU d are out: wake the lower clients that wait on the board's high_idle word for a priority
  * hold (abi.h, direct release). Adding 2 keeps the word's idle bit and makes a waiter that read it before this
  * store return at once instead of sleeping through the release. */
-/* When a high client whose last launch was at last turns idle with nothing in flight: idle_ns after that launch,
- * or sooner by the window it learned, counted from the completion that left nothing in flight (abi.h, learned
- * idle window; never later than idle_ns). Only a completion after its last launch counts: a launch since voids
- * it. The window applied is shown in the slot for rota status. */
-static uint64_t sched_high_due(const sched_t *s, const rota_channel_t *ch, rota_slot_t *sl, uint64_t last)
-{
-    uint64_t due = last + s->o.idle_ns, win = s->o.idle_ns;
-    if (!s->o.idle_fixed) {
-        /* acquire: the client stores the window, then the time (coord-launch.c); this window is that time's */
-        uint64_t from = atomic_load_explicit(&ch->idle_from_ns, memory_order_acquire), w = LD(&ch->idle_win_ns);
-        if (w < win) win = w;
-        if (from > last && from < due && due - from > win) due = from + win;
-    }
-    if (LD(&sl->idle_win_ns) != win) ST(&sl->idle_win_ns, win);
-    return due;
-}
-
 static void sched_wake_idle_word(sched_t *s, unsigned d)
 {
     atomic_fetch_add(&s->b->devices[d].high_idle, 2);

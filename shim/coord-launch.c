@@ -87,11 +87,7 @@ static void launch_atfork_child(void)
     atomic_store(&launch_waiters, 0);
     atomic_store(&launch_backlog, 0);
     atomic_store(&launch_idle_from, 0);
-    for (unsigned k = 0; k < IDLEWIN_BUCKETS; k++) {
-        atomic_store(&launch_gaps.n[k], 0);
-        atomic_store(&launch_gaps.sum_ns[k], 0);
-    }
-    atomic_store(&launch_gaps.total, 0);
+    idlewin_reset(&launch_gaps);
     lt = (launch_thread_t){0};
 }
 
@@ -441,12 +437,10 @@ static uint64_t launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
     launch_gate_init(&g, c, LD(&ch->sched_dev));
     uint64_t win = LD(&g.r->high_idle_ns);
     if (!win || !launch_one_high(&g)) return 0;
-    uint64_t last = atomic_load(&ch->last_launch_ns), due = last + win;
-    if (LD(&g.r->high_idle_learn)) {
-        uint64_t from = LD(&ch->idle_from_ns), w = LD(&ch->idle_win_ns);
-        if (from > last && from + w < due) due = from + w;
-    }
+    uint64_t last = atomic_load(&ch->last_launch_ns);
     if (now < last) return 0;
+    bool learn = LD(&g.r->high_idle_learn);
+    uint64_t due = idlewin_due(last, win, learn ? LD(&ch->idle_from_ns) : 0, learn ? LD(&ch->idle_win_ns) : win);
     if (now < due) return due;
     launch_set_idle(g.idle);
     return 0;
@@ -466,7 +460,6 @@ static void launch_high_done(const rota_region_t *r, rota_channel_t *ch, uint64_
 
 uint64_t launch_idle_due(uint64_t now)
 {
-    if (rota_options()->priority != ROTA_PRIORITY_HIGH) return 0;
     conn_t *c = coord_conn_lock();
     rota_channel_t *ch = c ? conn_channel(c) : NULL;
     uint64_t due = ch && !atomic_load(&launch_inflight) ? launch_high_idle(c, ch, now) : 0;

@@ -5,6 +5,23 @@
 
 #define IDLEWIN_BASE_NS 8000u
 
+void idlewin_reset(idlewin_t *w)
+{
+    for (unsigned k = 0; k < IDLEWIN_BUCKETS; k++) {
+        atomic_store_explicit(&w->n[k], 0, memory_order_relaxed);
+        atomic_store_explicit(&w->sum_ns[k], 0, memory_order_relaxed);
+    }
+    atomic_store_explicit(&w->total, 0, memory_order_relaxed);
+}
+
+uint64_t idlewin_due(uint64_t last_ns, uint64_t idle_ns, uint64_t from_ns, uint64_t win_ns)
+{
+    uint64_t due = last_ns + idle_ns;
+    if (win_ns > idle_ns) win_ns = idle_ns;
+    if (from_ns > last_ns && from_ns < due && due - from_ns > win_ns) due = from_ns + win_ns;
+    return due;
+}
+
 uint64_t idlewin_bound_ns(unsigned k)
 {
     if (k + 1 >= IDLEWIN_BUCKETS) return UINT64_MAX;

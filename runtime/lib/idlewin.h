@@ -37,11 +37,18 @@ typedef struct idlewin {
     _Atomic uint32_t total;
 } idlewin_t;
 
+/* Forgets every gap. */
+void idlewin_reset(idlewin_t *w);
 /* The upper bound of bucket k (ns); the last bucket has none (UINT64_MAX). */
 uint64_t idlewin_bound_ns(unsigned k);
 /* One gap, from a completion that left nothing in flight to the next launch. */
 void idlewin_add(idlewin_t *w, uint64_t gap_ns);
 /* The window that minimises cost() for break-even penalty_ns (rotad --idle-ms), at most penalty_ns. */
 uint64_t idlewin_choose(idlewin_t *w, uint64_t penalty_ns);
+/* When a high client with nothing in flight is idle, for rotad and for its own direct release alike (abi.h,
+ * learned idle window): idle_ns after its last launch (last_ns), or win_ns (at most idle_ns) after from_ns, the
+ * completion that left nothing in flight, where that is sooner. Only a completion after the last launch counts: a
+ * launch since voids it (from_ns 0: none). */
+uint64_t idlewin_due(uint64_t last_ns, uint64_t idle_ns, uint64_t from_ns, uint64_t win_ns);
 
 #endif

@@ -5,7 +5,6 @@
 
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define US 1000ull
 #define MS 1000000ull
@@ -33,7 +32,7 @@ static uint64_t rng_exp_ns(double mean)
 
 static void fill(idlewin_t *w, const uint64_t *g, size_t n)
 {
-    memset(w, 0, sizeof *w);
+    idlewin_reset(w);
     for (size_t i = 0; i < n; i++) idlewin_add(w, g[i]);
 }
 
@@ -53,7 +52,7 @@ int main(void)
     ok(idlewin_bound_ns(IDLEWIN_BUCKETS - 2) > 200 * MS, "the buckets reach past 200 ms");
 
     /* too few gaps: the fixed window */
-    memset(&w, 0, sizeof w);
+    idlewin_reset(&w);
     for (unsigned i = 0; i + 1 < IDLEWIN_MIN_GAPS; i++) idlewin_add(&w, 10 * MS);
     is_uint(idlewin_choose(&w, P), P, "fewer than IDLEWIN_MIN_GAPS gaps: the window is P");
     idlewin_add(&w, 10 * MS);
@@ -107,7 +106,7 @@ int main(void)
     ok(best, "200 random mixes: no bucket bound under P, nor 0, costs less than the window chosen");
 
     /* decay: a client whose traffic changes is followed */
-    memset(&w, 0, sizeof w);
+    idlewin_reset(&w);
     for (int i = 0; i < 2000; i++) {
         idlewin_add(&w, 20 * MS);
         (void)idlewin_choose(&w, P);
@@ -126,5 +125,13 @@ int main(void)
         (void)idlewin_choose(&w, P);
     }
     is_uint(idlewin_choose(&w, P), P, "then only 40 us gaps: back to P");
+    /* the idle rule rotad and the client share */
+    is_uint(idlewin_due(100 * MS, P, 0, 0), 102 * MS, "due: no completion recorded: the idle window after the launch");
+    is_uint(idlewin_due(100 * MS, P, 101 * MS, 0), 101 * MS, "due: window 0: at the completion");
+    is_uint(idlewin_due(100 * MS, P, 101 * MS, 300 * US), 101 * MS + 300 * US, "due: the window after the completion");
+    is_uint(idlewin_due(100 * MS, P, 101 * MS, 5 * MS), 102 * MS, "due: never later than the idle window after the "
+            "launch (the window is clamped to it)");
+    is_uint(idlewin_due(100 * MS, P, 99 * MS, 0), 102 * MS, "due: a completion before the last launch is void");
+    is_uint(idlewin_due(100 * MS, P, 100 * MS, 0), 102 * MS, "due: ... and one at the same instant");
     return done_testing();
 }
