@@ -237,11 +237,17 @@ try:
         # (steal: late wake-ups in bursts, which is what a p99 catches).
         steal = max(v for v in (ex.get("host_steal"), mx.get("solo_steal"), 0) if v is not None)
         if steal > 0.05:  # scripts/bench's STEAL_WARN: above it the report itself calls its figures distorted
-            skip("exclusive vs solo p99 (%s): host CPU steal %.0f%% during the runs, over 5%%" % (
-                ex["hp_p99_x"], 100 * steal))
+            for q in ("p50", "p99"):
+                skip("exclusive vs solo %s (%s): host CPU steal %.0f%% during the runs, over 5%%" % (
+                    q, ex["hp_%s_x" % q], 100 * steal))
         else:
-            ok(ex["hp_p99_x"] is not None and 0.5 < ex["hp_p99_x"] < 2,
-               "exclusive: high-priority p99 near solo (0.5x-2x: it runs alone; host steal %.0f%%)" % (100 * steal))
+            # The median compares the two runs; a p99 of the quick run's ~400 requests is about its 4th-largest,
+            # which one stretch of late host wake-ups moves (seen under UBSan at 0 % steal), hence its wider band.
+            ok(ex["hp_p50_x"] is not None and 0.5 < ex["hp_p50_x"] < 2,
+               "exclusive: high-priority p50 near solo (0.5x-2x: it runs alone; host steal %.0f%%)" % (100 * steal))
+            ok(ex["hp_p99_x"] is not None and 1 / 3 < ex["hp_p99_x"] < 3,
+               "exclusive: high-priority p99 within 3x of solo (%s: two runs alone, a tail of ~4 requests)" % (
+                   ex["hp_p99_x"]))
         for p, m in rows.items():
             if not m["available"]:
                 continue

@@ -68,6 +68,10 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "init")) return role_init();
     alarm(120);
+    /* A node of its own: a stale default node (another simcuda's, say) must not fail the children's cuInit. */
+    char nodename[64];
+    snprintf(nodename, sizeof(nodename), "rota-shim-options-%ld", (long)getpid());
+    setenv("SIMCUDA_NODE", nodename, 1);
     static shim_child_t c;
     char want[256], msg[256];
 
@@ -118,5 +122,6 @@ int main(int argc, char **argv)
     run_init(&c, "ROTA_REAL_LIBCUDA", real, "ROTA_LOG", "debug");
     ok(strstr(c.out, "cuInit=0") && strstr(c.out, "real driver ") && strstr(c.out, real),
        "ROTA_REAL_LIBCUDA naming the driver by path works");
+    shim_cleanup();
     return done_testing();
 }

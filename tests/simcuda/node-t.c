@@ -776,6 +776,79 @@ static void test_kill(void)
     close(fd);
 }
 
+/* ---- a late owner: the engine moves on at a segment's end whether or not its owner's thread is awake -------- */
+
+/* The first line of path (a timeline file) owned by pid: its duration, or 0. */
+static uint64_t owned_line_ns(const char *path, long pid)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[128];
+    uint64_t ns = 0;
+    while (!ns && fgets(line, sizeof line, f)) {
+        unsigned long long dev, ctx, a, b;
+        long owner;
+        if (sscanf(line, "%llu %llu %llu %llu %ld", &dev, &ctx, &a, &b, &owner) == 5 && owner == pid && b > a)
+            ns = b - a;
+    }
+    fclose(f);
+    return ns;
+}
+
+static void test_late_owner(void)
+{
+    /* 10 s timeslice (spawn_kernel): nothing is preempted, A's kernel runs whole, then B's. */
+    const char *n = node_name("late");
+    char tdir[] = "/tmp/node-t-late-XXXXXX";
+    if (!mkdtemp(tdir)) bail("mkdtemp: %s", strerror(errno));
+    int ready[2];
+    need_pipe(ready);
+    pid_t a = spawn_kernel(n, 30 * MS, ready[1]);
+    char x;
+    if (!read_full(ready[0], &x, 1, 20000)) bail("A not ready");
+    simnode_shm_t *shm;
+    int fd;
+    if (simnode_open_existing(n, &shm, &fd) != 0) bail("open %s: %s", n, simnode_error());
+    ok(poll_node(shm, fd, has_holder, 5000), "A's 30 ms kernel holds the engine");
+    kill(a, SIGSTOP); /* its thread sleeps until the segment's end, and will not wake up for it */
+    counts_t c0 = counts_of(shm, 0);
+    uint64_t t0 = tap_now_ns();
+    setenv("SIMCUDA_TIMELINE", tdir, 1);
+    pid_t b = spawn_kernel(n, 10 * MS, -1);
+    unsetenv("SIMCUDA_TIMELINE");
+    int st = -1;
+    pid_t got = 0;
+    for (int i = 0; i < 2000 && got == 0; i++) { /* A stays stopped for 2 s at most */
+        got = waitpid(b, &st, WNOHANG);
+        if (got == 0) sleep_ms(1);
+    }
+    double ms = (double)(tap_now_ns() - t0) / 1e6;
+    kill(a, SIGCONT);
+    ok(got == b && WIFEXITED(st) && WEXITSTATUS(st) == 0, "B's 10 ms kernel completed while A was stopped");
+    in_range(ms, 10.0, 250.0, "  in %.1f ms: after A's kernel ended on the engine's timeline, not after A woke "
+             "(A stopped for up to 2 s; tolerance 10..250 ms)", ms);
+    if (got == 0) wait_code(b);
+    is_int(wait_code(a), 0, "A, continued, finds its kernel done and exits normally");
+    counts_t c1 = counts_of(shm, 0);
+    is_uint(c1.kernels - c0.kernels, 2, "2 kernels counted, A's once");
+    is_uint(c1.busy - c0.busy, 40 * MS, "busy_ns grew by exactly A's 30 ms and B's 10 ms");
+    char path[96];
+    snprintf(path, sizeof path, "%s/timeline-%ld.txt", tdir, (long)b);
+    uint64_t a_ns = owned_line_ns(path, (long)a);
+    is_uint(a_ns, 30 * MS, "B, which retired A's segment, logged it in its own timeline naming A's pid (30 ms)");
+    simnode_dev_lock(shm, fd, 0);
+    int left = 0;
+    for (int i = 0; i < SIMNODE_MAX_WAITERS; i++) left += shm->dev[0].w[i].state != SIMNODE_W_FREE;
+    simnode_dev_unlock(shm, 0);
+    is_int(left, 0, "no engine entries left behind");
+    unlink(path);
+    rmdir(tdir);
+    close(ready[0]);
+    close(ready[1]);
+    munmap(shm, sizeof *shm);
+    close(fd);
+}
+
 /* ---- stress: 4 processes x 3 threads x 2 contexts of short kernels, one process killed midway ---------------- */
 typedef struct stress_arg {
     uint32_t ctx[2];
@@ -899,6 +972,7 @@ int main(int argc, char **argv)
     test_priorities();
     test_copy(ctx);
     test_kill();
+    test_late_owner();
     test_stress();
     unlink_nodes();
     return done_testing();

@@ -36,7 +36,7 @@
 static char dir[64];
 
 typedef struct seg {
-    unsigned long long dev, ctx, start, end;
+    unsigned long long dev, ctx, start, end, pid; /* pid: the kernel's owner (not always the file's process) */
 } seg_t;
 
 typedef struct timeline {
@@ -82,7 +82,8 @@ static void tl_read(timeline_t *t, long pid)
         const char *q = field(line, ' ', &s.dev);
         if (q) q = field(q, ' ', &s.ctx);
         if (q) q = field(q, ' ', &s.start);
-        if (q) q = field(q, '\n', &s.end);
+        if (q) q = field(q, ' ', &s.end);
+        if (q) q = field(q, '\n', &s.pid);
         if (!q || *q || s.end <= s.start || t->n == MAX_SEGS) {
             t->bad++;
             continue;
@@ -222,6 +223,19 @@ static int by_start(const void *x, const void *y)
     return a->start < b->start ? -1 : a->start > b->start;
 }
 
+/* The lines of t1 and t2 whose kernels pid owns, by start: a process's segments are mostly in its own file, but
+ * one whose thread woke late for a segment's end has it in the file of the process that retired it. */
+static void owned_by(timeline_t *out, const timeline_t *t1, const timeline_t *t2, unsigned long long pid)
+{
+    memset(out, 0, sizeof *out);
+    out->exists = true;
+    const timeline_t *ts[2] = { t1, t2 };
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < ts[k]->n; i++)
+            if (ts[k]->s[i].pid == pid && out->n < MAX_SEGS) out->s[out->n++] = ts[k]->s[i];
+    qsort(out->s, (size_t)out->n, sizeof out->s[0], by_start);
+}
+
 /* The segments of both files on device dev never overlap (a duplicated line would). */
 static void check_no_overlap(const timeline_t *t1, const timeline_t *t2, unsigned dev)
 {
@@ -258,8 +272,8 @@ static unsigned long long ctx_of_total(const timeline_t *t, unsigned dev, unsign
     return UINT64_MAX;
 }
 
-/* One context's kernels ran one after another: the running sum of its segments (in file order, which must be
- * start order) passes exactly through the end of every kernel, and no segment is longer than a slice. */
+/* One context's kernels ran one after another: the running sum of its segments (t in start order: owned_by)
+ * passes exactly through the end of every kernel, and no segment is longer than a slice. */
 static void check_kernels(const timeline_t *t, const char *name, unsigned dev, const uint64_t *lens, int nk)
 {
     uint64_t want = 0;
@@ -267,14 +281,12 @@ static void check_kernels(const timeline_t *t, const char *name, unsigned dev, c
     unsigned long long ctx = ctx_of_total(t, dev, want);
     ok(ctx != UINT64_MAX, "context %s: its segments on device %u add up to its kernels' %.0f ms", name, dev,
        (double)want / MS);
-    unsigned long long sum = 0, prev_start = 0;
-    int k = 0, sorted = 1, long_seg = 0, n = 0;
+    unsigned long long sum = 0;
+    int k = 0, long_seg = 0;
     uint64_t kend = lens[0];
     for (int i = 0; i < t->n; i++) {
         const seg_t *s = &t->s[i];
         if (s->dev != dev || s->ctx != ctx) continue;
-        if (n++ && s->start <= prev_start) sorted = 0;
-        prev_start = s->start;
         long_seg += s->end - s->start > SLICE_NS;
         sum += s->end - s->start;
         while (k < nk && sum >= kend) {
@@ -282,10 +294,24 @@ static void check_kernels(const timeline_t *t, const char *name, unsigned dev, c
             if (++k < nk) kend += lens[k];
         }
     }
-    ok(sorted, "context %s: its %d lines are sorted by start", name, n);
     is_int(long_seg, 0, "context %s: no segment is longer than the 1 ms timeslice", name);
     is_int(k, nk, "context %s: segments end exactly at each of its %d kernels' ends (durations as launched)", name,
            nk);
+}
+
+/* Lines of one device in t's file that start before the previous one of that device ended. */
+static int unordered_lines(const timeline_t *t)
+{
+    int n = 0;
+    for (unsigned d = 0; d < 2; d++) {
+        unsigned long long prev_end = 0;
+        for (int i = 0; i < t->n; i++) {
+            if (t->s[i].dev != d) continue;
+            n += t->s[i].start < prev_end;
+            prev_end = t->s[i].end;
+        }
+    }
+    return n;
 }
 
 /* fork(), with the child's stderr in errfile (truncated) and SIMCUDA_TIMELINE=value: 0 in the child. */
@@ -408,18 +434,26 @@ int main(void)
     fork_child_pid = kids[0];
     idle_child_pid = kids[1];
 
-    static timeline_t tw, tc;
+    static timeline_t tw, tc, ow, oc;
     tl_read(&tw, (long)w);
     tl_read(&tc, (long)fork_child_pid);
+    owned_by(&ow, &tw, &tc, (unsigned long long)w);
+    owned_by(&oc, &tw, &tc, (unsigned long long)fork_child_pid);
     ok(tw.exists && tw.n > 0, "the worker wrote timeline-%ld.txt (%d lines)", (long)w, tw.n);
-    is_int(tw.bad, 0, "  every line is '<dev> <ctx> <start_ns> <end_ns>'");
+    is_int(tw.bad, 0, "  every line is '<dev> <ctx> <start_ns> <end_ns> <pid>'");
+    int strangers = 0;
+    for (int i = 0; i < tw.n; i++) strangers += tw.s[i].pid != (unsigned long long)w &&
+                                                tw.s[i].pid != (unsigned long long)fork_child_pid;
+    for (int i = 0; i < tc.n; i++) strangers += tc.s[i].pid != (unsigned long long)w &&
+                                                tc.s[i].pid != (unsigned long long)fork_child_pid;
+    is_int(strangers, 0, "  every line names the worker or its child as the kernel's owner");
     if (fork_child_pid > 0) {
         ok(tc.exists, "the forked child wrote a file of its own, timeline-%ld.txt", (long)fork_child_pid);
         is_int(tc.bad, 0, "  every line parses");
         int cn;
-        unsigned long long csum = total(&tc, 1, UINT64_MAX, &cn);
-        ok(cn == tc.n && csum == 2 * MS, "  only its own 2 ms kernel on device 1 (%d lines, %.3f ms), none of the "
-           "parent's buffered lines", tc.n, (double)csum / MS);
+        unsigned long long csum = total(&oc, 1, UINT64_MAX, &cn);
+        ok(cn == oc.n && csum == 2 * MS, "  the child's own lines: its 2 ms kernel on device 1 (%d lines, %.3f ms)",
+           oc.n, (double)csum / MS);
     } else {
         for (int i = 0; i < 3; i++)
             skip("ThreadSanitizer: no kernels in a child forked from a multi-threaded process (the fork checks)");
@@ -430,16 +464,16 @@ int main(void)
     ok(!file_exists(other, (long)idle_child_pid), "  (with a SIMCUDA_TIMELINE of its own, accepted on the same node)");
 
     static const uint64_t ka[] = { 1 * MS, 5 * MS, 3 * MS }, kb[] = { 4 * MS, 2 * MS }, kc[] = { 7 * MS };
-    check_kernels(&tw, "A", 0, ka, 3);
-    check_kernels(&tw, "B", 0, kb, 2);
-    check_kernels(&tw, "C", 1, kc, 1);
-    unsigned long long ca = ctx_of_total(&tw, 0, 9 * MS), cb = ctx_of_total(&tw, 0, 6 * MS);
+    check_kernels(&ow, "A", 0, ka, 3);
+    check_kernels(&ow, "B", 0, kb, 2);
+    check_kernels(&ow, "C", 1, kc, 1);
+    unsigned long long ca = ctx_of_total(&ow, 0, 9 * MS), cb = ctx_of_total(&ow, 0, 6 * MS);
     ok(ca != cb && ca != UINT64_MAX && cb != UINT64_MAX, "A and B are different contexts (%llu, %llu)", ca, cb);
 
     /* device 0: A and B preempted each other, so each has more segments than kernels */
     int na, nb;
-    total(&tw, 0, ca, &na);
-    total(&tw, 0, cb, &nb);
+    total(&ow, 0, ca, &na);
+    total(&ow, 0, cb, &nb);
     ok(na >= 9 && nb >= 6, "slice boundaries are logged: A has %d segments for 9 ms, B %d for 6 ms", na, nb);
     long long pre = stat_field(0, "preemptions");
     ok(pre > 0, "  A and B preempted each other (%lld preemptions on device 0), and those segments are in", pre);
@@ -452,18 +486,10 @@ int main(void)
         ok(busy >= 0 && (unsigned long long)llabs(busy - (long long)sum) <= 1000ull * (unsigned)(n0 + n1),
            "device %u: segments add up to simcuda-stat's busy_ns (%llu vs %lld ns, 1 us per segment)", d, sum, busy);
     }
-    /* the worker's lines of one device are in engine order (file order is start order) */
-    int unordered = 0;
-    for (unsigned d = 0; d < 2; d++) {
-        unsigned long long prev_end = 0;
-        for (int i = 0; i < tw.n; i++) {
-            if (tw.s[i].dev != d) continue;
-            unordered += tw.s[i].start < prev_end;
-            prev_end = tw.s[i].end;
-        }
-    }
-    is_int(unordered, 0, "each device's lines in the worker's file follow the engine's order");
-
+    /* each file's lines of one device are in engine order (file order is start order): recorded under the
+     * device's lock, whoever's kernel they are */
+    is_int(unordered_lines(&tw), 0, "each device's lines in the worker's file follow the engine's order");
+    is_int(unordered_lines(&tc), 0, "  and in its child's file");
     char p[128];
     tl_path(p, sizeof p, dir, (long)w);
     unlink(p);

@@ -48,7 +48,7 @@ static const knob_t knobs[SIMNODE_K_COUNT] = {
     /* Per process, not part of the node: each process writes its own file (timeline.c). */
     [SIMNODE_K_TIMELINE] = {"SIMCUDA_TIMELINE", KNOB_PATH, NULL, 1, sizeof ((simnode_config_t *)0)->timeline - 1, 1,
                             CFG(timeline), "an absolute directory path, at most 255 bytes",
-                            "write this process's compute-engine segments to DIR/timeline-PID.txt"},
+                            "write the compute-engine segments this process retires to DIR/timeline-PID.txt"},
 };
 
 static char simnode_errbuf[512];

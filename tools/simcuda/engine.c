@@ -12,6 +12,9 @@
  * The engine runs on a virtual timeline of absolute CLOCK_MONOTONIC times. The thread whose kernel holds the
  * engine sleeps until its segment's end (TIMER_ABSTIME), then accounts it and hands the engine on from that
  * exact virtual time, so late wake-ups never stretch the timeline: busy_ns is the sum of served kernel time.
+ * Nor do they hold the engine: if that thread is late by SIMNODE_STEP_IN_NS, a thread waiting for the engine
+ * retires the segment for it (engine_advance), as does a kernel arriving, so one process's slow wake-up
+ * never delays another's kernels.
  *
  * Hand-over rules, decided at the end of every segment:
  *  - the current context keeps the engine for its next waiter (lowest prio value, then submission time, then
@@ -167,6 +170,55 @@ uint64_t simnode_engine_inflight_busy(simnode_dev_t *dev, uint64_t now)
     return since_reset(dev, w->seg_start_ns, end);
 }
 
+/* Under dev->lock: retires every segment of the engine's timeline that has ended by now, whichever thread
+ * calls. The thread of the process that owns the running kernel sleeps until its segment's end, but on a
+ * loaded host it may wake milliseconds late, or be stopped; a GPU does not wait for the host to move on to
+ * the next kernel, so neither does the engine: a thread waiting for it, or a kernel arriving, retires the
+ * ended segment itself. A kernel served in full becomes SIMNODE_W_DONE (seg_end_ns: its end) for its owner
+ * to collect; one cut at a timeslice boundary waits again, or keeps the engine while nobody else waits.
+ * Lines go to this process's SIMCUDA_TIMELINE file, naming the owner's pid (*tl_flush as in waiter_serve).
+ * Returns whether it retired anything. */
+static bool engine_advance(simnode_shm_t *shm, int fd, uint32_t d, uint64_t now, bool *tl_flush)
+{
+    simnode_dev_t *dev = &shm->dev[d];
+    bool any = false;
+    while (dev->holder != SIMNODE_NONE) {
+        simnode_waiter_t *w = &dev->w[dev->holder];
+        if (w->state != SIMNODE_W_RUNNING || w->seg_end_ns > now) break;
+        any = true;
+        uint64_t served = w->seg_end_ns - w->seg_start_ns;
+        atomic_fetch_add(&dev->c.busy_ns, since_reset(dev, w->seg_start_ns, w->seg_end_ns));
+        /* Under the lock, so the lines of a device in one file stay in engine order; record makes no syscall.
+         * Off, this is the one test. */
+        if (simnode_g.cfg.timeline[0] &&
+            simnode_timeline_record(d, w->ctx, w->seg_start_ns, w->seg_end_ns, shm->procs[w->proc].pid))
+            *tl_flush = true;
+        w->remaining_ns -= served < w->remaining_ns ? served : w->remaining_ns;
+        dev->vtime_ns = w->seg_end_ns;
+        if (w->remaining_ns == 0) {
+            atomic_fetch_add(&dev->c.kernels, 1);
+            w->state = SIMNODE_W_DONE;
+            dev->holder = SIMNODE_NONE;
+            dispatch(shm, fd, dev, dev->vtime_ns); /* wakes everyone, the owner too */
+        } else if (next_other_ctx(dev, dev->cur_ctx) != SIMNODE_NONE) {
+            /* Timeslice boundary with another context waiting: preempted, keeping its place. */
+            atomic_fetch_add(&dev->c.preemptions, 1);
+            w->state = SIMNODE_W_WAITING;
+            dev->holder = SIMNODE_NONE;
+            dispatch(shm, fd, dev, dev->vtime_ns);
+        } else {
+            /* Nobody else waits: the slice renews and the kernel goes on (no wake-up: only its owner sleeps
+             * on this segment's end; the others' timed waits find the new end when they next look). */
+            uint64_t start = w->seg_end_ns;
+            uint64_t slice = shm->cfg.timeslice_ns;
+            dev->slice_end_ns = start + slice;
+            w->seg_start_ns = start;
+            w->seg_end_ns = start + (w->remaining_ns < slice ? w->remaining_ns : slice);
+        }
+    }
+    return any;
+}
+
 static int ctx_check(simnode_dev_t *dev, uint32_t ctx_id)
 {
     const simnode_ctx_t *c = &dev->ctx[ctx_id & 0xffu];
@@ -188,7 +240,7 @@ int simnode_kernel_exec(int dev_i, uint32_t ctx_id, int prio, uint64_t ns)
 /* Under dev->lock: takes a waiter slot for a kernel of ctx_id (ns > 0) and offers it to an idle engine.
  * With block, waits for a free slot; else -EAGAIN when all are taken. */
 static int waiter_register(simnode_shm_t *shm, int fd, uint32_t d, uint32_t ctx_id, int prio, uint64_t ns,
-                           uint64_t submit_ns, uint64_t ready_ns, bool block, uint32_t *out)
+                           uint64_t submit_ns, uint64_t ready_ns, bool block, uint32_t *out, bool *tl_flush)
 {
     simnode_dev_t *dev = &shm->dev[d];
     uint32_t me;
@@ -218,6 +270,8 @@ static int waiter_register(simnode_shm_t *shm, int fd, uint32_t d, uint32_t ctx_
     w->remaining_ns = ns;
     w->seg_start_ns = w->seg_end_ns = 0;
     w->state = SIMNODE_W_WAITING;
+    /* A segment that ended while its owner's thread slept on is over: the engine may be free for this one. */
+    engine_advance(shm, fd, d, now, tl_flush);
     if (dev->holder == SIMNODE_NONE) dispatch(shm, fd, dev, w->arrival_ns);
     *out = me;
     return 0;
@@ -234,60 +288,45 @@ static void timeline_sync(bool *pending)
 
 /* Under dev->lock: blocks until waiter me has been served its device time, then frees it; *end_ns (if not NULL)
  * is when it ended on the engine's timeline. *tl_flush: set when the caller, once it has dropped dev->lock,
- * must call timeline_sync (the lines of segments it served are waiting to be written). */
+ * must call timeline_sync (the lines of segments it retired are waiting to be written). */
 static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me, uint64_t *end_ns, bool *tl_flush)
 {
     simnode_dev_t *dev = &shm->dev[d];
     simnode_waiter_t *w = &dev->w[me];
     for (;;) {
+        if (w->state == SIMNODE_W_DONE) {
+            if (end_ns) *end_ns = w->seg_end_ns;
+            w->state = SIMNODE_W_FREE;
+            return 0;
+        }
+        if (w->state == SIMNODE_W_FREE) /* reclaimed under us: cannot happen while we live */
+            return -EOWNERDEAD;
+        uint64_t now = simnode_now_ns();
+        if (engine_advance(shm, fd, d, now, tl_flush)) continue;
         if (dev->holder == me) {
             uint64_t end = w->seg_end_ns;
             simnode_dev_unlock(shm, d);
             timeline_sync(tl_flush); /* a long kernel's earlier slices (the sleep is absolute: no engine time lost) */
             sleep_until(end);
             simnode_dev_lock(shm, fd, d);
-            if (dev->holder != me || w->state != SIMNODE_W_RUNNING) continue; /* defensive: reclaimed */
-            uint64_t served = w->seg_end_ns - w->seg_start_ns;
-            atomic_fetch_add(&dev->c.busy_ns, since_reset(dev, w->seg_start_ns, w->seg_end_ns));
-            /* The same segment, completed or cut at a slice boundary, in this process's SIMCUDA_TIMELINE: here,
-             * under the lock, the lines of a device stay in engine order; record makes no syscall. Off, this
-             * is the one test. */
-            if (simnode_g.cfg.timeline[0] && simnode_timeline_record(d, w->ctx, w->seg_start_ns, w->seg_end_ns))
-                *tl_flush = true;
-            w->remaining_ns -= served < w->remaining_ns ? served : w->remaining_ns;
-            dev->vtime_ns = w->seg_end_ns;
-            if (w->remaining_ns == 0) {
-                if (end_ns) *end_ns = w->seg_end_ns;
-                atomic_fetch_add(&dev->c.kernels, 1);
-                w->state = SIMNODE_W_FREE;
-                dev->holder = SIMNODE_NONE;
-                dispatch(shm, fd, dev, dev->vtime_ns);
-                return 0;
-            }
-            /* Timeslice boundary. */
-            if (next_other_ctx(dev, dev->cur_ctx) != SIMNODE_NONE) {
-                atomic_fetch_add(&dev->c.preemptions, 1);
-                w->state = SIMNODE_W_WAITING;
-                dev->holder = SIMNODE_NONE;
-                dispatch(shm, fd, dev, dev->vtime_ns);
-            } else {
-                uint64_t start = w->seg_end_ns;
-                uint64_t slice = shm->cfg.timeslice_ns;
-                dev->slice_end_ns = start + slice;
-                w->seg_start_ns = start;
-                w->seg_end_ns = start + (w->remaining_ns < slice ? w->remaining_ns : slice);
-            }
             continue;
+        }
+        /* Another kernel runs (or none, defensively): wait for a change of the engine's state, or until the
+         * running segment's end plus SIMNODE_STEP_IN_NS, when its owner has not retired it: then we do. */
+        uint64_t timeout = SIMNODE_WAIT_TIMEOUT_NS;
+        uint32_t h = dev->holder;
+        if (h != SIMNODE_NONE) {
+            uint64_t due = dev->w[h].seg_end_ns + SIMNODE_STEP_IN_NS; /* > now: advance retired it otherwise */
+            if (due - now < timeout) timeout = due - now;
         }
         uint32_t seq = atomic_load(&dev->seq);
         simnode_dev_unlock(shm, d);
-        timeline_sync(tl_flush); /* preempted: before waiting for the engine again */
-        bool timed_out = futex_wait(&dev->seq, seq, SIMNODE_WAIT_TIMEOUT_NS);
+        timeline_sync(tl_flush); /* before sleeping: lines this thread retired, or a preempted kernel's */
+        bool timed_out = futex_wait(&dev->seq, seq, timeout);
         simnode_dev_lock(shm, fd, d);
-        if (w->state == SIMNODE_W_FREE) /* reclaimed under us: cannot happen while we live */
-            return -EOWNERDEAD;
         if (timed_out) {
-            uint32_t h = dev->holder;
+            /* Liveness: a dead holder's slices would go on being retired by time; reclaim it instead. */
+            h = dev->holder;
             if (h != SIMNODE_NONE && !simnode_proc_alive(shm, fd, dev->w[h].proc)) simnode_dev_sweep(shm, fd, d);
             simnode_engine_kick(shm, fd, d, simnode_now_ns());
         }
@@ -316,7 +355,7 @@ static int kernel_submit(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint
         goto out_unlock;
     }
     uint32_t me;
-    rc = waiter_register(shm, fd, d, ctx_id, prio, ns, submit_ns, ready_ns, token == NULL, &me);
+    rc = waiter_register(shm, fd, d, ctx_id, prio, ns, submit_ns, ready_ns, token == NULL, &me, &tl_flush);
     if (rc) goto out_unlock;
     if (token)
         *token = dev->w[me].ticket * SIMNODE_MAX_WAITERS + me;

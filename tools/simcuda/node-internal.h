@@ -27,7 +27,7 @@
 #include <sys/types.h>
 
 #define SIMNODE_MAGIC 0x31454430444d4953ull /* "SIMD0DE1" little-endian */
-#define SIMNODE_ABI 2u
+#define SIMNODE_ABI 3u
 #define SIMNODE_MAX_PROCS 256
 #define SIMNODE_MAX_CTX 256     /* per device */
 #define SIMNODE_MAX_WAITERS 512 /* threads inside simnode_kernel_exec, per device */
@@ -35,11 +35,16 @@
 #define SIMNODE_LOCK_BASE (SIMNODE_LOCK_INIT + 1)
 /* A waiter re-checks the holder's liveness at least this often (bounds kill -9 detection). */
 #define SIMNODE_WAIT_TIMEOUT_NS 10000000ull
+/* How long after the running segment's end a waiting thread lets its owner retire it before doing so itself:
+ * long enough that the owner, whose sleep ends at that time, usually does (no second wake-up), short against
+ * a kernel. */
+#define SIMNODE_STEP_IN_NS 100000ull
 
 #define SIMNODE_NONE UINT32_MAX
 
 enum { SIMNODE_SLOT_FREE = 0, SIMNODE_SLOT_USED = 1 };
-enum { SIMNODE_W_FREE = 0, SIMNODE_W_WAITING = 1, SIMNODE_W_RUNNING = 2 };
+/* DONE: served in full, retired by another thread (seg_end_ns: its end); its owner collects and frees it. */
+enum { SIMNODE_W_FREE = 0, SIMNODE_W_WAITING = 1, SIMNODE_W_RUNNING = 2, SIMNODE_W_DONE = 3 };
 
 /* The knobs that define the node's device model, fixed by its creator. */
 typedef struct simnode_shared_config {
@@ -197,12 +202,12 @@ uint64_t simnode_engine_inflight_busy(simnode_dev_t *dev, uint64_t now);
 void simnode_futex_wake(_Atomic uint32_t *word);
 
 /* timeline.c: with SIMCUDA_TIMELINE set (simnode_g.cfg.timeline[0], the one test callers make), the busy
- * segments of this process's kernels, one line "<dev> <ctx> <start_ns> <end_ns>" each, in
- * SIMCUDA_TIMELINE/timeline-<pid>.txt. record appends to a process-local buffer and makes no syscall, so it is
+ * segments this process retired, one line "<dev> <ctx> <start_ns> <end_ns> <pid>" each, pid the kernel's owner
+ * (mostly this process; another's whose thread was late: engine.c), in SIMCUDA_TIMELINE/timeline-<pid>.txt. record appends to a process-local buffer and makes no syscall, so it is
  * called under dev->lock, in engine order; it returns true when the caller must call
  * simnode_timeline_flush() once it holds no dev->lock (the file is still to be created, or the buffer is
  * filling up). flush does the file I/O; the rest is written at exit. */
-bool simnode_timeline_record(uint32_t dev, uint32_t ctx, uint64_t start_ns, uint64_t end_ns);
+bool simnode_timeline_record(uint32_t dev, uint32_t ctx, uint64_t start_ns, uint64_t end_ns, int32_t pid);
 void simnode_timeline_flush(void);
 
 #endif

@@ -1,4 +1,5 @@
-/* timeline.c - SIMCUDA_TIMELINE: this process's busy compute-engine segments, buffered, in DIR/timeline-PID.txt. */
+/* timeline.c - SIMCUDA_TIMELINE: the busy compute-engine segments this process retires, buffered, in
+ * DIR/timeline-PID.txt, each naming its kernel's owner. */
 #include "tools/simcuda/node-internal.h"
 
 #include <errno.h>
@@ -23,7 +24,7 @@
 
 #define TL_CAP (64 * 1024)
 #define TL_HIGH (TL_CAP / 2) /* flush from here, leaving half a buffer of room for what comes meanwhile */
-#define TL_LINE_MAX 64       /* "15 255 18446744073709551615 18446744073709551615\n" is 50 */
+#define TL_LINE_MAX 80       /* "15 255 18446744073709551615 18446744073709551615 4194304\n" is 58 */
 
 static struct {
     pthread_mutex_t mu;      /* the buffers and the state below */
@@ -50,7 +51,7 @@ static char *put_u64(char *p, uint64_t v)
     return p;
 }
 
-bool simnode_timeline_record(uint32_t dev, uint32_t ctx, uint64_t start_ns, uint64_t end_ns)
+bool simnode_timeline_record(uint32_t dev, uint32_t ctx, uint64_t start_ns, uint64_t end_ns, int32_t pid)
 {
     char line[TL_LINE_MAX];
     char *p = put_u64(line, dev);
@@ -60,6 +61,8 @@ bool simnode_timeline_record(uint32_t dev, uint32_t ctx, uint64_t start_ns, uint
     p = put_u64(p, start_ns);
     *p++ = ' ';
     p = put_u64(p, end_ns);
+    *p++ = ' ';
+    p = put_u64(p, pid > 0 ? (uint64_t)pid : 0);
     *p++ = '\n';
     size_t n = (size_t)(p - line);
 
