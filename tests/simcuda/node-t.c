@@ -725,19 +725,37 @@ static pid_t spawn_kernel(const char *node, uint64_t ns, int ready_fd)
     return pid;
 }
 
+/* On node n, a process whose kernel of ns holds the engine (checked, named what); *shm and *fd map the node. */
+static pid_t spawn_holder(const char *n, uint64_t ns, int ready[2], simnode_shm_t **shm, int *fd, const char *what)
+{
+    pid_t pid = spawn_kernel(n, ns, ready[1]);
+    char x;
+    if (!read_full(ready[0], &x, 1, 20000)) bail("%s: not ready", what);
+    if (simnode_open_existing(n, shm, fd) != 0) bail("open %s: %s", n, simnode_error());
+    ok(poll_node(*shm, *fd, has_holder, 5000), "%s holds the engine", what);
+    return pid;
+}
+
+/* Engine entries of device 0 not free. */
+static int entries_left(simnode_shm_t *shm, int fd)
+{
+    simnode_dev_lock(shm, fd, 0);
+    int left = 0;
+    for (int i = 0; i < SIMNODE_MAX_WAITERS; i++) left += shm->dev[0].w[i].state != SIMNODE_W_FREE;
+    simnode_dev_unlock(shm, 0);
+    return left;
+}
+
 static void test_kill(void)
 {
     /* A node with a 10 s timeslice: only death detection can free the engine. */
     const char *n = node_name("kill");
     int ready[2];
     need_pipe(ready);
-    pid_t hog = spawn_kernel(n, 5000 * MS, ready[1]);
-    char x;
-    if (!read_full(ready[0], &x, 1, 20000)) bail("hog not ready");
     simnode_shm_t *shm;
     int fd;
-    if (simnode_open_existing(n, &shm, &fd) != 0) bail("open %s: %s", n, simnode_error());
-    ok(poll_node(shm, fd, has_holder, 5000), "a 5 s kernel holds the engine (timeslice 10 s)");
+    char x;
+    pid_t hog = spawn_holder(n, 5000 * MS, ready, &shm, &fd, "a 5 s kernel (timeslice 10 s)");
     pid_t w = spawn_kernel(n, 10 * MS, -1);
     ok(poll_node(shm, fd, has_waiter, 5000), "another process waits for the engine");
     counts_t a = counts_of(shm, 0);
@@ -765,11 +783,7 @@ static void test_kill(void)
     is_int(wait_code(w3), 0, "a new process's kernel runs");
     ms = (double)(tap_now_ns() - t0) / 1e6;
     in_range(ms, 1.0, 250.0, "  in %.1f ms despite the dead waiter (tolerance 250 ms)", ms);
-    simnode_dev_lock(shm, fd, 0);
-    int left = 0;
-    for (int i = 0; i < SIMNODE_MAX_WAITERS; i++) left += shm->dev[0].w[i].state != SIMNODE_W_FREE;
-    simnode_dev_unlock(shm, 0);
-    is_int(left, 0, "no engine entries left behind");
+    is_int(entries_left(shm, fd), 0, "no engine entries left behind");
     close(ready[0]);
     close(ready[1]);
     munmap(shm, sizeof *shm);
@@ -803,13 +817,9 @@ static void test_late_owner(void)
     if (!mkdtemp(tdir)) bail("mkdtemp: %s", strerror(errno));
     int ready[2];
     need_pipe(ready);
-    pid_t a = spawn_kernel(n, 30 * MS, ready[1]);
-    char x;
-    if (!read_full(ready[0], &x, 1, 20000)) bail("A not ready");
     simnode_shm_t *shm;
     int fd;
-    if (simnode_open_existing(n, &shm, &fd) != 0) bail("open %s: %s", n, simnode_error());
-    ok(poll_node(shm, fd, has_holder, 5000), "A's 30 ms kernel holds the engine");
+    pid_t a = spawn_holder(n, 30 * MS, ready, &shm, &fd, "A's 30 ms kernel");
     kill(a, SIGSTOP); /* its thread sleeps until the segment's end, and will not wake up for it */
     counts_t c0 = counts_of(shm, 0);
     uint64_t t0 = tap_now_ns();
@@ -836,11 +846,7 @@ static void test_late_owner(void)
     snprintf(path, sizeof path, "%s/timeline-%ld.txt", tdir, (long)b);
     uint64_t a_ns = owned_line_ns(path, (long)a);
     is_uint(a_ns, 30 * MS, "B, which retired A's segment, logged it in its own timeline naming A's pid (30 ms)");
-    simnode_dev_lock(shm, fd, 0);
-    int left = 0;
-    for (int i = 0; i < SIMNODE_MAX_WAITERS; i++) left += shm->dev[0].w[i].state != SIMNODE_W_FREE;
-    simnode_dev_unlock(shm, 0);
-    is_int(left, 0, "no engine entries left behind");
+    is_int(entries_left(shm, fd), 0, "no engine entries left behind");
     unlink(path);
     rmdir(tdir);
     close(ready[0]);
