@@ -303,5 +303,6 @@ int main(void)
     ok(th_err_count(&a, "cuInit: CUDA_ERROR_NOT_INITIALIZED") > 0, "which names cuInit's error");
     th_cleanup_children();
     th_cleanup();
+    th_node_remove(node);
     return done_testing();
 }

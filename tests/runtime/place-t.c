@@ -422,9 +422,7 @@ int main(void)
        "without rotad: not placed, the job sees four GPUs and uses GPU 0");
     is_int(th_job_finish(&j[0]), 0, "and exits 0");
 
-    char shm[80];
-    snprintf(shm, sizeof shm, "/%s", node);
-    shm_unlink(shm);
+    th_node_remove(node);
     th_cleanup();
     return done_testing();
 }

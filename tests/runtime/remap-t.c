@@ -132,9 +132,7 @@ int main(void)
         th_job_finish(&j);
     }
     is_int(th_rotad_stop(rotad), 0, "rotad stops");
-    char shm[100];
-    snprintf(shm, sizeof shm, "/%s", node2);
-    shm_unlink(shm);
+    th_node_remove(node2);
 
     char u[4][PROTO_UUID_STR];
     if (th_sim_uuids(u)) bail("unable to read the simulated GPUs' UUIDs");
@@ -225,8 +223,7 @@ int main(void)
        "without rotad: not placed, the job sees four GPUs and uses GPU 0");
     is_int(th_job_finish(&j[0]), 0, "and exits 0");
 
-    snprintf(shm, sizeof shm, "/%s", node);
-    shm_unlink(shm);
+    th_node_remove(node);
     th_cleanup_children();
     th_cleanup();
     return done_testing();

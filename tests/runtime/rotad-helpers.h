@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -115,6 +116,15 @@ static void th_cleanup(void)
     unlink(p);
     unlink(th_sock);
     rmdir(th_dir);
+}
+
+/* Removes a simulated node's shared memory object ("/NODE"), which outlives every process attached to it: a test
+ * that names a node of its own removes it at the end, or /dev/shm keeps one per run. */
+static inline void th_node_remove(const char *node)
+{
+    char p[96];
+    snprintf(p, sizeof p, "/%s", node);
+    shm_unlink(p);
 }
 
 /* Monotonic milliseconds, for deadlines and the durations clients report. */

@@ -1086,8 +1086,6 @@ int main(void)
         th_rotad_stop(rotad);
     th_cleanup_children();
     th_cleanup();
-    char shm[96];
-    snprintf(shm, sizeof shm, "/dev/shm/%s", node);
-    unlink(shm);
+    th_node_remove(node);
     return done_testing();
 }

@@ -267,5 +267,6 @@ int main(void)
     unlink(quiet);
     th_cleanup_children();
     th_cleanup();
+    th_node_remove(node);
     return done_testing();
 }
