@@ -87,7 +87,9 @@ LIBROTA   := $(B)/lib/librota.so
 COMMON_A  := $(B)/obj/librota-common.a
 TAP_A     := $(B)/obj/libtap.a
 KERNELS_C := $(B)/gen/kernels-ptx.c
-KERNELS_O := $(O)/gen/kernels-ptx.o
+KERNELS_PTX_O := $(O)/gen/kernels-ptx.o
+# what a program that runs the kernels links: the PTX, and the loader that lowers its version for older drivers
+KERNELS_O := $(KERNELS_PTX_O) $(O)/tools/kernels/load.o
 PROGS     := $(patsubst tools/simcuda/%-main.c,$(B)/bin/%,$(SIM_MAIN_SRC)) \
              $(if $(ROTAD_SRC),$(B)/bin/rotad) $(if $(ROTA_SRC),$(B)/bin/rota) \
              $(patsubst tools/%.c,$(B)/bin/%,$(TOOL_SRC)) \
@@ -103,9 +105,9 @@ $(O)/%.o: %.c
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 # ---- simcuda: our libcuda.so.1 ---------------------------------------------------------------------------
-# simcuda shares only the strict parser with rota; its programs (simcuda-stat) link its objects directly,
-# since the library exports nothing but the cu* names.
-SIM_OBJ := $(call obj,$(SIM_SRC)) $(O)/runtime/lib/parse.o
+# simcuda shares only the strict parser and the PTX versions (ptxver) with rota; its programs (simcuda-stat)
+# link its objects directly, since the library exports nothing but the cu* names.
+SIM_OBJ := $(call obj,$(SIM_SRC)) $(O)/runtime/lib/parse.o $(O)/runtime/lib/ptxver.o
 $(SIMCUDA): $(SIM_OBJ) tools/simcuda/simcuda.map
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=tools/simcuda/simcuda.map $(ZDEFS) \
@@ -153,7 +155,7 @@ $(B)/bin/embed: scripts/embed.c
 	$(CC) -std=c11 -O2 -o $@ $<
 $(KERNELS_C): $(B)/gen/kernels.ptx $(B)/bin/embed
 	$(B)/bin/embed rota_kernels_ptx $< > $@
-$(KERNELS_O): $(KERNELS_C)
+$(KERNELS_PTX_O): $(KERNELS_C)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "runtime/lib/parse.h"
-#include "tests/tap/kernels.h"
+#include "tools/kernels/load.h"
 
 #define PROG "workload"
 
@@ -495,7 +495,7 @@ static bool job_setup(job_t *j)
     CU_TRY(j, cuDevicePrimaryCtxRetain(&j->ctx, j->dev));
     CU_TRY(j, cuCtxSetCurrent(j->ctx));
     CU_TRY(j, cuStreamCreate(&j->stream, CU_STREAM_NON_BLOCKING));
-    CU_TRY(j, cuModuleLoadData(&j->mod, rota_kernels_ptx));
+    CU_TRY(j, kernels_load(&j->mod, cuModuleLoadData, cuDriverGetVersion));
     CU_TRY(j, cuModuleGetFunction(&j->f_spin, j->mod, "spin_ns"));
     CU_TRY(j, cuModuleGetFunction(&j->f_fill, j->mod, "fill_u32"));
     CU_TRY(j, cuModuleGetFunction(&j->f_add, j->mod, "add_f32"));

@@ -34,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tests/tap/kernels.h"
+#include "tools/kernels/load.h"
 #include "tests/tap/tap.h"
 
 extern char **environ;
@@ -95,7 +95,7 @@ static inline void client_init(client_t *c)
     c->simcuda = strncmp(c->name, "simcuda", 7) == 0;
     need_cu(cuDevicePrimaryCtxRetain(&c->ctx, c->dev));
     need_cu(cuCtxSetCurrent(c->ctx));
-    need_cu(cuModuleLoadData(&c->mod, rota_kernels_ptx));
+    need_cu(kernels_load(&c->mod, cuModuleLoadData, cuDriverGetVersion));
     need_cu(cuModuleGetFunction(&c->spin, c->mod, "spin_ns"));
     need_cu(cuModuleGetFunction(&c->fill, c->mod, "fill_u32"));
     need_cu(cuModuleGetFunction(&c->add, c->mod, "add_f32"));

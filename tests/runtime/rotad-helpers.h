@@ -4,7 +4,7 @@
 #define ROTA_TESTS_ROTAD_HELPERS_H
 
 #include "runtime/lib/proto.h"
-#include "tests/tap/kernels.h"
+#include "tools/kernels/load.h"
 #include "tests/tap/tap.h"
 
 #include <cuda.h>
@@ -203,14 +203,15 @@ static inline CUresult th_cuda_ctx(CUdevice *dev)
     return rc;
 }
 
-/* The tests' spin_ns kernel (tests/tap/kernels.h) loaded in the current context, and a non-blocking stream. */
+/* The tests' spin_ns kernel (tools/kernels/load.h) loaded in the current context, and a non-blocking stream. */
 static inline CUresult th_cuda_spin(CUfunction *spin, CUstream *st)
 {
-    CUresult (*load)(CUmodule *, const void *) = th_sym("cuModuleLoadData");
+    kernels_load_fn load = th_sym("cuModuleLoadData");
+    kernels_version_fn version = th_sym("cuDriverGetVersion");
     CUresult (*getfn)(CUfunction *, CUmodule, const char *) = th_sym("cuModuleGetFunction");
     CUresult (*mkstream)(CUstream *, unsigned) = th_sym("cuStreamCreate");
     CUmodule mod;
-    CUresult rc = load(&mod, rota_kernels_ptx);
+    CUresult rc = kernels_load(&mod, load, version);
     if (!rc) rc = getfn(spin, mod, "spin_ns");
     if (!rc) rc = mkstream(st, CU_STREAM_NON_BLOCKING);
     return rc;

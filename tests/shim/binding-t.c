@@ -60,6 +60,10 @@ static const variant_t variants[] = {
     {"cuMemRelease", "cuMemRelease", 0, 13000, K_FREE},
 };
 #define NVAR ((int)(sizeof(variants) / sizeof(variants[0])))
+/* A request version, capped at the driver's (shim_ask_version): the variants asked for at 13000 are the same
+ * from CUDA 12.0 on. */
+#define ASK(v) ((v) < ask_version ? (v) : ask_version)
+static int ask_version = 13000;
 
 static shim_dev_t d;
 static CUstream stream;
@@ -246,6 +250,7 @@ int main(int argc, char **argv)
     if (present == NULL || strlen(present) != 2 * NVAR + 1) bail("ROTA_SHIM_TEST_PRESENT is missing");
     alarm(60);
     setup();
+    ask_version = shim_ask_version();
 
     void *h1 = dlopen("libcuda.so.1", RTLD_NOW), *h0 = dlopen("libcuda.so", RTLD_LAZY);
     if (h1 == NULL || h0 == NULL) bail("dlopen libcuda: %s", dlerror());
@@ -293,11 +298,11 @@ int main(int argc, char **argv)
             void *pp = NULL, *pq = NULL;
             CUdriverProcAddressQueryResult st = -1;
             char path[128];
-            CUresult r2 = cuGetProcAddress_v2(v->base, &pp, v->req_ver, flags_list[f], &st);
-            CUresult r1 = cuGetProcAddress(v->base, &pq, v->req_ver, flags_list[f]);
+            CUresult r2 = cuGetProcAddress_v2(v->base, &pp, ASK(v->req_ver), flags_list[f], &st);
+            CUresult r1 = cuGetProcAddress(v->base, &pq, ASK(v->req_ver), flags_list[f]);
             ok(r2 == CUDA_SUCCESS && st == CU_GET_PROC_ADDRESS_SUCCESS && pp == self && r1 == CUDA_SUCCESS &&
                    pq == self,
-               "%s: cuGetProcAddress(_v2)(%s, %d, flags %llu) gives its wrapper", v->name, v->base, v->req_ver,
+               "%s: cuGetProcAddress(_v2)(%s, %d, flags %llu) gives its wrapper", v->name, v->base, ASK(v->req_ver),
                (unsigned long long)flags_list[f]);
             snprintf(path, sizeof(path), "cuGetProcAddress_v2(flags %llu)", (unsigned long long)flags_list[f]);
             check_call(v, pp ? pp : self, path);
@@ -308,22 +313,23 @@ int main(int argc, char **argv)
 
     /* symbolStatus may be NULL; asking for cuGetProcAddress itself gives rota's. */
     void *gp = NULL;
-    ok(cuGetProcAddress_v2("cuGetProcAddress", &gp, 13000, 0, NULL) == CUDA_SUCCESS &&
+    ok(cuGetProcAddress_v2("cuGetProcAddress", &gp, ASK(13000), 0, NULL) == CUDA_SUCCESS &&
            gp == dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2"),
-       "cuGetProcAddress(\"cuGetProcAddress\", 13000) with a NULL symbolStatus gives rota's cuGetProcAddress_v2");
+       "cuGetProcAddress(\"cuGetProcAddress\", %d) with a NULL symbolStatus gives rota's cuGetProcAddress_v2",
+       ASK(13000));
     ok(cuGetProcAddress_v2("cuGetProcAddress", &gp, 11030, 0, NULL) == CUDA_SUCCESS &&
            gp == dlsym(RTLD_DEFAULT, "cuGetProcAddress"),
        "cuGetProcAddress(\"cuGetProcAddress\", 11030) gives rota's cuGetProcAddress");
     /* An unwrapped name is the driver's own function. */
     void *um = NULL;
     Dl_info di;
-    ok(cuGetProcAddress_v2("cuModuleGetFunction", &um, 13000, 0, NULL) == CUDA_SUCCESS && um != NULL &&
+    ok(cuGetProcAddress_v2("cuModuleGetFunction", &um, ASK(13000), 0, NULL) == CUDA_SUCCESS && um != NULL &&
            dladdr(um, &di) && di.dli_fname && strstr(di.dli_fname, "librota") == NULL &&
            um == dlsym(h1, "cuModuleGetFunction"),
        "an unwrapped name (cuModuleGetFunction) is the driver's own function");
     CUdriverProcAddressQueryResult st = -1;
     um = &um;
-    ok(cuGetProcAddress_v2("cuNoSuchFunction", &um, 13000, 0, &st) == CUDA_ERROR_NOT_FOUND &&
+    ok(cuGetProcAddress_v2("cuNoSuchFunction", &um, ASK(13000), 0, &st) == CUDA_ERROR_NOT_FOUND &&
            st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND,
        "an unknown name is CUDA_ERROR_NOT_FOUND with SYMBOL_NOT_FOUND, as from the driver");
 

@@ -43,9 +43,10 @@ static int role_disabled(void)
     void *real_gpa = dlsym(h, "cuGetProcAddress_v2"), *real_launch = dlsym(h, "cuLaunchKernel");
     if (!dladdr(real_launch, &di) || di.dli_fname == NULL || strstr(di.dli_fname, "librota")) return 12;
     if (!dladdr(real_gpa, &di) || di.dli_fname == NULL || strstr(di.dli_fname, "librota")) return 13;
-    if (cuGetProcAddress_v2("cuLaunchKernel", &pfn, 13000, 0, NULL) != CUDA_SUCCESS) return 14;
+    int ask = shim_ask_version();
+    if (cuGetProcAddress_v2("cuLaunchKernel", &pfn, ask, 0, NULL) != CUDA_SUCCESS) return 14;
     __typeof__(&cuGetProcAddress_v2) gpa = (__typeof__(&cuGetProcAddress_v2))real_gpa;
-    if (gpa("cuLaunchKernel", &want, 13000, 0, NULL) != CUDA_SUCCESS) return 15;
+    if (gpa("cuLaunchKernel", &want, ask, 0, NULL) != CUDA_SUCCESS) return 15;
     if (pfn != want) return 16;
     int rc = role_work();
     return rc ? 20 + rc : 0;
@@ -64,7 +65,8 @@ static void *race_thread(void *arg)
         rc = cuInit(0);
     } else if (i % 3 == 1) {
         void *p = NULL;
-        rc = cuGetProcAddress_v2("cuInit", &p, 13000, 0, NULL);
+        /* 12000, not the driver's version: asking for it would be another first call; any 12+ driver takes it */
+        rc = cuGetProcAddress_v2("cuInit", &p, 12000, 0, NULL);
         if (rc == CUDA_SUCCESS) rc = ((CUresult(*)(unsigned))p)(0);
     } else {
         void *h = dlopen("libcuda.so.1", RTLD_NOW);

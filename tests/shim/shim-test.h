@@ -36,7 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tests/tap/kernels.h"
+#include "tools/kernels/load.h"
 #include "tests/tap/tap.h"
 
 extern char **environ;
@@ -249,6 +249,16 @@ static inline int shim_exit_code(int st)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + WTERMSIG(st);
 }
 
+/* The CUDA version the tests' cuGetProcAddress lookups ask for: 13.0, this toolkit's, or the driver's own where
+ * that is older, since a driver refuses a lookup above its version (CUDA_ERROR_INVALID_VALUE). Every variant the
+ * tests expect is older than CUDA 12.0, so the answers are the same from 12.0 on. */
+static inline int shim_ask_version(void)
+{
+    int v = 0;
+    if (cuDriverGetVersion(&v) != CUDA_SUCCESS || v <= 0) return 13000;
+    return v < 13000 ? v : 13000;
+}
+
 /* ---- counters ------------------------------------------------------------------------------------- */
 typedef uint64_t (*shim_counter_fn)(const char *);
 
@@ -257,7 +267,7 @@ static inline shim_counter_fn shim_counters(void)
 {
     void *p = NULL;
     CUdriverProcAddressQueryResult st;
-    if (cuGetProcAddress_v2("rota_test_counters", &p, 13000, 0, &st) != CUDA_SUCCESS) return NULL;
+    if (cuGetProcAddress_v2("rota_test_counters", &p, shim_ask_version(), 0, &st) != CUDA_SUCCESS) return NULL;
     return (shim_counter_fn)p;
 }
 
@@ -286,7 +296,7 @@ static inline void shim_dev_init(shim_dev_t *d)
     need_cu(cuDeviceGet(&d->dev, 0));
     need_cu(cuDevicePrimaryCtxRetain(&d->ctx, d->dev));
     need_cu(cuCtxSetCurrent(d->ctx));
-    need_cu(cuModuleLoadData(&d->mod, rota_kernels_ptx));
+    need_cu(kernels_load(&d->mod, cuModuleLoadData, cuDriverGetVersion));
     need_cu(cuModuleGetFunction(&d->fill, d->mod, "fill_u32"));
     need_cu(cuModuleGetFunction(&d->add, d->mod, "add_f32"));
     need_cu(cuModuleGetFunction(&d->spin, d->mod, "spin_ns"));

@@ -121,7 +121,7 @@ static void clear_knobs(void)
 {
     static const char *const all[] = {"SIMCUDA_NODE", "SIMCUDA_DEVICES", "SIMCUDA_MEM", "SIMCUDA_TIMESLICE_US",
                                       "SIMCUDA_SWITCH_US", "SIMCUDA_LAUNCH_NS", "SIMCUDA_MEM_GBPS",
-                                      "SIMCUDA_COPY_GBPS", "SIMCUDA_COPY_LATENCY_NS"};
+                                      "SIMCUDA_COPY_GBPS", "SIMCUDA_COPY_LATENCY_NS", "SIMCUDA_DRIVER_VERSION"};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) unsetenv(all[i]);
 }
 
@@ -148,6 +148,10 @@ static void test_bad_knobs(void)
         {"SIMCUDA_COPY_GBPS", "fast", "simcuda: SIMCUDA_COPY_GBPS='fast': not a number (GB/s, 0.001 to 1000000)"},
         {"SIMCUDA_COPY_GBPS", "inf", "simcuda: SIMCUDA_COPY_GBPS='inf': not a number (GB/s, 0.001 to 1000000)"},
         {"SIMCUDA_COPY_LATENCY_NS", "1e3", "simcuda: SIMCUDA_COPY_LATENCY_NS='1e3': not an integer (nanoseconds, 0 to 1000000000)"},
+        {"SIMCUDA_DRIVER_VERSION", "9020", "simcuda: SIMCUDA_DRIVER_VERSION='9020': out of range (a CUDA version as "
+                                           "cuDriverGetVersion gives it, 10000 to 99990, e.g. 12040 for 12.4)"},
+        {"SIMCUDA_DRIVER_VERSION", "12.4", "simcuda: SIMCUDA_DRIVER_VERSION='12.4': not an integer (a CUDA version as "
+                                           "cuDriverGetVersion gives it, 10000 to 99990, e.g. 12040 for 12.4)"},
         {"SIMCUDA_NODE", "a/b", "simcuda: SIMCUDA_NODE='a/b': not a node name (1 to 63 of: letters, digits, '.', '_', '-')"},
         {"SIMCUDA_NODE", "", "simcuda: SIMCUDA_NODE='': not a node name (1 to 63 of: letters, digits, '.', '_', '-')"},
     };

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "tests/tap/kernels.h"
+#include "tools/kernels/load.h"
 
 #define USAGE "usage: shim-overhead [ITERATIONS]\n"
 
@@ -120,7 +120,7 @@ int main(int argc, char **argv)
     check(cuDeviceGet(&dev, 0), "get device 0");
     check(cuDevicePrimaryCtxRetain(&ctx, dev), "retain the primary context");
     check(cuCtxSetCurrent(ctx), "set the context");
-    check(cuModuleLoadData(&mod, rota_kernels_ptx), "load the kernels");
+    check(kernels_load(&mod, cuModuleLoadData, cuDriverGetVersion), "load the kernels");
     check(cuModuleGetFunction(&fill, mod, "fill_u32"), "find fill_u32");
     check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "create a stream");
     check(cuMemAlloc(&buf, 4096), "allocate");

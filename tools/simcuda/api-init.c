@@ -296,11 +296,24 @@ out:
     return rc;
 }
 
+int api_driver_version(void)
+{
+    const simnode_config_t *cfg = simnode_config();
+    if (cfg)
+        return (int)cfg->driver_version;
+    /* before cuInit: the knob alone; a bad value is cuInit's to report */
+    int v;
+    return simnode_config_driver(&v) ? -1 : v;
+}
+
 CUresult cuDriverGetVersion(int *driverVersion)
 {
     if (!driverVersion)
         return CUDA_ERROR_INVALID_VALUE;
-    *driverVersion = API_DRIVER_VERSION;
+    int v = api_driver_version();
+    if (v < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = v;
     return CUDA_SUCCESS;
 }
 

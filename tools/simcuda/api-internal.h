@@ -19,6 +19,7 @@
 
 #include "tools/simcuda/node.h"
 
+/* The API level of the entry points (cuGetProcAddress); cuDriverGetVersion reports SIMCUDA_DRIVER_VERSION. */
 #define API_DRIVER_VERSION 13000
 #define API_CTX_STACK_MAX 64
 #define API_MAX_KERNEL_ARGS 4
@@ -35,6 +36,8 @@ bool api_handle_is(const void *h, int kind);
 /* ---- process state ---- */
 /* CUDA_SUCCESS once cuInit succeeded in this process (a forked child must call cuInit again). */
 CUresult api_ready(void);
+/* The CUDA version this driver reports (SIMCUDA_DRIVER_VERSION), before cuInit too; -1 for a bad knob. */
+int api_driver_version(void);
 uint64_t api_gen(void);            /* bumped by every (re)initialisation after fork */
 uint64_t api_now_ns(void);         /* CLOCK_MONOTONIC */
 /* calloc (never of 0 bytes). NULL on host-memory exhaustion: every caller fails its API call with

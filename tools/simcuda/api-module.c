@@ -1,6 +1,8 @@
-/* api-module.c - modules and libraries: images are accepted uninterpreted; spin_ns, fill_u32 and add_f32
- * resolve in every one of them, any other name is CUDA_ERROR_NOT_FOUND. */
+/* api-module.c - modules and libraries: images are accepted uninterpreted, but for PTX newer than the simulated
+ * driver; spin_ns, fill_u32 and add_f32 resolve in every one of them, any other name is CUDA_ERROR_NOT_FOUND. */
 #include "tools/simcuda/api-internal.h"
+
+#include "runtime/lib/ptxver.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -122,6 +124,20 @@ static CUresult options_ok(unsigned int n, const void *opts, void *const *vals)
     return n > 0 && (!opts || !vals) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
+/* An image this driver would not JIT: PTX text whose .version is newer than the ISA of SIMCUDA_DRIVER_VERSION
+ * (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, as a real driver refuses it), or whose directive is malformed. Anything else
+ * (a cubin, a fatbin, text without the directive) is accepted uninterpreted. */
+static CUresult image_check(const void *image)
+{
+    int isa = ptxver_of_image(image);
+    if (isa == -EINVAL)
+        return CUDA_ERROR_INVALID_PTX;
+    const simnode_config_t *cfg = simnode_config();
+    if (isa > 0 && cfg && isa > ptxver_for_driver((int)cfg->driver_version))
+        return CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
+    return CUDA_SUCCESS;
+}
+
 static CUresult module_new(CUmodule *module)
 {
     CUcontext c;
@@ -154,6 +170,8 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int nu
     if (!module || !image)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = options_ok(numOptions, options, optionValues)) != CUDA_SUCCESS)
+        return rc;
+    if ((rc = image_check(image)) != CUDA_SUCCESS)
         return rc;
     return module_new(module);
 }
@@ -267,6 +285,8 @@ CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *j
         return rc;
     if (!library || !code)
         return CUDA_ERROR_INVALID_VALUE;
+    if ((rc = image_check(code)) != CUDA_SUCCESS)
+        return rc;
     return library_new(library, numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions, libraryOptions,
                        libraryOptionValues);
 }

@@ -207,7 +207,10 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
                              CUdriverProcAddressQueryResult *symbolStatus)
 {
     const cuuint64_t known = CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-    if (!symbol || !pfn || (flags & ~known) || cudaVersion > API_DRIVER_VERSION)
+    /* as the driver: a version above its own is refused (SIMCUDA_DRIVER_VERSION; a bad value, which cuInit
+     * reports, leaves the entry points' own level) */
+    int drv = api_driver_version();
+    if (!symbol || !pfn || (flags & ~known) || cudaVersion > (drv > 0 ? drv : API_DRIVER_VERSION))
         return CUDA_ERROR_INVALID_VALUE;
     bool ptds = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
     const proc_row_t *best = NULL;

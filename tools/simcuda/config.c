@@ -45,6 +45,12 @@ static const knob_t knobs[SIMNODE_K_COUNT] = {
                              "GB/s, 0.001 to 1000000", "copy engine bandwidth (cuMemcpy*)"},
     [SIMNODE_K_COPY_LATENCY] = {"SIMCUDA_COPY_LATENCY_NS", KNOB_UINT, "2000", 0, 1000000000, 1,
                                 CFG(copy_latency_ns), "nanoseconds, 0 to 1000000000", "fixed cost of every copy"},
+    /* Per process, not part of the node: what this process's driver is (cuDriverGetVersion, and the newest PTX
+     * its module loads accept, runtime/lib/ptxver.h), for programs that must cope with an older driver. */
+    [SIMNODE_K_DRIVER] = {"SIMCUDA_DRIVER_VERSION", KNOB_UINT, "13000", 10000, 99990, 1, CFG(driver_version),
+                          "a CUDA version as cuDriverGetVersion gives it, 10000 to 99990, e.g. 12040 for 12.4",
+                          "the CUDA version of this process's driver: cuDriverGetVersion, and the newest PTX "
+                          "loaded"},
     /* Per process, not part of the node: each process writes its own file (timeline.c). */
     [SIMNODE_K_TIMELINE] = {"SIMCUDA_TIMELINE", KNOB_PATH, NULL, 1, sizeof ((simnode_config_t *)0)->timeline - 1, 1,
                             CFG(timeline), "an absolute directory path, at most 255 bytes",
@@ -168,6 +174,16 @@ int simnode_config_parse(simnode_config_t *cfg, bool is_set[SIMNODE_K_COUNT])
     return 0;
 }
 
+int simnode_config_driver(int *version)
+{
+    simnode_config_t cfg;
+    const knob_t *k = &knobs[SIMNODE_K_DRIVER];
+    const char *v = getenv(k->name);
+    int rc = knob_parse(k, v ? v : k->def, &cfg);
+    if (!rc) *version = (int)cfg.driver_version;
+    return rc;
+}
+
 void simnode_config_describe(FILE *f)
 {
     for (int i = 0; i < SIMNODE_K_COUNT; i++) {
@@ -200,9 +216,9 @@ void simnode_config_log(const simnode_config_t *c)
     fprintf(stderr,
             "simcuda: pid %d: SIMCUDA_NODE=%s SIMCUDA_DEVICES=%d SIMCUDA_MEM=%llu SIMCUDA_TIMESLICE_US=%llu "
             "SIMCUDA_SWITCH_US=%llu SIMCUDA_LAUNCH_NS=%llu SIMCUDA_MEM_GBPS=%g SIMCUDA_COPY_GBPS=%g "
-            "SIMCUDA_COPY_LATENCY_NS=%llu SIMCUDA_TIMELINE=%s\n",
+            "SIMCUDA_COPY_LATENCY_NS=%llu SIMCUDA_DRIVER_VERSION=%llu SIMCUDA_TIMELINE=%s\n",
             (int)getpid(), c->node, c->devices, (unsigned long long)c->mem_bytes,
             (unsigned long long)(c->timeslice_ns / 1000), (unsigned long long)(c->switch_ns / 1000),
             (unsigned long long)c->launch_ns, c->mem_gbps, c->copy_gbps, (unsigned long long)c->copy_latency_ns,
-            c->timeline[0] ? c->timeline : "off");
+            (unsigned long long)c->driver_version, c->timeline[0] ? c->timeline : "off");
 }

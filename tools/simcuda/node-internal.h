@@ -157,11 +157,12 @@ typedef struct simnode_local {
 extern simnode_local_t simnode_g;
 
 /* config.c: parse every SIMCUDA_ knob; -EINVAL with simnode_set_error() on a bad value. is_set[i] says
- * whether knob i came from the environment (for the node-mismatch rule, which SIMCUDA_TIMELINE, a per-process
- * knob, takes no part in). */
+ * whether knob i came from the environment (for the node-mismatch rule, which SIMCUDA_DRIVER_VERSION and
+ * SIMCUDA_TIMELINE, per-process knobs, take no part in). */
 enum {
     SIMNODE_K_NODE, SIMNODE_K_DEVICES, SIMNODE_K_MEM, SIMNODE_K_TIMESLICE, SIMNODE_K_SWITCH, SIMNODE_K_LAUNCH,
-    SIMNODE_K_MEM_GBPS, SIMNODE_K_COPY_GBPS, SIMNODE_K_COPY_LATENCY, SIMNODE_K_TIMELINE, SIMNODE_K_COUNT
+    SIMNODE_K_MEM_GBPS, SIMNODE_K_COPY_GBPS, SIMNODE_K_COPY_LATENCY, SIMNODE_K_DRIVER, SIMNODE_K_TIMELINE,
+    SIMNODE_K_COUNT
 };
 int simnode_config_parse(simnode_config_t *cfg, bool is_set[SIMNODE_K_COUNT]);
 const char *simnode_knob_name(int k);

@@ -23,6 +23,8 @@ typedef struct simnode_config {
     double mem_gbps;         /* SIMCUDA_MEM_GBPS: device memory bandwidth for fill/add kernels, default 2000 */
     double copy_gbps;        /* SIMCUDA_COPY_GBPS: copy-engine bandwidth, default 25 */
     uint64_t copy_latency_ns;/* SIMCUDA_COPY_LATENCY_NS: fixed cost of every copy, default 2000 */
+    uint64_t driver_version; /* SIMCUDA_DRIVER_VERSION: the CUDA version this driver reports and whose PTX ISA
+                              * it loads, default 13000 (per process, not a node knob) */
     char timeline[256];      /* SIMCUDA_TIMELINE: absolute directory for timeline-PID.txt, "" = off (per process,
                               * not a node knob) */
 } simnode_config_t;
@@ -43,6 +45,9 @@ typedef struct simnode_devinfo {
 int simnode_attach(void);
 const char *simnode_error(void);
 const simnode_config_t *simnode_config(void);       /* valid after a successful attach */
+/* SIMCUDA_DRIVER_VERSION alone, attached or not (cuDriverGetVersion may come before cuInit): 0, or -EINVAL for a
+ * bad value, which cuInit reports. */
+int simnode_config_driver(int *version);
 int simnode_device_count(void);
 const simnode_devinfo_t *simnode_device(int dev);   /* NULL if dev is out of range */
 
