@@ -90,6 +90,28 @@ static seen_t run(const char *drv, int isa, bool quiet)
     return s;
 }
 
+/* A process on a driver of CUDA ver (SIMCUDA_DRIVER_VERSION=drv, NULL: unset), whose PTX ISA is isa: it reports
+ * ver before and after cuInit, loads PTX up to isa and no newer, and kernels_load gets the kernels running, at
+ * once on a CUDA 13 driver and at its second load, lowered, on an older one. */
+static void check_driver(const char *drv, int ver, int isa)
+{
+    seen_t s = run(drv, isa, false);
+    bool old = ver < 13000;
+    const char *d = drv ? drv : "unset";
+    ok(s.ver_rc == 0 && s.ver_pre == ver, "SIMCUDA_DRIVER_VERSION %s: cuDriverGetVersion before cuInit says %d (%d)", d,
+       ver, s.ver_pre);
+    ok(s.init_rc == 0 && s.ver == ver, "  cuInit, then %d (rc %d, %d)", ver, s.init_rc, s.ver);
+    CUresult want = old ? CUDA_ERROR_UNSUPPORTED_PTX_VERSION : CUDA_SUCCESS;
+    is_int(s.load_rc, want, "  CUDA 13's PTX (ISA 9.0) %s", old ? "is refused, as such a driver does" : "loads");
+    is_int(s.lib_rc, want, "  as a library too");
+    is_int(s.kload_rc, 0, "  kernels_load succeeds");
+    is_int(s.kload_calls, old ? 2 : 1, "  at its %s load", old ? "second, lowered," : "first");
+    is_int(s.spin_rc, 0, "  spin_ns runs from that module");
+    is_int(s.isa_at_rc, 0, "  ISA %d.%d loads", isa / 10, isa % 10);
+    is_int(s.isa_above_rc, CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "  ISA %d.%d does not (UNSUPPORTED_PTX_VERSION)",
+           (isa + 1) / 10, (isa + 1) % 10);
+}
+
 /* Fakes for kernels_load's own rules: a driver that refuses everything with rc, of CUDA version fake_ver. */
 static int fake_calls, fake_ver;
 static CUresult fake_rc;
@@ -122,37 +144,13 @@ int main(void)
 {
     node_setup("module", "1G");
 
+    check_driver(NULL, 13000, 90);
+    check_driver("12040", 12040, 84);
+    check_driver("11080", 11080, 78);
+
     seen_t s = run(NULL, 90, false);
-    is_int(s.ver_rc, 0, "default: cuDriverGetVersion before cuInit succeeds");
-    is_int(s.ver_pre, 13000, "  and says 13000");
-    is_int(s.init_rc, 0, "  cuInit");
-    is_int(s.ver, 13000, "  13000 after cuInit");
-    is_int(s.load_rc, 0, "  CUDA 13's PTX (ISA 9.0) loads");
-    is_int(s.lib_rc, 0, "  as a library too");
-    is_int(s.kload_rc, 0, "  kernels_load succeeds");
-    is_int(s.kload_calls, 1, "  at its first load");
-    is_int(s.spin_rc, 0, "  spin_ns runs");
-    is_int(s.isa_above_rc, CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "  ISA 9.1 is refused (UNSUPPORTED_PTX_VERSION)");
-    is_int(s.bad_rc, CUDA_ERROR_INVALID_PTX, "  a malformed .version is INVALID_PTX");
-    is_int(s.bin_rc, 0, "  a binary image is accepted uninterpreted");
-
-    s = run("12040", 84, false);
-    is_int(s.ver_pre, 12040, "SIMCUDA_DRIVER_VERSION=12040: cuDriverGetVersion before cuInit says 12040");
-    is_int(s.init_rc, 0, "  cuInit");
-    is_int(s.ver, 12040, "  12040 after cuInit");
-    is_int(s.load_rc, CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "  CUDA 13's PTX is refused, as a CUDA 12.4 driver does");
-    is_int(s.lib_rc, CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "  as a library too");
-    is_int(s.kload_rc, 0, "  kernels_load succeeds");
-    is_int(s.kload_calls, 2, "  at its second load, the directive lowered");
-    is_int(s.spin_rc, 0, "  and spin_ns runs from that module");
-    is_int(s.isa_at_rc, 0, "  ISA 8.4 loads");
-    is_int(s.isa_above_rc, CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "  ISA 8.5 does not");
-
-    s = run("11080", 78, false);
-    is_int(s.load_rc, CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "SIMCUDA_DRIVER_VERSION=11080: CUDA 13's PTX is refused");
-    ok(s.kload_rc == 0 && s.kload_calls == 2 && s.spin_rc == 0, "  kernels_load lowers it to 7.8 and spin_ns runs "
-       "(rc %d, %d loads, spin %d)", s.kload_rc, s.kload_calls, s.spin_rc);
-    ok(s.isa_at_rc == 0 && s.isa_above_rc == CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "  7.8 loads, 7.9 does not");
+    is_int(s.bad_rc, CUDA_ERROR_INVALID_PTX, "a malformed .version is INVALID_PTX");
+    is_int(s.bin_rc, 0, "a binary image is accepted uninterpreted");
 
     s = run("9020", 0, true);
     is_int(s.ver_rc, CUDA_ERROR_INVALID_VALUE, "SIMCUDA_DRIVER_VERSION=9020 (out of range): cuDriverGetVersion fails");
