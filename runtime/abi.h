@@ -30,10 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROTA_ABI_VERSION 6u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
+#define ROTA_ABI_VERSION 7u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
                              * dev.normal_clients; 5: board.high_idle, region.high_idle_ns (direct release);
                              * 6: region.high_idle_learn, channel.idle_from_ns, channel.idle_win_ns, slot.idle_win_ns
-                             * (the learned idle window) */
+                             * (the learned idle window); 7: place.wait_ms (a job that fits nowhere waits) */
 #define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
 #define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
 #define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
@@ -362,6 +362,12 @@ typedef struct rota_msg_result {
  * beside low ones rather than beside normal ones (runtime/place.h). */
 #define ROTA_PLACE_HIGH 2u
 #define ROTA_PLACE_LOW 4u
+/* wait_ms (rota run --place-wait): a job whose mem fits on no candidate now is not answered at once. rotad keeps
+ * the request and answers when a candidate has room (served by class, then arrival, each waiter in turn; the first
+ * that still fits nowhere stops the walk, so a large job is not starved by smaller ones behind it), or when wait_ms
+ * pass, then by the fits-nowhere rule (the most free memory). A job committed to a GPU where it does not fit waits
+ * for memory there, while another GPU may free room first; deciding when room appears picks that GPU. 0: answer at
+ * once. At most ROTA_MAX_WAIT_MS. */
 typedef struct rota_place_cand {
     uint8_t uuid[ROTA_UUID_LEN];
     uint64_t total_mem;    /* 1..ROTA_MAX_BYTES, as the asker's driver reports it */
@@ -372,6 +378,8 @@ typedef struct rota_msg_place {
     uint32_t ncand;        /* 1..ROTA_MAX_DEVICES; 0 with ROTA_PLACE_KNOWN */
     uint32_t flags;        /* ROTA_PLACE_KNOWN, ROTA_PLACE_HIGH or ROTA_PLACE_LOW, or 0 */
     uint64_t mem;          /* the job's expected memory (its --mem limit), counted while pending; 0 = unknown */
+    uint32_t wait_ms;      /* how long a job that fits nowhere may wait for room (above); 0 = answer at once */
+    uint32_t reserved;     /* zero */
     rota_place_cand_t cand[ROTA_MAX_DEVICES]; /* entries past ncand must be zero */
 } rota_msg_place_t;
 
@@ -386,7 +394,8 @@ _Static_assert(sizeof(rota_msg_mem_t) == 56, "mem message");
 _Static_assert(sizeof(rota_msg_result_t) == 40, "result");
 _Static_assert(sizeof(rota_msg_welcome_t) <= ROTA_MSG_MAX, "messages fit ROTA_MSG_MAX");
 _Static_assert(sizeof(rota_place_cand_t) == 24, "place candidate");
-_Static_assert(sizeof(rota_msg_place_t) == 32 + 24 * ROTA_MAX_DEVICES, "place");
+_Static_assert(sizeof(rota_msg_place_t) == 40 + 24 * ROTA_MAX_DEVICES, "place");
+_Static_assert(offsetof(rota_msg_place_t, wait_ms) == 32 && offsetof(rota_msg_place_t, cand) == 40, "place layout");
 _Static_assert(sizeof(rota_msg_place_t) <= ROTA_MSG_MAX, "place fits ROTA_MSG_MAX");
 _Static_assert(offsetof(rota_msg_hdr_t, type) == 6 && offsetof(rota_msg_hdr_t, seq) == 12, "header layout");
 _Static_assert(offsetof(rota_msg_mem_t, bytes) == 40, "mem layout");

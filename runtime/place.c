@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
@@ -111,10 +112,16 @@ static void place_measure(const place_t *pl, const rota_region_t *r, int dev, un
     g->expect = LD(&d->reserved) + more + pmem;
 }
 
+/* Memory the GPU has left for a new job. */
+static uint64_t place_free(const place_gpu_t *g)
+{
+    return g->expect < g->cap ? g->cap - g->expect : 0;
+}
+
 /* Whether a is a better home than b for a job of mem bytes (0: unknown): see place.h. */
 static bool place_better(const place_gpu_t *a, const place_gpu_t *b, uint64_t mem)
 {
-    uint64_t fa = a->expect < a->cap ? a->cap - a->expect : 0, fb = b->expect < b->cap ? b->cap - b->expect : 0;
+    uint64_t fa = place_free(a), fb = place_free(b);
     bool ka = fa >= mem, kb = fb >= mem;
     if (ka != kb) return ka;
     if (ka && a->rivals != b->rivals) return a->rivals < b->rivals;
@@ -163,6 +170,7 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
         }
     }
     if (best < 0) return -ENOSPC;
+    if (m->wait_ms && place_free(&bg) < m->mem) return -EAGAIN; /* the best fits nowhere: wait for room */
     place_pending_t *e = place_slot(pl, pid);
     e->pid = pid;
     e->dev = devs[best];
@@ -171,4 +179,94 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
     e->deadline_ns = now_ns + (uint64_t)ROTA_PLACE_PENDING_MS * 1000000u;
     atomic_fetch_add_explicit(&r->seq, 1, memory_order_release);
     return known ? devs[best] : best;
+}
+
+/* ---- requests that wait for room ---------------------------------------------------------------------------- */
+
+int place_wait_add(place_t *pl, void *who, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns)
+{
+    place_waiter_t *w = calloc(1, sizeof *w);
+    if (!w) return -ENOMEM;
+    w->who = who;
+    w->pid = pid;
+    w->prio = place_prio(m->flags);
+    w->arrival = pl->arrivals++;
+    w->since_ns = now_ns;
+    w->deadline_ns = now_ns + (uint64_t)m->wait_ms * 1000000u;
+    w->m = *m;
+    place_waiter_t **pp = &pl->waiters;
+    while (*pp && (*pp)->prio <= w->prio) pp = &(*pp)->next; /* behind its class and the better ones */
+    w->next = *pp;
+    *pp = w;
+    return 0;
+}
+
+/* Unlinks *pp, places it without waiting any longer, answers it and frees it. */
+static void place_wait_give_up(place_t *pl, rota_region_t *r, place_waiter_t **pp, uint64_t now_ns,
+                               place_answer_fn *fn, void *ctx)
+{
+    place_waiter_t *w = *pp;
+    *pp = w->next;
+    rota_msg_place_t m = w->m;
+    m.wait_ms = 0;
+    fn(ctx, w, place_choose(pl, r, w->pid, &m, now_ns));
+    free(w);
+}
+
+unsigned place_wait_serve(place_t *pl, rota_region_t *r, uint64_t now_ns, place_answer_fn *fn, void *ctx)
+{
+    unsigned n = 0;
+    for (place_waiter_t **pp = &pl->waiters; *pp;) {
+        if (now_ns < (*pp)->deadline_ns) {
+            pp = &(*pp)->next;
+            continue;
+        }
+        place_wait_give_up(pl, r, pp, now_ns, fn, ctx);
+        n++;
+    }
+    place_waiter_t *w;
+    while ((w = pl->waiters)) {
+        int i = place_choose(pl, r, w->pid, &w->m, now_ns);
+        if (i == -EAGAIN) break; /* it still fits nowhere: those behind it wait too */
+        pl->waiters = w->next;
+        fn(ctx, w, i);
+        free(w);
+        n++;
+    }
+    return n;
+}
+
+unsigned place_wait_flush(place_t *pl, rota_region_t *r, uint64_t now_ns, place_answer_fn *fn, void *ctx)
+{
+    unsigned n = 0;
+    for (; pl->waiters; n++) place_wait_give_up(pl, r, &pl->waiters, now_ns, fn, ctx);
+    return n;
+}
+
+void place_wait_drop(place_t *pl, const void *who)
+{
+    for (place_waiter_t **pp = &pl->waiters; *pp;) {
+        place_waiter_t *w = *pp;
+        if (w->who != who) {
+            pp = &w->next;
+            continue;
+        }
+        *pp = w->next;
+        free(w);
+    }
+}
+
+uint64_t place_wait_next(const place_t *pl)
+{
+    uint64_t t = UINT64_MAX;
+    for (const place_waiter_t *w = pl->waiters; w; w = w->next)
+        if (w->deadline_ns < t) t = w->deadline_ns;
+    return t;
+}
+
+unsigned place_wait_count(const place_t *pl)
+{
+    unsigned n = 0;
+    for (const place_waiter_t *w = pl->waiters; w; w = w->next) n++;
+    return n;
 }

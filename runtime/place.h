@@ -31,7 +31,13 @@
  *      not outweigh a whole job), then the fewest clients, then
  *   4. the lowest candidate index (deterministic).
  * Where the job fits nowhere, the most free memory decides (it is the closest to fitting), then the load, then
- * the busy fraction.
+ * the busy fraction. A request with wait_ms (rota run --place-wait) that fits nowhere is not answered then: it
+ * waits (place_wait_add) until a candidate has room, and is placed by the rules above at that moment
+ * (place_wait_serve, which rotad runs after every batch of events while anyone waits), or until wait_ms pass,
+ * when the fits-nowhere rule places it. Committing such a job early sends it to wait for memory on one GPU while
+ * another may free room first, and it then shares with whatever took the room meanwhile. Waiters are served by
+ * class, then arrival; the first that still fits nowhere stops the walk, so a large job is not starved by smaller
+ * waiters behind it. A new request that fits is placed at once: it was never a waiter.
  * The chosen GPU then carries a pending placement for the asking pid until that pid reserves memory on some
  * GPU (place_settle: from then on the ledger and its limit count it), the pid no longer exists, or
  * ROTA_PLACE_PENDING_MS pass. So jobs that start at once spread instead of all seeing the same empty GPU. A pid
@@ -41,6 +47,7 @@
 #define PLACE_MAX_PENDING 256
 #define PLACE_MEM_SLACK_PCT 2
 #define PLACE_BUSY_SLACK_PERMILLE 100
+#define PLACE_RECHECK_MS 100u /* rotad looks at waiting jobs at least this often (place_wait_serve) */
 
 typedef struct place_pending {
     pid_t pid;             /* 0 = free entry */
@@ -50,14 +57,31 @@ typedef struct place_pending {
     uint64_t deadline_ns;  /* CLOCK_MONOTONIC */
 } place_pending_t;
 
+/* A request that fits nowhere yet (wait_ms), in the order it is served. */
+typedef struct place_waiter {
+    void *who;             /* the asker (rotad's connection); opaque here */
+    pid_t pid;
+    unsigned prio;         /* ROTA_PRIO_* */
+    uint64_t arrival;      /* order of arrival */
+    uint64_t since_ns, deadline_ns; /* CLOCK_MONOTONIC */
+    rota_msg_place_t m;
+    struct place_waiter *next;
+} place_waiter_t;
+
 typedef struct place {
     place_pending_t p[PLACE_MAX_PENDING];
     uint32_t known;        /* region devices rotad enumerated itself (probe.c): ROTA_PLACE_KNOWN chooses here */
+    place_waiter_t *waiters; /* sorted by (prio, arrival) */
+    uint64_t arrivals;
 } place_t;
+
+/* Called for a waiter that leaves the queue with its answer, idx as place_choose gives it (never -EAGAIN); the
+ * waiter is freed after the call returns. */
+typedef void place_answer_fn(void *ctx, const place_waiter_t *w, int idx);
 
 /* Chooses among m's candidates for pid at time now_ns (CLOCK_MONOTONIC) and records the pending placement.
  * Returns the candidate index (0..m->ncand-1), or -ENOSPC when no candidate could be entered in the ledger
- * (device table full). With ROTA_PLACE_KNOWN in m->flags the candidates are the devices in pl->known (only
+ * (device table full), or -EAGAIN, recording nothing, when m->wait_ms is set and m->mem fits on no candidate. With ROTA_PLACE_KNOWN in m->flags the candidates are the devices in pl->known (only
  * GPUs of the node's own driver, never ones a client reported: those may be another driver's or container's)
  * and the answer is the region device index, or -ENODEV when pl->known is empty. m must have passed
  * proto_check. */
@@ -68,5 +92,19 @@ int place_add_known(place_t *pl, rota_region_t *r, const rota_place_cand_t *gpus
 void place_settle(place_t *pl, pid_t pid);
 /* Pending placements on dev, and their memory (after expiring old ones). */
 unsigned place_pending_count(const place_t *pl, int dev, uint64_t *mem);
+
+/* Queues a request that place_choose answered -EAGAIN, until now_ns + m->wait_ms. 0, or -ENOMEM. */
+int place_wait_add(place_t *pl, void *who, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns);
+/* Answers every waiter whose time is up (the fits-nowhere rule), then, in order, every waiter that fits now,
+ * stopping at the first that does not. Returns how many were answered. */
+unsigned place_wait_serve(place_t *pl, rota_region_t *r, uint64_t now_ns, place_answer_fn *fn, void *ctx);
+/* Answers every waiter at once by the fits-nowhere rule (rotad is stopping); returns how many. */
+unsigned place_wait_flush(place_t *pl, rota_region_t *r, uint64_t now_ns, place_answer_fn *fn, void *ctx);
+/* Forgets who's requests without answering (its connection is gone). */
+void place_wait_drop(place_t *pl, const void *who);
+/* The earliest waiter's deadline, or UINT64_MAX when nobody waits. */
+uint64_t place_wait_next(const place_t *pl);
+/* Waiters queued. */
+unsigned place_wait_count(const place_t *pl);
 
 #endif

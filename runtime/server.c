@@ -505,10 +505,13 @@ static void server_on_adopt(server_t *s, client_t *c, const rota_msg_mem_t *m)
     server_log(s, 2, "pid %d re-registered %llu bytes on GPU %d", (int)c->pid, (unsigned long long)m->bytes, dev);
 }
 
-static void server_on_place(server_t *s, client_t *c, const rota_msg_place_t *m)
+/* Sends the RESULT of a PLACE: the candidate index (or region device with ROTA_PLACE_KNOWN), or the error. */
+static void server_place_result(server_t *s, client_t *c, const rota_msg_place_t *m, int i, uint64_t waited_ns)
 {
-    int i = place_choose(&s->pl, s->rg.r, c->pid, m, server_now_ns());
-    if (i >= 0 && (m->flags & ROTA_PLACE_KNOWN))
+    if (i >= 0 && waited_ns)
+        server_log(s, 1, "pid %d: placed on candidate %d of %u after waiting %llu ms for room", (int)c->pid, i,
+                   (unsigned)m->ncand, (unsigned long long)(waited_ns / 1000000u));
+    else if (i >= 0 && (m->flags & ROTA_PLACE_KNOWN))
         server_log(s, 2, "pid %d: placed on GPU %d (remap)", (int)c->pid, i);
     else if (i >= 0)
         server_log(s, 2, "pid %d: placed on candidate %d of %u", (int)c->pid, i, (unsigned)m->ncand);
@@ -517,6 +520,31 @@ static void server_on_place(server_t *s, client_t *c, const rota_msg_place_t *m)
     res.status = i < 0 ? i : 0;
     res.dev = i < 0 ? -1 : i;
     server_send(s, c, &res, sizeof res, NULL, 0);
+}
+
+/* place_answer_fn: a waiting PLACE is answered (room appeared, its wait ran out, or rotad stops). */
+static void server_place_answer(void *ctx, const place_waiter_t *w, int i)
+{
+    server_t *s = ctx;
+    uint64_t now = server_now_ns();
+    server_place_result(s, w->who, &w->m, i, now > w->since_ns ? now - w->since_ns : 1);
+}
+
+static void server_on_place(server_t *s, client_t *c, const rota_msg_place_t *m)
+{
+    uint64_t now = server_now_ns();
+    int i = place_choose(&s->pl, s->rg.r, c->pid, m, now);
+    if (i == -EAGAIN) {
+        if (!place_wait_add(&s->pl, c, c->pid, m, now)) {
+            server_log(s, 1, "pid %d: %llu MiB fits on no GPU now: waiting up to %u ms for room", (int)c->pid,
+                       (unsigned long long)(m->mem >> 20), m->wait_ms);
+            return;
+        }
+        rota_msg_place_t now_m = *m; /* no memory to queue it: answer at once, as without a wait */
+        now_m.wait_ms = 0;
+        i = place_choose(&s->pl, s->rg.r, c->pid, &now_m, now);
+    }
+    server_place_result(s, c, m, i, 0);
 }
 
 static void server_on_message(server_t *s, client_t *c, const void *buf, size_t n)
@@ -605,6 +633,7 @@ static void server_drop(server_t *s, client_t *c)
         atomic_fetch_add_explicit(&r->seq, 1, memory_order_release);
         server_log(s, 2, "client pid %d left slot %d", (int)c->pid, c->slot);
     }
+    place_wait_drop(&s->pl, c); /* a rota run that gave up waiting */
     region_channel_destroy(c->ch);
     close(c->fd);
     if (c->prev) c->prev->next = c->next;
@@ -695,7 +724,14 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
         close(notify[i]);
     }
     while (!s->stopping) {
-        uint64_t next = waitq_next_deadline(&s->q);
+        uint64_t next = waitq_next_deadline(&s->q), pnext = place_wait_next(&s->pl);
+        if (pnext != UINT64_MAX) {
+            /* Room for a waiting job appears through events (releases, exits), except when a placement still
+             * pending for a process that died lapses: look again at least every PLACE_RECHECK_MS. */
+            uint64_t recheck = server_now_ns() + PLACE_RECHECK_MS * 1000000u;
+            if (pnext > recheck) pnext = recheck;
+            if (pnext < next) next = pnext;
+        }
         int timeout = -1;
         if (next != UINT64_MAX) {
             uint64_t now = server_now_ns();
@@ -726,9 +762,12 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
         }
         waitq_expire(&s->q, server_now_ns(), server_answer, s);
         server_sweep(s);
+        if (s->pl.waiters) place_wait_serve(&s->pl, s->rg.r, server_now_ns(), server_place_answer, s);
     }
-    /* Drain: every queued thread gets an answer (it passes through), then every client is let go. */
+    /* Drain: every queued thread gets an answer (it passes through), every waiting job a GPU, then every client
+     * is let go. */
     waitq_flush(&s->q, -ESHUTDOWN, server_answer, s);
+    place_wait_flush(&s->pl, s->rg.r, server_now_ns(), server_place_answer, s);
     while (s->clients) server_drop(s, s->clients);
     return ROTAD_EXIT_OK;
 }

@@ -137,8 +137,8 @@ int proto_check(const void *buf, size_t n, uint32_t *abi, const char **why)
         if ((known ? m->ncand != 0 : m->ncand < 1 || m->ncand > ROTA_MAX_DEVICES) ||
             (m->flags & ~(ROTA_PLACE_KNOWN | ROTA_PLACE_HIGH | ROTA_PLACE_LOW)) ||
             (m->flags & (ROTA_PLACE_HIGH | ROTA_PLACE_LOW)) == (ROTA_PLACE_HIGH | ROTA_PLACE_LOW) || /* one class */
-            m->mem > ROTA_MAX_BYTES) {
-            *why = "place: candidate count, flags or memory out of range";
+            m->mem > ROTA_MAX_BYTES || m->wait_ms > ROTA_MAX_WAIT_MS || m->reserved) {
+            *why = "place: candidate count, flags, memory or wait out of range";
             return -EBADMSG;
         }
         static const rota_place_cand_t zero;

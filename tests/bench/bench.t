@@ -326,7 +326,7 @@ try:
     run.samples = [(1000000000, [0, 0]), (2000000000, [500000000, 250000000])]
     run.rota_trace = os.path.join(tmp, "rota-trace.jsonl")
     with open(run.rota_trace, "w") as f:
-        for ev in ({"ts_us": 1100000, "pid": 4242, "ev": "place", "gpu": 1},
+        for ev in ({"ts_us": 1100000, "pid": 4242, "ev": "place", "gpu": 1, "wait_us": 40000},
                    {"ts_us": 1200000, "pid": 4242, "ev": "mem_wait", "gpu": 1, "bytes": 1 << 30},
                    {"ts_us": 1500000, "pid": 4242, "ev": "mem_grant", "gpu": 1, "bytes": 1 << 30},
                    {"ts_us": 1600000, "pid": 4242, "ev": "hold", "by": 99},
@@ -348,6 +348,10 @@ try:
        held[0]["pid"] == 1 and held[0]["args"].get("by") == 99, "ROTA_TRACE hold..release: one 'held' span")
     ok(len(mw) == 1 and abs(mw[0]["dur"] - 300000) < 1, "ROTA_TRACE mem_wait..mem_grant: one 300 ms span")
     ok(run.job_gpu("a") == 1, "a ROTA_TRACE placement tells the job's GPU")
+    pwait = [e for e in tev if e.get("name") == "waiting for a GPU with room"]
+    ok(len(pwait) == 1 and abs(pwait[0]["ts"] - 60000) < 1 and abs(pwait[0]["dur"] - 40000) < 1,
+       "a placement after a 40 ms wait for room: one span before it")
+    ok(run.place_wait("a") == (1060000000, 1100000000), "and the job's place wait in ns")
     ok(len(busy) == 1 and busy[0]["args"] == {"gpu0": 0.5, "gpu1": 0.25}, "busy counters per GPU")
 
     # ---- the idle breakdown on a hand-made timeline (ms): job a works [5, 20] and [25, 40] with kernels

@@ -30,6 +30,9 @@ int main(void)
     OFF(rota_msg_result_t, status, 16);
     OFF(rota_msg_result_t, limit, 24);
     OFF(rota_msg_result_t, credit, 32);
+    OFF(rota_msg_place_t, mem, 24);
+    OFF(rota_msg_place_t, wait_ms, 32);
+    OFF(rota_msg_place_t, cand, 40);
     OFF(rota_channel_t, credit, 128);
     OFF(rota_region_t, magic, 0);
     OFF(rota_region_t, abi, 4);
@@ -114,6 +117,17 @@ int main(void)
     x.wait_ms = 5;
     is_int(proto_check(&x, sizeof x, NULL, &why), -EBADMSG, "a release with a wait: %s", why);
 
+    rota_msg_place_t pm = {0};
+    proto_hdr_init(&pm.h, ROTA_MSG_PLACE, sizeof pm, 1);
+    pm.flags = ROTA_PLACE_KNOWN;
+    pm.wait_ms = ROTA_MAX_WAIT_MS;
+    is_int(proto_check(&pm, sizeof pm, NULL, &why), ROTA_MSG_PLACE, "a place that may wait an hour");
+    pm.wait_ms++;
+    is_int(proto_check(&pm, sizeof pm, NULL, &why), -EBADMSG, "a place that would wait longer: %s", why);
+    pm.wait_ms = 0;
+    pm.reserved = 1;
+    is_int(proto_check(&pm, sizeof pm, NULL, &why), -EBADMSG, "a place with its reserved word set: %s", why);
+
     rota_msg_hello_t h = {0};
     proto_hdr_init(&h.h, ROTA_MSG_HELLO, sizeof h, 0);
     h.role = ROTA_ROLE_CLIENT;
@@ -153,7 +167,7 @@ int main(void)
     r->size--;
     is_int(proto_region_check(r, ROTA_REGION_MAP_SIZE, &why), -EBADMSG, "corrupted size: %s", why);
     r->size++;
-    r->abi = 7;
+    r->abi = ROTA_ABI_VERSION + 1;
     is_int(proto_region_check(r, ROTA_REGION_MAP_SIZE, &why), -EPROTO, "region of another ABI: %s", why);
     r->magic = 0;
     is_int(proto_region_check(r, ROTA_REGION_MAP_SIZE, &why), -EBADMSG, "zeroed region: %s", why);

@@ -1,6 +1,7 @@
 /* place-t.c - TAP tests of GPU placement: runtime/place.c's choice (unit), and `rota run --gpu` over rotad and
  * four simulated GPUs: four `device 0` jobs started at once spread over the four, --gpu N and
- * CUDA_VISIBLE_DEVICES are honoured, no rotad means no placement; rota top --once / status --json show the jobs.
+ * CUDA_VISIBLE_DEVICES are honoured, no rotad means no placement; rota top --once / status --json show the jobs;
+ * a job that fits on no GPU waits for one with room (--place-wait), and its wait's unit tests.
  * Jobs are this program re-executed (ROTA_PLACE_T_JOB=1) under rota run, so under librota.so. */
 #include "runtime/ledger.h"
 #include "runtime/place.h"
@@ -320,6 +321,106 @@ static void unit_tests(void)
     free(r);
 }
 
+
+/* ---- unit tests of the requests that wait for room (place_wait_*) ------------------------------------------- */
+
+typedef struct answers {
+    int n;
+    pid_t pid[8];
+    int idx[8];
+} answers_t;
+
+static void answer(void *ctx, const place_waiter_t *w, int idx)
+{
+    answers_t *a = ctx;
+    if (a->n < 8) {
+        a->pid[a->n] = w->pid;
+        a->idx[a->n] = idx;
+    }
+    a->n++;
+}
+
+static void wait_unit_tests(void)
+{
+    rota_region_t *r = calloc(1, sizeof *r);
+    place_t *pl = calloc(1, sizeof *pl);
+    if (!r || !pl) bail("calloc");
+    pid_t k[4];
+    for (int i = 0; i < 4; i++) k[i] = sleeper();
+    rota_msg_place_t m;
+    cands(&m, 2, 16 * GIB);
+    uint64_t now = 1000000000u, sec = 1000000000u;
+    is_int(place_choose(pl, r, k[0], &m, now), 0, "two empty GPUs entered");
+    place_settle(pl, k[0]);
+    atomic_store(&r->devices[0].reserved, 12 * GIB);
+    atomic_store(&r->devices[1].reserved, 10 * GIB);
+    m.mem = 8 * GIB;
+    m.wait_ms = 1000;
+    is_int(place_choose(pl, r, k[0], &m, now), -EAGAIN, "an 8G job with a wait, 4G and 6G free: -EAGAIN");
+    ok(!place_pending_count(pl, 0, NULL) && !place_pending_count(pl, 1, NULL), "and nothing is pending");
+    m.wait_ms = 0;
+    is_int(place_choose(pl, r, k[0], &m, now), 1, "without a wait: at once, the most free memory (GPU 1)");
+    place_settle(pl, k[0]);
+
+    /* class first, then arrival */
+    rota_msg_place_t a = m, b = m, h = m;
+    a.wait_ms = 1000;          /* k[0]: normal 8G, deadline now + 1 s */
+    b.wait_ms = 5000;          /* k[1]: normal 2G, arrives after a, deadline now + 5 s */
+    b.mem = 2 * GIB;
+    h.wait_ms = 5000;          /* k[2]: high 8G, arrives last */
+    h.flags = ROTA_PLACE_HIGH;
+    ok(!place_wait_add(pl, (void *)1, k[0], &a, now) && !place_wait_add(pl, (void *)2, k[1], &b, now) &&
+           !place_wait_add(pl, (void *)3, k[2], &h, now + 1),
+       "three requests wait");
+    is_uint(place_wait_count(pl), 3, "three waiters");
+    ok(pl->waiters->pid == k[2] && pl->waiters->next->pid == k[0] && pl->waiters->next->next->pid == k[1],
+       "served high first, then the normal ones by arrival");
+    is_int((int)(place_wait_next(pl) - now), (int)(1000 * 1000000u), "the next deadline is the first normal one's");
+    answers_t ans = {0};
+    is_uint(place_wait_serve(pl, r, now + 2, answer, &ans), 0,
+            "nothing fits the high job at its head: nobody is answered, the 2G job behind it neither");
+    atomic_store(&r->devices[0].reserved, 4 * GIB); /* 12G free on GPU 0 */
+    is_uint(place_wait_serve(pl, r, now + 3, answer, &ans), 1, "GPU 0 frees 8G: one answer");
+    ok(ans.pid[0] == k[2] && ans.idx[0] == 0, "the high job, on GPU 0 (%d)", ans.idx[0]);
+    is_uint(place_pending_count(pl, 0, NULL), 1, "pending there from now on");
+    is_uint(place_wait_count(pl), 2, "the normal 8G job (GPU 0 now 4G free, GPU 1 6G) still waits, and the 2G one");
+    ans.n = 0;
+    is_uint(place_wait_serve(pl, r, now + sec, answer, &ans), 2, "at its deadline the 8G job is answered, and "
+            "the 2G job behind it then fits");
+    ok(ans.pid[0] == k[0] && ans.idx[0] == 1, "the 8G job where the most memory is free (GPU 1: %d)", ans.idx[0]);
+    ok(ans.pid[1] == k[1] && ans.idx[1] == 0, "the 2G job in the tightest fit (GPU 0, 4G free: %d)", ans.idx[1]);
+    is_uint(place_wait_count(pl), 0, "nobody waits");
+    is_int((int)(place_wait_next(pl) == UINT64_MAX), 1, "no deadline");
+
+    /* a connection that goes, and rotad stopping */
+    memset(pl->p, 0, sizeof pl->p);
+    atomic_store(&r->devices[0].reserved, 15 * GIB);
+    atomic_store(&r->devices[1].reserved, 14 * GIB);
+    a.wait_ms = 9000;
+    ok(!place_wait_add(pl, (void *)1, k[0], &a, now) && !place_wait_add(pl, (void *)2, k[1], &a, now) &&
+           !place_wait_add(pl, (void *)1, k[2], &a, now),
+       "three waiters, two of one connection");
+    place_wait_drop(pl, (void *)1);
+    is_uint(place_wait_count(pl), 1, "that connection's are forgotten");
+    ans.n = 0;
+    is_uint(place_wait_flush(pl, r, now, answer, &ans), 1, "stopping answers the one left");
+    ok(ans.pid[0] == k[1] && ans.idx[0] == 1, "by the fits-nowhere rule (GPU 1, 2G free: %d)", ans.idx[0]);
+    ok(!pl->waiters, "and empties the queue");
+    for (int i = 0; i < 4; i++) {
+        kill(k[i], SIGKILL);
+        waitpid(k[i], NULL, 0);
+    }
+    free(pl);
+    free(r);
+}
+
+/* Whether the job stays silent (no report line: rota run has not started it) for ms. */
+static bool job_quiet(job_t *j, int ms)
+{
+    struct pollfd p = {.fd = j->out, .events = POLLIN};
+    return poll(&p, 1, ms) == 0;
+}
+
 int main(void)
 {
     if (getenv("ROTA_PLACE_T_JOB")) return job_main();
@@ -331,6 +432,7 @@ int main(void)
     self[n] = 0;
 
     unit_tests();
+    wait_unit_tests();
 
     th_node4_setup("place-t", node, sizeof node);
     char u[4][PROTO_UUID_STR];
@@ -386,6 +488,48 @@ int main(void)
     if (!strncmp(py, "nopython", 8)) skip("python3 is not installed: JSON not parsed");
     else is_str(py, "parsed\n", "rota status --json parses: 4 clients on devices 0..3, every new field present");
     for (int i = 0; i < 4; i++) th_job_finish(&j[i]);
+
+    /* --place-wait: a job whose --mem fits on no GPU waits for one with room */
+    const char *m3[] = {"--mem", "3G", NULL};
+    for (int i = 0; i < 4; i++) job_start(&j[i], m3, NULL);
+    seen = 0;
+    int on2 = -1;
+    for (int i = 0; i < 4; i++) {
+        int x = th_job_report(&j[i]) ? th_uuid_index(u, j[i].uuid) : -1;
+        if (x >= 0) seen |= 1 << x;
+        if (x == 2) on2 = i;
+    }
+    is_int(seen, 0xf, "four 3G jobs on the four 4G GPUs, one each (mask %#x)", seen);
+    job_t w;
+    const char *m2w[] = {"--mem", "2G", "--place-wait", "20", NULL};
+    job_start(&w, m2w, NULL);
+    ok(job_quiet(&w, 1500), "a 2G job fits on no GPU (1G free on each): rota run keeps it waiting");
+    double t0 = th_now_ms();
+    if (on2 >= 0) th_job_finish(&j[on2]);
+    ok(th_job_report(&w) && w.rc == 0 && !strcmp(w.uuid, u[2]),
+       "the job on GPU 2 ends: the waiting job starts there (%s, %.0f ms later)", w.uuid, th_now_ms() - t0);
+    job_t z;
+    const char *m3n[] = {"--mem", "3G", "--place-wait", "0", NULL};
+    job_start(&z, m3n, NULL);
+    ok(th_job_report(&z) && z.rc == 0 && !strcmp(z.uuid, u[2]),
+       "--place-wait 0: a 3G job that fits nowhere starts at once, where the most memory is free (GPU 2, 2G)");
+    th_job_finish(&z);
+    const char *m3s[] = {"--mem", "3G", "--place-wait", "0.5", NULL};
+    t0 = th_now_ms();
+    job_start(&z, m3s, NULL);
+    bool rep = th_job_report(&z);
+    double took = th_now_ms() - t0;
+    ok(rep && z.rc == 0 && !strcmp(z.uuid, u[2]) && took >= 450,
+       "--place-wait 0.5: after %.0f ms (>= 450) the job starts where the most memory is free (GPU 2)", took);
+    th_job_finish(&z);
+    th_job_finish(&w);
+    for (int i = 0; i < 4; i++)
+        if (i != on2) th_job_finish(&j[i]);
+    const char *pw1[] = {"--place-wait", "-1", NULL}, *pw2[] = {"--place-wait", "3601", NULL};
+    job_start(&z, pw1, NULL);
+    is_int(th_job_finish(&z), 125, "--place-wait -1: usage error (125)");
+    job_start(&z, pw2, NULL);
+    is_int(th_job_finish(&z), 125, "--place-wait 3601: usage error (125)");
 
     /* --gpu N, and CUDA_VISIBLE_DEVICES */
     const char *g2[] = {"--gpu", "2", NULL};

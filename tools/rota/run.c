@@ -1,6 +1,9 @@
 /* run.c - `rota run`: places a job on a GPU, sets up LD_PRELOAD=librota.so and its ROTA_* options, execs it. */
 #include "tools/rota/rota.h"
 
+#include "tools/rota/fmt.h"
+#include "tools/rota/sample.h"
+
 #include "runtime/abi.h"
 #include "runtime/lib/conn.h"
 #include "runtime/lib/gpus.h"
@@ -21,7 +24,7 @@
 
 static const char run_usage[] =
     "usage: rota run [--priority high|normal|low] [--weight W] [--mem SIZE] [--gpu auto|all|N]\n"
-    "                [--socket PATH] [--lib PATH] [--quiet] -- CMD [ARGS...]\n"
+    "                [--place-wait S] [--socket PATH] [--lib PATH] [--quiet] -- CMD [ARGS...]\n"
     "\n"
     "Runs CMD under rota: LD_PRELOAD starts with librota.so (--lib, else $ROTA_LIBROTA, else\n"
     "BINDIR/../lib/librota.so next to this rota binary; an existing LD_PRELOAD is kept after it, but a\n"
@@ -31,7 +34,9 @@ static const char run_usage[] =
     "GPU placement (--gpu, default auto), over the GPUs CMD could see (CUDA_VISIBLE_DEVICES is honoured):\n"
     "  auto  rotad picks a GPU where --mem fits, then the fewest clients and placements still pending\n"
     "        (jobs started at once spread), then the most free memory; CMD sees it as device 0\n"
-    "        (CUDA_VISIBLE_DEVICES=GPU-<uuid>).\n"
+    "        (CUDA_VISIBLE_DEVICES=GPU-<uuid>). Where --mem fits on no GPU yet, rota run waits up to\n"
+    "        --place-wait seconds (default 30, 0 to 3600; fractions allowed; 0: no wait) for one to have room\n"
+    "        and starts CMD there, else where the most memory is free (CMD then waits for memory there).\n"
     "        Without rotad, or without a CUDA driver, nothing is placed (one warning): CMD sees every GPU.\n"
     "  N     the N-th visible GPU, as device 0.\n"
     "  all   no placement: CUDA_VISIBLE_DEVICES is left as it is.\n"
@@ -41,11 +46,15 @@ static const char run_usage[] =
     "126 CMD was found but could not be executed; 127 CMD was not found.\n";
 
 enum { RUN_GPU_AUTO = -1, RUN_GPU_ALL = -2 };
+#define RUN_PLACE_WAIT_MS 30000u /* as long as an allocation waits for memory by default (ROTA_MEM_WAIT) */
+#define RUN_ANSWER_MS 5000u      /* how long rotad may take to answer beyond the job's wait */
+#define RUN_WAIT_NOTE_MS 1000u   /* a job still waiting for a GPU with room after this is told so */
 
 typedef struct run_opts {
     const char *priority;   /* validated name, or NULL */
     const char *weight;     /* validated text, or NULL */
     uint64_t mem;           /* 0 = not given */
+    uint32_t place_wait_ms; /* how long a job that fits on no GPU waits for one with room */
     int gpu;                /* RUN_GPU_AUTO, RUN_GPU_ALL or an ordinal */
     const char *socket;
     const char *lib;
@@ -95,7 +104,8 @@ static const char *run_optval(int argc, char **argv, int *i, const char *name, b
 
 static int run_parse(int argc, char **argv, run_opts_t *o)
 {
-    *o = (run_opts_t){.gpu = RUN_GPU_AUTO, .socket = getenv("ROTA_SOCKET"), .lib = getenv("ROTA_LIBROTA")};
+    *o = (run_opts_t){.gpu = RUN_GPU_AUTO, .socket = getenv("ROTA_SOCKET"), .lib = getenv("ROTA_LIBROTA"),
+                      .place_wait_ms = RUN_PLACE_WAIT_MS};
     int i;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -128,6 +138,11 @@ static int run_parse(int argc, char **argv, run_opts_t *o)
             else if (!strcmp(v, "all")) o->gpu = RUN_GPU_ALL;
             else if (parse_u64(v, 0, 1023, &n) == 0) o->gpu = (int)n;
             else return run_usage_error("--gpu '%s': expected auto, all or a GPU index from 0 to 1023", v);
+        } else if ((v = run_optval(argc, argv, &i, "--place-wait", &missing))) {
+            double w;
+            if (parse_double(v, 0, ROTA_MAX_WAIT_MS / 1000.0, &w))
+                return run_usage_error("--place-wait '%s': expected seconds from 0 to %u", v, ROTA_MAX_WAIT_MS / 1000);
+            o->place_wait_ms = (uint32_t)(w * 1000.0 + 0.5);
         } else if ((v = run_optval(argc, argv, &i, "--socket", &missing))) {
             if (!*v) return run_usage_error("--socket: empty path");
             o->socket = v;
@@ -163,8 +178,20 @@ static int run_enumerate(run_gpus_t *gs, char *why, size_t n)
     return 0;
 }
 
-/* Asks rotad which candidate to use: 0 and *pick, or -1 with a reason in why. */
-static int run_ask_rotad(const run_opts_t *o, const run_gpus_t *gs, int *pick, char *why, size_t n)
+/* poll() on p until ms after t0 (CLOCK_MONOTONIC ns) have passed, across signals: poll's result. */
+static int run_poll(struct pollfd *p, uint64_t t0, uint32_t ms)
+{
+    for (;;) {
+        uint64_t now = rota_sample_now_ns(), end = t0 + (uint64_t)ms * 1000000u;
+        int pr = poll(p, 1, now >= end ? 0 : (int)((end - now + 999999) / 1000000u));
+        if (pr >= 0 || errno != EINTR) return pr;
+    }
+}
+
+/* Asks rotad which candidate to use: 0 and *pick (*waited_ms: how long rotad kept the job waiting for room), or -1
+ * with a reason in why. */
+static int run_ask_rotad(const run_opts_t *o, const run_gpus_t *gs, int *pick, uint64_t *waited_ms, char *why,
+                         size_t n)
 {
     conn_opts_t co = {.socket = o->socket, .role = ROTA_ROLE_OBSERVER, .priority = ROTA_PRIO_NORMAL,
                       .weight = 1000, .timeout_ms = 5000};
@@ -178,6 +205,7 @@ static int run_ask_rotad(const run_opts_t *o, const run_gpus_t *gs, int *pick, c
     proto_hdr_init(&m.h, ROTA_MSG_PLACE, sizeof m, 1);
     m.ncand = (uint32_t)gs->n;
     m.mem = o->mem;
+    m.wait_ms = o->mem ? o->place_wait_ms : 0; /* a job of unknown memory fits anywhere */
     /* The job's class: --priority, else the ROTA_PRIORITY it inherits (librota accepts any case). */
     const char *prio = o->priority ? o->priority : getenv("ROTA_PRIORITY");
     if (prio && !strcasecmp(prio, "high")) m.flags |= ROTA_PLACE_HIGH;
@@ -190,14 +218,21 @@ static int run_ask_rotad(const run_opts_t *o, const run_gpus_t *gs, int *pick, c
     }
     struct pollfd p = {.fd = conn_fd(c), .events = POLLIN};
     rc = -1;
-    int pr;
-    do {
-        pr = poll(&p, 1, 5000);
-    } while (pr < 0 && errno == EINTR);
+    /* rotad answers at once, unless the job fits on no GPU yet: then when one has room, or m.wait_ms later. */
+    uint64_t t0 = rota_sample_now_ns();
+    int pr = run_poll(&p, t0, m.wait_ms ? RUN_WAIT_NOTE_MS : RUN_ANSWER_MS);
+    if (pr == 0 && m.wait_ms) {
+        char sz[32];
+        rota_fmt_size(sz, sizeof sz, o->mem);
+        run_warn(o, "no GPU has room for --mem %s yet: waiting up to %.1f s for one (--place-wait)", sz,
+                 m.wait_ms / 1000.0);
+        pr = run_poll(&p, t0, m.wait_ms + RUN_ANSWER_MS);
+    }
     if (pr <= 0) {
         snprintf(why, n, "rotad did not answer the placement request");
         goto out_close;
     }
+    *waited_ms = (rota_sample_now_ns() - t0) / 1000000u;
     char buf[ROTA_MSG_MAX];
     ssize_t got = proto_recv(conn_fd(c), buf, sizeof buf, NULL, NULL, 0);
     const char *bad = "connection closed";
@@ -226,9 +261,10 @@ static int run_setenv(const char *k, const char *v)
     return -1;
 }
 
-/* ROTA_TRACE: the placement as a "place" event (gpu: the index among the GPUs listed here). This process
- * execs CMD, so the event's pid is CMD's. Tracing never fails the run: a file that will not open is a warning. */
-static void run_trace_place(const run_opts_t *o, int gpu, const char *uuid, const char *how)
+/* ROTA_TRACE: the placement as a "place" event (gpu: the index among the GPUs listed here; wait_us: how long the
+ * job waited for a GPU with room). This process execs CMD, so the event's pid is CMD's. Tracing never fails the
+ * run: a file that will not open is a warning. */
+static void run_trace_place(const run_opts_t *o, int gpu, const char *uuid, const char *how, uint64_t waited_ms)
 {
     const char *path = getenv("ROTA_TRACE");
     if (!path || !path[0]) return;
@@ -237,8 +273,9 @@ static void run_trace_place(const run_opts_t *o, int gpu, const char *uuid, cons
         run_warn(o, "unable to open ROTA_TRACE=%s: %s; not tracing the placement", path, strerror(-fd));
         return;
     }
-    char extra[PROTO_UUID_STR + 64];
-    snprintf(extra, sizeof extra, "\"uuid\":\"%s\",\"how\":\"%s\"", uuid, how);
+    char extra[PROTO_UUID_STR + 96];
+    snprintf(extra, sizeof extra, "\"uuid\":\"%s\",\"how\":\"%s\",\"wait_us\":%llu", uuid, how,
+             (unsigned long long)waited_ms * 1000u);
     trace_write(fd, "place", gpu, 0, extra);
     close(fd);
 }
@@ -253,6 +290,7 @@ static int run_place(const run_opts_t *o)
     run_gpus_t gs = {0};
     char why[320];
     int pick = -1;
+    uint64_t waited_ms = 0;
     const char *vis = getenv("CUDA_VISIBLE_DEVICES");
     int erc = run_enumerate(&gs, why, sizeof why);
     if (o->gpu >= 0) {
@@ -264,7 +302,7 @@ static int run_place(const run_opts_t *o)
                 return ROTA_EXIT_RUN_FAIL;
             }
             proto_uuid_str(gs.g[o->gpu].uuid, id);
-            run_trace_place(o, o->gpu, id, "fixed");
+            run_trace_place(o, o->gpu, id, "fixed", 0);
         } else if (vis) {
             if (visible_entry(vis, o->gpu, id, sizeof id)) {
                 fprintf(stderr, "rota run: fatal: --gpu %d: CUDA_VISIBLE_DEVICES='%s' has no entry %d\n", o->gpu,
@@ -285,13 +323,13 @@ static int run_place(const run_opts_t *o)
     if (gs.n == 0) return run_setenv("ROTA_GPU", "auto") ? ROTA_EXIT_RUN_FAIL : 0;
     if (gs.n == 1) {
         pick = 0;
-    } else if (run_ask_rotad(o, &gs, &pick, why, sizeof why)) {
+    } else if (run_ask_rotad(o, &gs, &pick, &waited_ms, why, sizeof why)) {
         run_warn(o, "%s: not placing; CMD sees all %d GPUs and uses the first", why, gs.n);
         return run_setenv("ROTA_GPU", "auto") ? ROTA_EXIT_RUN_FAIL : 0;
     }
     char id[PROTO_UUID_STR];
     proto_uuid_str(gs.g[pick].uuid, id);
-    run_trace_place(o, pick, id, gs.n == 1 ? "only" : "rotad");
+    run_trace_place(o, pick, id, gs.n == 1 ? "only" : "rotad", waited_ms);
     if (run_setenv("CUDA_VISIBLE_DEVICES", id) || run_setenv("ROTA_GPU", "0")) return ROTA_EXIT_RUN_FAIL;
     return 0;
 }
