@@ -504,6 +504,11 @@ int main(void)
     const char *m2w[] = {"--mem", "2G", "--place-wait", "20", NULL};
     job_start(&w, m2w, NULL);
     ok(job_quiet(&w, 1500), "a 2G job fits on no GPU (1G free on each): rota run keeps it waiting");
+    job_t gone;
+    job_start(&gone, m2w, NULL);
+    ok(job_quiet(&gone, 300), "a second one waits behind it");
+    kill(gone.pid, SIGKILL); /* rota run killed while it waits: rotad forgets its request (ASan: no use after free) */
+    is_int(th_job_finish(&gone), 128 + SIGKILL, "and is killed while it waits");
     double t0 = th_now_ms();
     if (on2 >= 0) th_job_finish(&j[on2]);
     ok(th_job_report(&w) && w.rc == 0 && !strcmp(w.uuid, u[2]),
