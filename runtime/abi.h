@@ -213,8 +213,12 @@ typedef struct rota_region {
     _Atomic uint64_t seq;              /* bumped on every change of the ledger */
     _Atomic uint64_t high_idle_ns;     /* rotad's idle window for high clients (--idle-ms): see direct release */
     _Atomic uint32_t high_idle_learn;  /* 1: high clients learn their window (ABI 6, "learned idle window") */
-    uint32_t reserved_u32;
-    uint64_t reserved_abi[6];
+    /* Jobs `rota run` keeps waiting for a GPU with room (ABI 7, PLACE wait_ms): how many, their memory summed, and
+     * since when the oldest waits (CLOCK_MONOTONIC; 0 = nobody). rotad rewrites them after every change. */
+    _Atomic uint32_t place_waiting;
+    _Atomic uint64_t place_wait_bytes;
+    _Atomic uint64_t place_wait_since_ns;
+    uint64_t reserved_abi[4];
     rota_dev_t devices[ROTA_MAX_DEVICES];
     rota_group_t groups[ROTA_MAX_GROUPS];
     rota_slot_t slots[ROTA_MAX_CLIENTS];
@@ -406,6 +410,9 @@ _Static_assert(offsetof(rota_slot_t, used) == 56, "slot layout");
 _Static_assert(sizeof(rota_slot_t) == 256, "slot entry");
 _Static_assert(offsetof(rota_region_t, size) == 8, "region header");
 _Static_assert(offsetof(rota_region_t, devices) == 128, "region devices");
+_Static_assert(offsetof(rota_region_t, place_waiting) == 76 && offsetof(rota_region_t, place_wait_bytes) == 80 &&
+                   offsetof(rota_region_t, place_wait_since_ns) == 88,
+               "region place waiters");
 _Static_assert(offsetof(rota_region_t, high_idle_ns) == 64 && offsetof(rota_board_dev_t, high_idle) == 4,
                "direct release words");
 _Static_assert(offsetof(rota_region_t, slots) % 64 == 0, "slots are cache-line aligned");

@@ -270,3 +270,17 @@ unsigned place_wait_count(const place_t *pl)
     for (const place_waiter_t *w = pl->waiters; w; w = w->next) n++;
     return n;
 }
+
+void place_wait_publish(const place_t *pl, rota_region_t *r)
+{
+    uint32_t n = 0;
+    uint64_t bytes = 0, since = 0;
+    for (const place_waiter_t *w = pl->waiters; w; w = w->next) {
+        n++;
+        bytes += w->m.mem;
+        if (!since || w->since_ns < since) since = w->since_ns;
+    }
+    atomic_store_explicit(&r->place_wait_since_ns, since, memory_order_relaxed);
+    atomic_store_explicit(&r->place_wait_bytes, bytes, memory_order_relaxed);
+    atomic_store_explicit(&r->place_waiting, n, memory_order_relaxed);
+}

@@ -106,5 +106,7 @@ void place_wait_drop(place_t *pl, const void *who);
 uint64_t place_wait_next(const place_t *pl);
 /* Waiters queued. */
 unsigned place_wait_count(const place_t *pl);
+/* Writes who waits to the region (place_waiting, place_wait_bytes, place_wait_since_ns) for rota status/top. */
+void place_wait_publish(const place_t *pl, rota_region_t *r);
 
 #endif

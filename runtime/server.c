@@ -763,11 +763,13 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
         waitq_expire(&s->q, server_now_ns(), server_answer, s);
         server_sweep(s);
         if (s->pl.waiters) place_wait_serve(&s->pl, s->rg.r, server_now_ns(), server_place_answer, s);
+        if (s->pl.waiters || LD(&s->rg.r->place_waiting)) place_wait_publish(&s->pl, s->rg.r);
     }
     /* Drain: every queued thread gets an answer (it passes through), every waiting job a GPU, then every client
      * is let go. */
     waitq_flush(&s->q, -ESHUTDOWN, server_answer, s);
     place_wait_flush(&s->pl, s->rg.r, server_now_ns(), server_place_answer, s);
+    place_wait_publish(&s->pl, s->rg.r);
     while (s->clients) server_drop(s, s->clients);
     return ROTAD_EXIT_OK;
 }

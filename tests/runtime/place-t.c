@@ -504,6 +504,15 @@ int main(void)
     const char *m2w[] = {"--mem", "2G", "--place-wait", "20", NULL};
     job_start(&w, m2w, NULL);
     ok(job_quiet(&w, 1500), "a 2G job fits on no GPU (1G free on each): rota run keeps it waiting");
+    snprintf(cmd, sizeof cmd, "%s status --json --socket %s", rota_bin, th_sock);
+    js = th_run_out(cmd);
+    ok(strstr(js, "\"place_waiting\":{\"jobs\":1,\"bytes\":2147483648,\"oldest_s\":") != NULL,
+       "rota status --json: one job of 2G waiting for a GPU with room");
+    snprintf(cmd, sizeof cmd, "%s status --socket %s", rota_bin, th_sock);
+    ok(strstr(th_run_out(cmd), "1 job waiting for a GPU with room (2.0G in all; the first for ") != NULL,
+       "rota status says so");
+    snprintf(cmd, sizeof cmd, "%s top --once --socket %s", rota_bin, th_sock);
+    ok(strstr(th_run_out(cmd), "1 job waiting for a GPU with room") != NULL, "and rota top");
     job_t gone;
     job_start(&gone, m2w, NULL);
     ok(job_quiet(&gone, 300), "a second one waits behind it");
@@ -513,6 +522,9 @@ int main(void)
     if (on2 >= 0) th_job_finish(&j[on2]);
     ok(th_job_report(&w) && w.rc == 0 && !strcmp(w.uuid, u[2]),
        "the job on GPU 2 ends: the waiting job starts there (%s, %.0f ms later)", w.uuid, th_now_ms() - t0);
+    snprintf(cmd, sizeof cmd, "%s status --json --socket %s", rota_bin, th_sock);
+    ok(strstr(th_run_out(cmd), "\"place_waiting\":{\"jobs\":0,\"bytes\":0,\"oldest_s\":0.000}") != NULL,
+       "rota status --json: nobody waits any more");
     job_t z;
     const char *m3n[] = {"--mem", "3G", "--place-wait", "0", NULL};
     job_start(&z, m3n, NULL);

@@ -26,7 +26,9 @@ static const char status_usage[] =
     "--json also carries what rota top shows: per GPU busy_permille (rotad's measure), held clients, device\n"
     "time (busy_ns) and devtime_per_s; per client state (idle|running|held|memwait), hold bits, launches,\n"
     "launches_per_s, busy_ns and devtime_per_s; for a high client idle_win_us, its idle window as rotad\n"
-    "applies it (learned, at most rotad --idle-ms). Rates come from two samples --sample seconds apart (default\n"
+    "applies it (learned, at most rotad --idle-ms); place_waiting: the jobs rota run keeps waiting for a GPU\n"
+    "with room (jobs, bytes of their --mem, oldest_s: how long the first has waited), also a line in the text.\n"
+    "Rates come from two samples --sample seconds apart (default\n"
     "0.2, 0..10; 0 = no rates: null). Exit codes: 0 ok; 1 rotad unreachable; 2 usage error.\n";
 
 static void status_json_str(FILE *f, const char *s)
@@ -75,7 +77,10 @@ static void status_print_json(FILE *f, const rota_region_t *r, const rota_sample
         status_json_rate(f, "devtime_per_s", known, db);
         fputc('}', f);
     }
-    fprintf(f, "],\"groups\":[");
+    uint64_t since = LD(&r->place_wait_since_ns), now = rota_sample_now_ns();
+    fprintf(f, "],\"place_waiting\":{\"jobs\":%u,\"bytes\":%" PRIu64 ",\"oldest_s\":%.3f}", LD(&r->place_waiting),
+            LD(&r->place_wait_bytes), since && now > since ? (now - since) / 1e9 : 0.0);
+    fprintf(f, ",\"groups\":[");
     unsigned ng = LD(&r->ngroups);
     if (ng > ROTA_MAX_GROUPS) ng = ROTA_MAX_GROUPS;
     for (unsigned i = 0; i < ng; i++) {
@@ -141,6 +146,8 @@ static void status_print_text(FILE *f, const rota_region_t *r)
         rota_fmt_size(res, sizeof res, LD(&d->reserved));
         fprintf(f, "%-3u %-40s %10s %10s %7u\n", i, u, cap, res, LD(&d->waiters));
     }
+    char pw[160];
+    if (rota_fmt_place_waiting(pw, sizeof pw, r, rota_sample_now_ns())) fprintf(f, "\n%s\n", pw);
     fprintf(f, "\n%-8s %-6s %-16s %-8s %3s %10s %10s %10s %-8s\n", "PID", "UID", "COMMAND", "PRIORITY", "DEV", "USED",
             "LIMIT", "WAITING", "STATE");
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {

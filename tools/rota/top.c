@@ -55,6 +55,8 @@ static void top_frame(FILE *f, const rota_region_t *r, const rota_sample_t *a, c
         fprintf(f, "%-3u %-40s %6.1f %7s %10s %10s %7u %4u%s", i, u, LD(&d->busy_permille) / 10.0, dts, cap, res,
                 LD(&d->waiters), LD(&d->held), eol);
     }
+    char pw[160];
+    if (rota_fmt_place_waiting(pw, sizeof pw, r, rota_sample_now_ns())) fprintf(f, "%s%s%s", eol, pw, eol);
     fprintf(f, "%s%-8s %-16s %-6s %6s %-8s %3s %10s %10s %7s %10s %5s%s", eol, "PID", "COMMAND", "CLASS", "WEIGHT",
             "STATE", "DEV", "USED", "LAUNCH/S", "DEVT/S", "DEVTIME", "INFL", eol);
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
