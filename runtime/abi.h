@@ -33,7 +33,8 @@
 #define ROTA_ABI_VERSION 7u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
                              * dev.normal_clients; 5: board.high_idle, region.high_idle_ns (direct release);
                              * 6: region.high_idle_learn, channel.idle_from_ns, channel.idle_win_ns, slot.idle_win_ns
-                             * (the learned idle window); 7: place.wait_ms (a job that fits nowhere waits) */
+                             * (the learned idle window); 7: place.wait_ms (a job that fits nowhere waits),
+                             * region.place_waiting..., the idle window counted from channel.idle_from_ns always */
 #define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
 #define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
 #define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
@@ -83,27 +84,30 @@ enum rota_prio {
  * (channel.hold_*), and rotad adds it up per GPU (rota_dev_t.hold_*), next to its own confirmation time
  * (rota_dev_t.confirm_*: the activating launch to the slot holds published).
  *
- * Priority holds also end without waiting for rotad (direct release, ABI 5). board.devices[d].high_idle is a
- * futex word whose low bit says "the only high client of GPU d is idle". That client (region.devices[d].high_clients
- * == 1) sets the bit when its last launch in flight completes, if rotad's own idle rule already holds (no launch
- * for region.high_idle_ns, rotad --idle-ms, which rotad publishes at start), and wakes the word; it clears the bit
- * (adding 1) at every launch, before launching, and if a launch it raced with is in flight once the bit is set
- * (its gate counts a launch in flight before that check, the tracker checks after setting the bit). A lower
- * client whose slot.hold is exactly ROTA_HOLD_PRIO on GPU d, with high_clients == 1 and no board mark, launches
- * while the bit is set and otherwise waits on that word rather than on slot.hold. rotad adds 2 to the word
- * (keeping the bit) and wakes it after any hold change on GPU d, after the slot holds are out, so such a waiter
- * never sleeps through rotad's release. rotad's own release follows at its tick as before: the direct release
- * only saves the scheduler's wake-up from the hand-over, and the lower classes' share is computed again then.
+ * Priority holds also end without waiting for rotad (direct release, ABI 5). board.devices[d].high_idle is a futex word
+ * whose low bit says "the only high client of GPU d is idle". That client (region.devices[d].high_clients == 1) sets
+ * the bit once rotad's own idle rule holds after its last launch in flight completes (the idle window below;
+ * region.high_idle_ns is rotad --idle-ms, which rotad publishes at start), and wakes the word; it clears the bit
+ * (adding 1) at every launch, before launching, and if a launch it raced with is in flight once the bit is set (its
+ * gate counts a launch in flight before that check, the tracker checks after setting the bit). A lower client whose
+ * slot.hold is exactly ROTA_HOLD_PRIO on GPU d, with high_clients == 1 and no board mark, launches while the bit is set
+ * and otherwise waits on that word rather than on slot.hold. rotad adds 2 to the word (keeping the bit) and wakes it
+ * after any hold change on GPU d, after the slot holds are out, so such a waiter never sleeps through rotad's release.
+ * rotad's own release follows at its tick as before: the direct release only saves the scheduler's wake-up from the
+ * hand-over, and the lower classes' share is computed again then.
  *
  * The idle window of a high client is learned (ABI 6; unless rotad --idle-fixed, region.high_idle_learn == 0). The
  * client keeps a histogram of its own gaps, from the completion that left nothing in flight to its next launch
  * (runtime/lib/idlewin.h), and at every such completion writes channel.idle_win_ns (the window that gap
  * distribution makes cheapest, at most high_idle_ns) and then channel.idle_from_ns (that completion's time, as
- * its tracker saw it). It is idle, for rotad as for its own direct release, once nothing is in flight and
- * either no launch came for high_idle_ns (the rule above) or idle_from_ns is later than last_launch_ns and
- * idle_win_ns has passed since. A launch after that completion stamps a later last_launch_ns, which voids it.
- * The learned rule only ever ends a hold sooner; what a client writes there decides only its own holds on
- * others, as launching less would. rotad shows the window it applied in slot.idle_win_ns.
+ * its tracker saw it; written learned or not). It is idle, for rotad as for its own direct release, once
+ * nothing is in flight and, where idle_from_ns is later than last_launch_ns, the window (idle_win_ns when
+ * learned, else high_idle_ns; at most high_idle_ns) has passed since idle_from_ns; where no completion since the
+ * last launch is known, once no launch came for high_idle_ns. A launch after that completion stamps a later
+ * last_launch_ns, which voids it. Counted from the completion, not the launch: a request whose work outlasts
+ * high_idle_ns would otherwise release the lower classes the moment it completes, into the gap before a next
+ * request already queued. rotad takes an idle_from_ns later than its own clock as now, so what a client writes
+ * there holds the others no longer than launching would. rotad shows the window it applied in slot.idle_win_ns.
  *
  * slot.track (rotad writes it before slot.hold, at every tick): 0 while the client is uncontended on its GPU (no
  * high client registered there or on an unknown GPU, no other client active there or on an unknown GPU, not
@@ -242,7 +246,7 @@ typedef struct rota_channel {
     _Atomic uint32_t held_waiting;     /* threads of the client waiting in the launch gate for a hold */
     _Atomic uint32_t inflight_waiting; /* threads waiting for one of their in-flight launches to complete */
     _Atomic uint64_t active_since_ns;  /* CLOCK_MONOTONIC of the launch that set active (idle -> active) */
-    _Atomic uint64_t idle_from_ns;     /* high client: when its last launch in flight completed (learned window) */
+    _Atomic uint64_t idle_from_ns;     /* high client: when its last launch in flight completed (idle window) */
     _Atomic uint64_t idle_win_ns;      /* high client: its learned idle window, counted from idle_from_ns */
     uint64_t reserved_abi[4];
     /* Memory credit per GPU (index in region->devices): bytes rotad has already charged to this client and not

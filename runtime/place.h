@@ -79,12 +79,12 @@ typedef struct place {
  * waiter is freed after the call returns. */
 typedef void place_answer_fn(void *ctx, const place_waiter_t *w, int idx);
 
-/* Chooses among m's candidates for pid at time now_ns (CLOCK_MONOTONIC) and records the pending placement.
- * Returns the candidate index (0..m->ncand-1), or -ENOSPC when no candidate could be entered in the ledger
- * (device table full), or -EAGAIN, recording nothing, when m->wait_ms is set and m->mem fits on no candidate. With ROTA_PLACE_KNOWN in m->flags the candidates are the devices in pl->known (only
- * GPUs of the node's own driver, never ones a client reported: those may be another driver's or container's)
- * and the answer is the region device index, or -ENODEV when pl->known is empty. m must have passed
- * proto_check. */
+/* Chooses among m's candidates for pid at time now_ns (CLOCK_MONOTONIC) and records the pending placement. Returns the
+ * candidate index (0..m->ncand-1), or -ENOSPC when no candidate could be entered in the ledger (device table full), or
+ * -EAGAIN, recording nothing, when m->wait_ms is set and m->mem fits on no candidate. With ROTA_PLACE_KNOWN in m->flags
+ * the candidates are the devices in pl->known (only GPUs of the node's own driver, never ones a client reported: those
+ * may be another driver's or container's) and the answer is the region device index, or -ENODEV when pl->known is
+ * empty. m must have passed proto_check. */
 int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns);
 /* Enters the node's GPUs (rotad's probe) in the ledger and marks them known. Returns how many were entered. */
 int place_add_known(place_t *pl, rota_region_t *r, const rota_place_cand_t *gpus, int n);

@@ -75,13 +75,16 @@ static void sched_wake_shared(_Atomic uint32_t *w)
 }
 
 /* When a high client whose last launch was at last turns idle with nothing in flight (idlewin_due: the rule its
- * own tracker applies too). The window applied is shown in the slot for rota status. */
-static uint64_t sched_high_due(const sched_t *s, const rota_channel_t *ch, rota_slot_t *sl, uint64_t last)
+ * own tracker applies too), at now. The window applied is shown in the slot for rota status. A completion time
+ * past now is taken as now: what the client writes there can hold the others no longer than launching would. */
+static uint64_t sched_high_due(const sched_t *s, const rota_channel_t *ch, rota_slot_t *sl, uint64_t last,
+                               uint64_t now)
 {
-    uint64_t win = s->o.idle_ns, from = 0;
+    uint64_t win = s->o.idle_ns;
+    /* acquire: the client stores the window, then the time (coord-launch.c); this window is that time's */
+    uint64_t from = atomic_load_explicit(&ch->idle_from_ns, memory_order_acquire);
+    if (from > now) from = now;
     if (!s->o.idle_fixed) {
-        /* acquire: the client stores the window, then the time (coord-launch.c); this window is that time's */
-        from = atomic_load_explicit(&ch->idle_from_ns, memory_order_acquire);
         uint64_t w = LD(&ch->idle_win_ns);
         if (w < win) win = w;
     }
@@ -211,7 +214,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
             bool counted = c->prio != ROTA_PRIO_HIGH && LD(&r->slots[i].track) && last > c->track_on_ns;
             uint64_t idle_ns = counted ? s->o.idle_low_ns : s->o.idle_ns;
             uint64_t due = last + idle_ns;
-            if (c->prio == ROTA_PRIO_HIGH) due = sched_high_due(s, ch, &r->slots[i], last);
+            if (c->prio == ROTA_PRIO_HIGH) due = sched_high_due(s, ch, &r->slots[i], last, now);
             if (!infl && !waiting && now > last && now < due && (!next_idle || due < next_idle))
                 next_idle = due; /* wake up then, not a tick later: whom it holds waits */
             if (!infl && !waiting && now > last && now >= due &&

@@ -440,21 +440,23 @@ static uint64_t launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
     uint64_t last = atomic_load(&ch->last_launch_ns);
     if (now < last) return 0;
     bool learn = LD(&g.r->high_idle_learn);
-    uint64_t due = idlewin_due(last, win, learn ? LD(&ch->idle_from_ns) : 0, learn ? LD(&ch->idle_win_ns) : win);
+    uint64_t due = idlewin_due(last, win, LD(&ch->idle_from_ns), learn ? LD(&ch->idle_win_ns) : win);
     if (now < due) return due;
     launch_set_idle(g.idle);
     return 0;
 }
 
-/* The high client's last launch in flight completed at now: its gap starts, and its window for that gap is the one
- * its gaps so far make cheapest (runtime/lib/idlewin.h), stored before the completion time, which releases it: rotad
- * reads the time (acquire), then the window, so the window it reads is this one or a newer one. */
+/* The high client's last launch in flight completed at now: its gap starts, the idle window counts from here, and
+ * when learning, its window for that gap is the one its gaps so far make cheapest (runtime/lib/idlewin.h), stored
+ * before the completion time, which releases it: rotad reads the time (acquire), then the window, so the window it
+ * reads is this one or a newer one. */
 static void launch_high_done(const rota_region_t *r, rota_channel_t *ch, uint64_t now)
 {
-    if (!LD(&r->high_idle_learn)) return;
-    atomic_store(&launch_idle_from, now);
-    uint64_t w = idlewin_choose(&launch_gaps, LD(&r->high_idle_ns));
-    atomic_store_explicit(&ch->idle_win_ns, w, memory_order_relaxed);
+    if (LD(&r->high_idle_learn)) {
+        atomic_store(&launch_idle_from, now);
+        uint64_t w = idlewin_choose(&launch_gaps, LD(&r->high_idle_ns));
+        atomic_store_explicit(&ch->idle_win_ns, w, memory_order_relaxed);
+    }
     atomic_store_explicit(&ch->idle_from_ns, now, memory_order_release);
 }
 

@@ -16,10 +16,8 @@ void idlewin_reset(idlewin_t *w)
 
 uint64_t idlewin_due(uint64_t last_ns, uint64_t idle_ns, uint64_t from_ns, uint64_t win_ns)
 {
-    uint64_t due = last_ns + idle_ns;
-    if (win_ns > idle_ns) win_ns = idle_ns;
-    if (from_ns > last_ns && from_ns < due && due - from_ns > win_ns) due = from_ns + win_ns;
-    return due;
+    if (from_ns <= last_ns) return last_ns + idle_ns; /* no completion since the last launch is known */
+    return from_ns + (win_ns < idle_ns ? win_ns : idle_ns);
 }
 
 uint64_t idlewin_bound_ns(unsigned k)

@@ -46,9 +46,11 @@ void idlewin_add(idlewin_t *w, uint64_t gap_ns);
 /* The window that minimises cost() for break-even penalty_ns (rotad --idle-ms), at most penalty_ns. */
 uint64_t idlewin_choose(idlewin_t *w, uint64_t penalty_ns);
 /* When a high client with nothing in flight is idle, for rotad and for its own direct release alike (abi.h,
- * learned idle window): idle_ns after its last launch (last_ns), or win_ns (at most idle_ns) after from_ns, the
- * completion that left nothing in flight, where that is sooner. Only a completion after the last launch counts: a
- * launch since voids it (from_ns 0: none). */
+ * learned idle window): win_ns (at most idle_ns; idle_ns itself unless learning) after from_ns, the completion that
+ * left nothing in flight. Only a completion after the last launch counts: a launch since voids it, and with none
+ * known (from_ns 0) it is idle_ns after the last launch (last_ns). Counting from the completion, not the launch:
+ * a request whose work outlasts idle_ns was launched longer ago than that when it completes, and the launch rule
+ * alone then releases the lower classes at once, into the gap before the next request that was already queued. */
 uint64_t idlewin_due(uint64_t last_ns, uint64_t idle_ns, uint64_t from_ns, uint64_t win_ns);
 
 #endif

@@ -129,8 +129,13 @@ int main(void)
     is_uint(idlewin_due(100 * MS, P, 0, 0), 102 * MS, "due: no completion recorded: the idle window after the launch");
     is_uint(idlewin_due(100 * MS, P, 101 * MS, 0), 101 * MS, "due: window 0: at the completion");
     is_uint(idlewin_due(100 * MS, P, 101 * MS, 300 * US), 101 * MS + 300 * US, "due: the window after the completion");
-    is_uint(idlewin_due(100 * MS, P, 101 * MS, 5 * MS), 102 * MS, "due: never later than the idle window after the "
-            "launch (the window is clamped to it)");
+    is_uint(idlewin_due(100 * MS, P, 101 * MS, 5 * MS), 103 * MS, "due: a window longer than the idle window is "
+            "clamped to it, after the completion");
+    is_uint(idlewin_due(100 * MS, P, 104 * MS, 300 * US), 104 * MS + 300 * US,
+            "due: work that outlasts the idle window (launched at 100 ms, done at 104 ms): still the window after "
+            "the completion, not at once because the launch is 4 ms old (a queued request's gap is not released)");
+    is_uint(idlewin_due(100 * MS, P, 104 * MS, P), 106 * MS, "due: unlearned (window = the idle window): the idle "
+            "window after the completion");
     is_uint(idlewin_due(100 * MS, P, 99 * MS, 0), 102 * MS, "due: a completion before the last launch is void");
     is_uint(idlewin_due(100 * MS, P, 100 * MS, 0), 102 * MS, "due: ... and one at the same instant");
     return done_testing();

@@ -1007,7 +1007,8 @@ int main(void)
         pair_done(&hi, &lo, &obs, rotad);
     }
     /* 18. the learned idle window (abi.h): with --idle-ms 40, a high client whose gaps all outlast 40 ms learns to
-     * release at once; one with short gaps between them learns a window above those; --idle-fixed keeps 40 ms. */
+     * release at once; one with short gaps between them learns a window above those; --idle-fixed keeps 40 ms,
+     * counted from the completion of work that outlasts it. */
     SECTION(18) {
         if (only) { /* the first rotad still runs */
             if (obs) conn_close(obs);
@@ -1049,6 +1050,16 @@ int main(void)
             else ok(l[0] && dt > 35, "  whose launch goes when the window ends, %.1f ms after the high launch "
                     "(accepted: over 35)", dt);
             th_say(&lo, "sync", 5000);
+            if (fixed) {
+                /* work that outlasts the window: idle counts from its completion, not from its launch */
+                t0 = th_now_ms();
+                th_say(&hi, "spin 1 60000000", 5000);
+                ok(wait_hold(ls, true, 2000), "  a 60 ms high kernel, longer than the window, holds the normal client");
+                dt = held_launch(&lo, t0, 5000, &l);
+                ok(l[0] && dt > 90, "  whose launch goes 40 ms after that kernel ends, %.1f ms after the high launch "
+                   "(accepted: over 90; counted from the launch, the window had passed when the kernel ended)", dt);
+                th_say(&lo, "sync", 5000);
+            }
             if (!fixed) {
                 /* a server whose requests follow at ~1 ms when queued: the window covers those gaps */
                 for (int i = 0; i < 24; i++) {
