@@ -1,4 +1,5 @@
-/* place.c - GPU placement for new processes: where the job fits, then least load, then most free memory. */
+/* place.c - GPU placement for new processes: where the job fits, then least load, then most free memory; a job
+ * that fits nowhere may wait for room. */
 #include "runtime/place.h"
 
 #include "runtime/ledger.h"

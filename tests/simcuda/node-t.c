@@ -859,6 +859,67 @@ static void test_late_owner(void)
     close(fd);
 }
 
+/* Engine entries of device 0 in state st. */
+static int entries_in(simnode_shm_t *shm, int fd, uint32_t st)
+{
+    simnode_dev_lock(shm, fd, 0);
+    int k = 0;
+    for (int i = 0; i < SIMNODE_MAX_WAITERS; i++) k += shm->dev[0].w[i].state == st;
+    simnode_dev_unlock(shm, 0);
+    return k;
+}
+
+static void test_dead_done(void)
+{
+    /* A's kernel is retired for it while it is stopped, and A is killed before it collects it: the engine
+     * reclaims that entry when it next goes idle, without a sweep (one would only come when waiter slots run
+     * out, or from simcuda-stat). */
+    const char *n = node_name("deaddone");
+    int ready[2];
+    need_pipe(ready);
+    simnode_shm_t *shm;
+    int fd;
+    pid_t a = spawn_holder(n, 20 * MS, ready, &shm, &fd, "A's 20 ms kernel");
+    kill(a, SIGSTOP);
+    /* B: a 5 ms kernel (retiring A's segment), then, once told, a 2 ms one: no process attaches after A dies
+     * (attaching sweeps the node) */
+    int go[2], said[2];
+    need_pipe(go);
+    need_pipe(said);
+    pid_t b = need_fork();
+    if (b == 0) {
+        set_knobs(n, NULL, "10000000");
+        uint32_t c;
+        char x;
+        CHILD_CHECK(simnode_ctx_open(0, &c) == 0, 1);
+        CHILD_CHECK(simnode_kernel_exec(0, c, 0, 5 * MS) == 0, 2);
+        write_full(said[1], "1", 1);
+        CHILD_CHECK(read_full(go[0], &x, 1, 20000), 3);
+        CHILD_CHECK(simnode_kernel_exec(0, c, 0, 2 * MS) == 0, 4);
+        write_full(said[1], "2", 1);
+        CHILD_CHECK(read_full(go[0], &x, 1, 20000), 5);
+        _exit(0);
+    }
+    char x;
+    ok(read_full(said[0], &x, 1, 20000), "B's 5 ms kernel completes while A is stopped");
+    is_int(entries_in(shm, fd, SIMNODE_W_DONE), 1, "A's kernel waits, done, for A to collect it");
+    kill(a, SIGKILL);
+    is_int(wait_code(a), 128 + SIGKILL, "A is killed without collecting it");
+    write_full(go[1], "g", 1);
+    ok(read_full(said[0], &x, 1, 20000), "B's 2 ms kernel completes");
+    is_int(entries_left(shm, fd), 0, "the engine, going idle after it, reclaimed A's entry (no sweep, no attach)");
+    write_full(go[1], "g", 1);
+    is_int(wait_code(b), 0, "B exits");
+    close(go[0]);
+    close(go[1]);
+    close(said[0]);
+    close(said[1]);
+    close(ready[0]);
+    close(ready[1]);
+    munmap(shm, sizeof *shm);
+    close(fd);
+}
+
 /* ---- stress: 4 processes x 3 threads x 2 contexts of short kernels, one process killed midway ---------------- */
 typedef struct stress_arg {
     uint32_t ctx[2];
@@ -983,6 +1044,7 @@ int main(int argc, char **argv)
     test_copy(ctx);
     test_kill();
     test_late_owner();
+    test_dead_done();
     test_stress();
     unlink_nodes();
     return done_testing();

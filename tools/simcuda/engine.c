@@ -107,6 +107,24 @@ static uint32_t next_other_ctx(const simnode_dev_t *dev, uint32_t cur)
     return best;
 }
 
+/* Under dev->lock, the engine going idle: a kernel served in full waits (SIMNODE_W_DONE) for its owner's thread
+ * to collect it, and one retired for a process killed before it collected never would be. Those left over
+ * SIMNODE_DONE_STALE_NS are checked for a live owner (one fcntl each: a live owner's thread is that late only
+ * on a loaded host, or stopped) and a dead owner's are reclaimed, which dispatches again. Otherwise they would
+ * hold waiter slots until a sweep. Returns whether it reclaimed. */
+static bool engine_reap(simnode_shm_t *shm, int fd, simnode_dev_t *dev)
+{
+    uint64_t now = simnode_now_ns();
+    for (uint32_t i = 0; i < SIMNODE_MAX_WAITERS; i++) {
+        const simnode_waiter_t *w = &dev->w[i];
+        if (w->state != SIMNODE_W_DONE || w->seg_end_ns + SIMNODE_DONE_STALE_NS > now) continue;
+        if (simnode_proc_alive(shm, fd, w->proc)) continue;
+        simnode_dev_reclaim_proc(shm, fd, (uint32_t)(dev - shm->dev), w->proc);
+        return true;
+    }
+    return false;
+}
+
 /* Under dev->lock with no holder: give the engine, free since virtual time t0, to the next waiter. */
 static void dispatch(simnode_shm_t *shm, int fd, simnode_dev_t *dev, uint64_t t0)
 {
@@ -123,6 +141,7 @@ static void dispatch(simnode_shm_t *shm, int fd, simnode_dev_t *dev, uint64_t t0
         pick = best_of_ctx(dev, other);
         sw = true;
     } else {
+        if (engine_reap(shm, fd, dev)) return;
         dev->holder = SIMNODE_NONE;
         dev->vtime_ns = t0;
         bump(dev);

@@ -39,6 +39,8 @@
  * long enough that the owner, whose sleep ends at that time, usually does (no second wake-up), short against
  * a kernel. */
 #define SIMNODE_STEP_IN_NS 100000ull
+/* A finished kernel not collected for this long may be a dead process's: the idle engine checks (engine.c). */
+#define SIMNODE_DONE_STALE_NS 1000000ull
 
 #define SIMNODE_NONE UINT32_MAX
 
