@@ -740,14 +740,20 @@ static pid_t spawn_holder(const char *n, uint64_t ns, int ready[2], simnode_shm_
     return pid;
 }
 
+/* Engine entries of device 0 in state st. */
+static int entries_in(simnode_shm_t *shm, int fd, uint32_t st)
+{
+    simnode_dev_lock(shm, fd, 0);
+    int k = 0;
+    for (int i = 0; i < SIMNODE_MAX_WAITERS; i++) k += shm->dev[0].w[i].state == st;
+    simnode_dev_unlock(shm, 0);
+    return k;
+}
+
 /* Engine entries of device 0 not free. */
 static int entries_left(simnode_shm_t *shm, int fd)
 {
-    simnode_dev_lock(shm, fd, 0);
-    int left = 0;
-    for (int i = 0; i < SIMNODE_MAX_WAITERS; i++) left += shm->dev[0].w[i].state != SIMNODE_W_FREE;
-    simnode_dev_unlock(shm, 0);
-    return left;
+    return SIMNODE_MAX_WAITERS - entries_in(shm, fd, SIMNODE_W_FREE);
 }
 
 static void test_kill(void)
@@ -857,16 +863,6 @@ static void test_late_owner(void)
     close(ready[1]);
     munmap(shm, sizeof *shm);
     close(fd);
-}
-
-/* Engine entries of device 0 in state st. */
-static int entries_in(simnode_shm_t *shm, int fd, uint32_t st)
-{
-    simnode_dev_lock(shm, fd, 0);
-    int k = 0;
-    for (int i = 0; i < SIMNODE_MAX_WAITERS; i++) k += shm->dev[0].w[i].state == st;
-    simnode_dev_unlock(shm, 0);
-    return k;
 }
 
 static void test_dead_done(void)
