@@ -182,6 +182,13 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
     return known ? devs[best] : best;
 }
 
+int place_choose_now(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns)
+{
+    rota_msg_place_t at_once = *m;
+    at_once.wait_ms = 0;
+    return place_choose(pl, r, pid, &at_once, now_ns);
+}
+
 /* ---- requests that wait for room ---------------------------------------------------------------------------- */
 
 int place_wait_add(place_t *pl, void *who, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns)
@@ -208,9 +215,7 @@ static void place_wait_give_up(place_t *pl, rota_region_t *r, place_waiter_t **p
 {
     place_waiter_t *w = *pp;
     *pp = w->next;
-    rota_msg_place_t m = w->m;
-    m.wait_ms = 0;
-    fn(ctx, w, place_choose(pl, r, w->pid, &m, now_ns));
+    fn(ctx, w, place_choose_now(pl, r, w->pid, &w->m, now_ns));
     free(w);
 }
 

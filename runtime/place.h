@@ -86,6 +86,8 @@ typedef void place_answer_fn(void *ctx, const place_waiter_t *w, int idx);
  * may be another driver's or container's) and the answer is the region device index, or -ENODEV when pl->known is
  * empty. m must have passed proto_check. */
 int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns);
+/* place_choose without waiting, whatever m->wait_ms says: the fits-nowhere rule for a job that fits nowhere. */
+int place_choose_now(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns);
 /* Enters the node's GPUs (rotad's probe) in the ledger and marks them known. Returns how many were entered. */
 int place_add_known(place_t *pl, rota_region_t *r, const rota_place_cand_t *gpus, int n);
 /* pid reserved memory: its placement is no longer pending (the ledger counts it now). */

@@ -540,9 +540,7 @@ static void server_on_place(server_t *s, client_t *c, const rota_msg_place_t *m)
                        (unsigned long long)(m->mem >> 20), m->wait_ms);
             return;
         }
-        rota_msg_place_t now_m = *m; /* no memory to queue it: answer at once, as without a wait */
-        now_m.wait_ms = 0;
-        i = place_choose(&s->pl, s->rg.r, c->pid, &now_m, now);
+        i = place_choose_now(&s->pl, s->rg.r, c->pid, m, now); /* no memory to queue it: as without a wait */
     }
     server_place_result(s, c, m, i, 0);
 }

@@ -18,15 +18,20 @@ void rota_fmt_size(char *out, size_t n, uint64_t v)
     else snprintf(out, n, "%.1f%s", d, unit[u]);
 }
 
+double rota_place_wait_oldest_s(const rota_region_t *r, uint64_t now_ns)
+{
+    uint64_t since = atomic_load_explicit(&r->place_wait_since_ns, memory_order_relaxed);
+    return since && now_ns > since ? (double)(now_ns - since) / 1e9 : 0.0;
+}
+
 bool rota_fmt_place_waiting(char *out, size_t n, const rota_region_t *r, uint64_t now_ns)
 {
     uint32_t k = atomic_load_explicit(&r->place_waiting, memory_order_relaxed);
-    uint64_t since = atomic_load_explicit(&r->place_wait_since_ns, memory_order_relaxed);
     if (n) out[0] = 0;
     if (!k) return false;
     char sz[16];
     rota_fmt_size(sz, sizeof sz, atomic_load_explicit(&r->place_wait_bytes, memory_order_relaxed));
     snprintf(out, n, "%u job%s waiting for a GPU with room (%s in all; the first for %.1f s)", k, k == 1 ? "" : "s",
-             sz, since && now_ns > since ? (now_ns - since) / 1e9 : 0.0);
+             sz, rota_place_wait_oldest_s(r, now_ns));
     return true;
 }

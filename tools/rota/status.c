@@ -77,9 +77,8 @@ static void status_print_json(FILE *f, const rota_region_t *r, const rota_sample
         status_json_rate(f, "devtime_per_s", known, db);
         fputc('}', f);
     }
-    uint64_t since = LD(&r->place_wait_since_ns), now = rota_sample_now_ns();
     fprintf(f, "],\"place_waiting\":{\"jobs\":%u,\"bytes\":%" PRIu64 ",\"oldest_s\":%.3f}", LD(&r->place_waiting),
-            LD(&r->place_wait_bytes), since && now > since ? (now - since) / 1e9 : 0.0);
+            LD(&r->place_wait_bytes), rota_place_wait_oldest_s(r, rota_sample_now_ns()));
     fprintf(f, ",\"groups\":[");
     unsigned ng = LD(&r->ngroups);
     if (ng > ROTA_MAX_GROUPS) ng = ROTA_MAX_GROUPS;
