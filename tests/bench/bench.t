@@ -305,6 +305,19 @@ try:
            hrota["sum_s"] <= rows["rota"]["idle_s"]["ready"] + rows["rota"]["idle_s"]["switch"] +
            rows["rota"]["idle_s"]["host"] + 1e-9,
            "rota: the high-priority job hands the GPU over (%s), within the idle time" % hrota)
+        # each rota policy's rotad is started with that policy's options (rotad.log's first line is its command)
+        def rotad_cmd(policy):
+            try:
+                with open(os.path.join(res, "runs", "tiny", policy, "rotad.log")) as f:
+                    return f.readline().split()
+            except OSError as e:
+                diag(e)
+                return []
+        cq, cr = rotad_cmd("rota-quantum"), rotad_cmd("rota")
+        ok(rows.get("rota-quantum", {}).get("available") and cq[:1] == ["$"] and
+           "--quantum-ms" in cq and cq[cq.index("--quantum-ms") + 1] == "20" and cr[:1] == ["$"] and
+           "--quantum-ms" not in cr,
+           "rota-quantum ran under rotad --quantum-ms 20, rota under rotad's default (%s)" % " ".join(cq[2:]))
         idle_t = [t for t in groups if "B with 'ready' filled" in t[0]]
         rrow = rows.get("rota")
         want = rrow and rrow.get("B_ready_filled") is not None and "| %.3f | %.3f |" % (rrow["B"], rrow["B_ready_filled"])
@@ -330,7 +343,9 @@ try:
                    {"ts_us": 1200000, "pid": 4242, "ev": "mem_wait", "gpu": 1, "bytes": 1 << 30},
                    {"ts_us": 1500000, "pid": 4242, "ev": "mem_grant", "gpu": 1, "bytes": 1 << 30},
                    {"ts_us": 1600000, "pid": 4242, "ev": "hold", "by": 99},
-                   {"ts_us": 1650000, "pid": 4242, "ev": "release"}):
+                   {"ts_us": 1650000, "pid": 4242, "ev": "release"},
+                   {"ts_us": 1700000, "pid": 4242, "ev": "hold", "reason": "quantum"},
+                   {"ts_us": 1720000, "pid": 4242, "ev": "release"}):
             f.write(json.dumps(ev) + "\n")
         f.write("not json\n")
     run.state = {"a": {"proc": FakeProc(), "spawn_ns": 1050000000, "end_ns": 1900000000, "rc": 0, "device": 0}}
@@ -346,6 +361,8 @@ try:
     busy = [e for e in tev if e.get("ph") == "C"]
     ok(len(held) == 1 and abs(held[0]["ts"] - 600000) < 1 and abs(held[0]["dur"] - 50000) < 1 and
        held[0]["pid"] == 1 and held[0]["args"].get("by") == 99, "ROTA_TRACE hold..release: one 'held' span")
+    hq = [e for e in tev if e.get("name") == "held (quantum)"]
+    ok(len(hq) == 1 and abs(hq[0]["dur"] - 20000) < 1, "a hold with its reason: a 'held (quantum)' span")
     ok(len(mw) == 1 and abs(mw[0]["dur"] - 300000) < 1, "ROTA_TRACE mem_wait..mem_grant: one 300 ms span")
     ok(run.job_gpu("a") == 1, "a ROTA_TRACE placement tells the job's GPU")
     pwait = [e for e in tev if e.get("name") == "waiting for a GPU with room"]

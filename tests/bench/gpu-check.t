@@ -11,7 +11,6 @@ SRC=${ROTA_SRCDIR:-.}
 T=$(mktemp -d /tmp/rota-gpucheck-t.XXXXXX)
 n=0
 ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
-trap 'rm -rf "$T"' EXIT
 # librota.so (a sanitizer build's too) is preloaded into python3 in the rota phase
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0:detect_leaks=0"
 unset CUDA_VISIBLE_DEVICES LD_PRELOAD ROTA_PRIORITY ROTA_SOCKET
@@ -28,8 +27,19 @@ esac
 SMI
 chmod +x "$T/bin/nvidia-smi"
 cat >"$T/py/torch/__init__.py" <<'PY'
-"""The calls gpu-check's job.py makes, sleeping for device time."""
-import time
+"""The calls gpu-check's job.py makes, sleeping for device time. Its device work is a Driver-API child on
+simcuda (build/bin/workload, the training kind, while the importing process lives): it inherits what rota run
+sets (librota preloaded, the job's class), so rotad sees the job's launches as it would PyTorch's."""
+import atexit, os, signal, subprocess, time
+_env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(os.environ["ROTA_BUILD"], "lib"),
+            SIMCUDA_NODE=os.environ["GPUCHECK_T_NODE"])
+_child = subprocess.Popen([os.path.join(os.environ["ROTA_BUILD"], "bin", "workload"), "--kind", "train",
+                           "--mem", "16M", "--blocks", "1", "--kernels", "200x4", "--gap-us", "2000",
+                           "--duration", "600", "--out", os.devnull], env=_env, stdout=subprocess.DEVNULL)
+def _stop():
+    _child.send_signal(signal.SIGTERM)
+    _child.wait()
+atexit.register(_stop)
 class _T:
     def square(self): return self
     def mean(self): return self
@@ -60,7 +70,10 @@ def manual_seed(s): pass
 def randn(*a, **k): return _T()
 PY
 
-echo 1..6
+export GPUCHECK_T_NODE="gpucheck-t-$$"
+trap 'rm -rf "$T" "/dev/shm/$GPUCHECK_T_NODE"' EXIT
+
+echo 1..8
 "$SRC/scripts/gpu-check" 1x >/dev/null 2>"$T/err"; rc=$?
 [ $rc = 2 ] && grep -q "SECONDS must be a whole number" "$T/err"; ok $? "a bad SECONDS: usage error, exit 2"
 "$SRC/scripts/gpu-check" 1 2 >/dev/null 2>"$T/err"; rc=$?
@@ -77,3 +90,18 @@ ok $? "its shared and rota rows: B, p50 and p99 against solo, training iteration
 grep -Eq "^solo: inference p50 $num ms p99 $num ms busy $num; training $num it/s busy $num" "$T/out" &&
     grep -Eq "^harvest \(rota\): training progress alongside inference over solo = $num" "$T/out"
 ok $? "the solo figures and the harvest line"
+# rotad's view of the rota phase: both jobs' launches, each in its class, went through librota
+grep -Eq "^rotad saw \(rota phase\): pid [0-9]+ (high|low) [1-9][0-9]* launches, pid [0-9]+ (high|low) [1-9][0-9]* launches; hold events on GPU 0: [0-9]+$" "$T/out" &&
+    grep "^rotad saw" "$T/out" | grep -q " high " && grep "^rotad saw" "$T/out" | grep -q " low " &&
+    ! grep -q "librota did not see" "$T/out"
+ok $? "rotad saw both jobs' launches, high and low, in the rota phase: $(grep '^rotad saw' "$T/out")"
+# without librota in the jobs' path (rota run stood in by env, which preloads nothing) the check fails the run
+mkdir -p "$T/fakeb/bin"
+printf '#!/bin/sh\n[ "$1" = status ] && exec "%s" "$@"\nwhile [ "$1" != -- ]; do shift; done; shift; exec "$@"\n' \
+    "$ROTA_BUILD/bin/rota" >"$T/fakeb/bin/rota"
+chmod +x "$T/fakeb/bin/rota"
+for f in bin/rotad bin/workload lib tests; do ln -s "$ROTA_BUILD/$f" "$T/fakeb/$f"; done
+PATH="$T/bin:$PATH" PYTHONPATH="$T/py" B="$T/fakeb" "$SRC/scripts/gpu-check" --no-build 1 >"$T/out2" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "^rotad saw (rota phase): no client" "$T/out2" && grep -q "librota did not see launches" "$T/out2"
+ok $? "a rota that does not preload librota: 'no client', the check fails (exit $rc)"
