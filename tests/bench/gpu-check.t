@@ -2,8 +2,10 @@
 # gpu-check.t - smoke test of scripts/gpu-check's plumbing, with stand-ins for nvidia-smi and torch (this machine
 # has neither a GPU nor PyTorch): its usage errors, then a --no-build run over this build whose four PyTorch
 # phases (inference and training alone, together, together under rota run) write the records its report reads,
-# and the report (B, p50/p99 against solo, training rate, harvest) is printed whole. The Driver-API step finds
-# no driver here and is reported as failed (exit 1), as the script documents; on a machine with one it may pass.
+# and the report (B, B_max, gain, p50/p99 against solo, training rate, crashes, harvest, memory waits, what rotad
+# saw) is printed whole; then a run whose rota preloads nothing (the check must fail it) and whose shared phase
+# runs out of memory. The Driver-API step finds no driver here and is reported as failed (exit 1), as the script
+# documents; on a machine with one it may pass.
 # The stand-ins' figures mean nothing and are never asserted: the real ones come from a GPU (README).
 set -u
 : "${ROTA_BUILD:?ROTA_BUILD must name the build folder}"
@@ -30,7 +32,7 @@ cat >"$T/py/torch/__init__.py" <<'PY'
 """The calls gpu-check's job.py makes, sleeping for device time. Its device work is a Driver-API child on
 simcuda (build/bin/workload, the training kind, while the importing process lives): it inherits what rota run
 sets (librota preloaded, the job's class), so rotad sees the job's launches as it would PyTorch's."""
-import atexit, os, signal, subprocess, time
+import atexit, os, signal, subprocess, sys, time
 _env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(os.environ["ROTA_BUILD"], "lib"),
             SIMCUDA_NODE=os.environ["GPUCHECK_T_NODE"])
 _child = subprocess.Popen([os.path.join(os.environ["ROTA_BUILD"], "bin", "workload"), "--kind", "train",
@@ -67,29 +69,39 @@ class no_grad:
     def __exit__(self, *a): return False
 def device(s): return s
 def manual_seed(s): pass
-def randn(*a, **k): return _T()
+def randn(*a, **k):
+    # GPUCHECK_T_OOM=PHASE-KIND: that job runs out of memory, as PyTorch reports it
+    if os.environ.get("GPUCHECK_T_OOM") and \
+            os.path.basename(sys.argv[3]) == os.environ["GPUCHECK_T_OOM"] + ".json":
+        raise RuntimeError("CUDA out of memory. Tried to allocate 64.00 MiB (stand-in)")
+    return _T()
 PY
 
 export GPUCHECK_T_NODE="gpucheck-t-$$"
 trap 'rm -rf "$T" "/dev/shm/$GPUCHECK_T_NODE"' EXIT
 
-echo 1..8
+echo 1..9
 "$SRC/scripts/gpu-check" 1x >/dev/null 2>"$T/err"; rc=$?
 [ $rc = 2 ] && grep -q "SECONDS must be a whole number" "$T/err"; ok $? "a bad SECONDS: usage error, exit 2"
 "$SRC/scripts/gpu-check" 1 2 >/dev/null 2>"$T/err"; rc=$?
 [ $rc = 2 ] && grep -q "usage error" "$T/err"; ok $? "two operands: usage error, exit 2"
 
-PATH="$T/bin:$PATH" PYTHONPATH="$T/py" B="$ROTA_BUILD" "$SRC/scripts/gpu-check" --no-build 1 >"$T/out" 2>&1
+# 2 s phases: rota status is read each second, and the jobs' simcuda children start slowly under a sanitizer
+PATH="$T/bin:$PATH" PYTHONPATH="$T/py" B="$ROTA_BUILD" "$SRC/scripts/gpu-check" --no-build 2 >"$T/out" 2>&1
 rc=$?
 { [ $rc = 0 ] || [ $rc = 1 ]; } && ! grep -q "^gpu-check: fatal" "$T/out"
-ok $? "--no-build 1 with the stand-ins runs to its end (exit $rc: the Driver-API tests $(grep -q 'Driver-API tests FAILED' "$T/out" && echo failed, no driver here || echo passed))"
+ok $? "--no-build 2 with the stand-ins runs to its end (exit $rc: the Driver-API tests $(grep -q 'Driver-API tests FAILED' "$T/out" && echo failed, no driver here || echo passed))"
 num='[0-9]+\.[0-9]+'
-grep -Eq "^exclusive +$num +1\.00x +1\.00x +$num" "$T/out"; ok $? "the report's exclusive row (solo runs back to back)"
-grep -Eq "^shared +$num +$num""x +$num""x +$num" "$T/out" && grep -Eq "^rota +$num +$num""x +$num""x +$num" "$T/out"
-ok $? "its shared and rota rows: B, p50 and p99 against solo, training iterations/s"
+grep -Eq "^B_max $num \(solo device time $num s: inference busy $num of $num s, training $num of $num s\)$" "$T/out" &&
+    grep -Eq "^exclusive +$num +$num +\+0\.0 +1\.00x +1\.00x +$num +0 " "$T/out"
+ok $? "the report's B_max and exclusive row (solo runs back to back)"
+grep -Eq "^shared +$num +$num +[-+]$num +$num""x +$num""x +$num +0$" "$T/out" &&
+    grep -Eq "^rota +$num +$num +[-+]$num +$num""x +$num""x +$num +0$" "$T/out"
+ok $? "its shared and rota rows: B, B/B_max, gain, p50 and p99 against solo, training iterations/s, crashes"
 grep -Eq "^solo: inference p50 $num ms p99 $num ms busy $num; training $num it/s busy $num" "$T/out" &&
-    grep -Eq "^harvest \(rota\): training progress alongside inference over solo = $num" "$T/out"
-ok $? "the solo figures and the harvest line"
+    grep -Eq "^harvest \(rota\): training's device time beside inference over the time inference leaves idle = $num \(training at $num of its solo rate\)$" "$T/out" &&
+    grep -Eq "^memory waits \(rota\): 0, 0\.00 s$" "$T/out"
+ok $? "the solo figures, the harvest and memory-wait lines"
 # rotad's view of the rota phase: both jobs' launches, each in its class, went through librota
 grep -Eq "^rotad saw \(rota phase\): pid [0-9]+ (high|low) [1-9][0-9]* launches, pid [0-9]+ (high|low) [1-9][0-9]* launches; hold events on GPU 0: [0-9]+$" "$T/out" &&
     grep "^rotad saw" "$T/out" | grep -q " high " && grep "^rotad saw" "$T/out" | grep -q " low " &&
@@ -101,7 +113,11 @@ printf '#!/bin/sh\n[ "$1" = status ] && exec "%s" "$@"\nwhile [ "$1" != -- ]; do
     "$ROTA_BUILD/bin/rota" >"$T/fakeb/bin/rota"
 chmod +x "$T/fakeb/bin/rota"
 for f in bin/rotad bin/workload lib tests; do ln -s "$ROTA_BUILD/$f" "$T/fakeb/$f"; done
-PATH="$T/bin:$PATH" PYTHONPATH="$T/py" B="$T/fakeb" "$SRC/scripts/gpu-check" --no-build 1 >"$T/out2" 2>&1
+# (and the training job of the shared phase runs out of memory: the phase goes on, its row counts the crash)
+PATH="$T/bin:$PATH" PYTHONPATH="$T/py" B="$T/fakeb" GPUCHECK_T_OOM=shared-train "$SRC/scripts/gpu-check" \
+    --no-build 1 >"$T/out2" 2>&1
 rc=$?
 [ $rc = 1 ] && grep -q "^rotad saw (rota phase): no client" "$T/out2" && grep -q "librota did not see launches" "$T/out2"
 ok $? "a rota that does not preload librota: 'no client', the check fails (exit $rc)"
+grep -Eq "^shared +$num +$num +[-+]$num +$num""x +$num""x +0\.0 +1$" "$T/out2" && grep -Eq "^rota .* 0$" "$T/out2"
+ok $? "a job out of memory: recorded, its phase's row counts 1 crash and no training progress"
