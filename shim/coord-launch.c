@@ -50,6 +50,9 @@
 
 #define LAUNCH_HOLD_SLICE_NS 20000000ll   /* re-check that rotad is alive this often while held */
 #define LAUNCH_INFLIGHT_SLICE_NS 100000000ll
+/* How often a high client's tracker asks whether its launching thread sleeps for input, while its idle window
+ * lasts: a few tens of microseconds, against windows of hundreds (one pread each; the timer slack adds ~50 us). */
+#define LAUNCH_PROBE_NS 25000u
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
 #ifndef MADV_POPULATE_READ
 #define LAUNCH_MADV_POPULATE_READ 22 /* Linux 5.14 */
@@ -440,8 +443,19 @@ static uint64_t launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
     uint64_t last = atomic_load(&ch->last_launch_ns);
     if (now < last) return 0;
     bool learn = LD(&g.r->high_idle_learn);
-    uint64_t due = idlewin_due(last, win, LD(&ch->idle_from_ns), learn ? LD(&ch->idle_win_ns) : win);
-    if (now < due) return due;
+    uint64_t from = LD(&ch->idle_from_ns);
+    uint64_t due = idlewin_due(last, win, from, learn ? LD(&ch->idle_win_ns) : win);
+    if (now < due) {
+        /* The window is learned, so it may end sooner: at once if the thread that launched last sleeps waiting
+         * for input (coord-probe.c), asked every LAUNCH_PROBE_NS meanwhile. */
+        bool probe = learn && rota_options()->idle_probe && from > last && now >= from;
+        if (!probe) return due;
+        if (probe_input_wait() != 1) return due - now > LAUNCH_PROBE_NS ? now + LAUNCH_PROBE_NS : due;
+        /* This gap's window ends now, for rotad too: the window, then its completion time again (release), as
+         * launch_high_done stores them. */
+        atomic_store_explicit(&ch->idle_win_ns, now - from, memory_order_relaxed);
+        atomic_store_explicit(&ch->idle_from_ns, from, memory_order_release);
+    }
     launch_set_idle(g.idle);
     return 0;
 }
@@ -561,6 +575,7 @@ CUresult coord_launch_gate(CUstream stream)
          * as idle while its kernel runs. */
         if (!atomic_fetch_add(&launch_inflight, 1)) launch_learn(g.r, ch, t_in);
         launch_publish(ch);
+        probe_note_launch();
         lt.reserved++;
         launch_high_busy(g.idle);
         /* First thing once the GPU is known: the sooner the board is marked, the sooner lower classes hold. */

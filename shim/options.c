@@ -42,6 +42,7 @@ static const opt_row_t opt_table[] = {
      "microseconds, an integer from 0 to 1000000 (0 = no device-time bound)"},
     {"ROTA_REFILL_US", OPT_U32, OFF(refill_us), "300", 0, 100000, false,
      "microseconds, an integer from 0 to 100000 (0 = launch only at a completion)"},
+    {"ROTA_IDLE_PROBE", OPT_BOOL, OFF(idle_probe), "1", 0, 0, false, "a boolean (1/0, true/false, yes/no, on/off)"},
     {"ROTA_GPU", OPT_GPU, OFF(gpu), "auto", 0, 1023, false, "auto, all or a device ordinal from 0 to 1023"},
     {"ROTA_TEST_COUNTERS", OPT_PATH, OFF(test_counters), NULL, 0, 0, false, "a file path (test builds only)"},
     {"ROTA_TRACE", OPT_PATH, OFF(trace), NULL, 0, 0, false, "a file path (JSON lines of rota's decisions)"},

@@ -26,6 +26,7 @@ typedef struct rota_options {
     unsigned max_inflight;                 /* ROTA_MAX_INFLIGHT: 1..1024 (default 8) */
     unsigned inflight_us;                  /* ROTA_INFLIGHT_US: device time in flight, 0..1e6 us (default 500) */
     unsigned refill_us;                    /* ROTA_REFILL_US: queue the next launch this early, 0..1e5 us (300) */
+    bool idle_probe;                       /* ROTA_IDLE_PROBE: a high client's window ends when it sleeps for input */
     int gpu;                               /* ROTA_GPU: auto (ROTA_GPU_AUTO), all (ROTA_GPU_ALL) or an ordinal 0..1023 */
     char test_counters[ROTA_OPT_PATH_MAX]; /* ROTA_TEST_COUNTERS: test-only hit counters, dumped here at exit */
     char trace[ROTA_OPT_PATH_MAX];         /* ROTA_TRACE: append rota's decisions here as JSON lines ("" = off) */

@@ -10,6 +10,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <time.h>
 
 /* ---- the client side ------------------------------------------------------------------------------------ */
@@ -54,7 +55,8 @@ static uint64_t env_u(const char *n, uint64_t def)
  *           =burst: for SCHED_DUR_MS, iterations of SCHED_BURST x spin_ns(SCHED_KNS) + sync + a host gap of
  *                  SCHED_GAP_US (a training step and its data loading); "iter MEAN_MS COUNT".
  *           =cmd:  commands on stdin: "spin N KNS" (async), "sync", "capture" (capture + instantiate, then
- *                  graph launch + sync), each answered with its duration in ms. */
+ *                  graph launch + sync), "sleep MS" (clock_nanosleep), "busy MS" (on the CPU), "wait MS" (a
+ *                  condition variable's timed wait: a futex), each answered with its duration in ms. */
 static int child_main(void)
 {
     if (!th_cuda_load()) return 2;
@@ -149,6 +151,37 @@ static int child_main(void)
             } else if (!strncmp(line, "sync", 4)) {
                 rc = p_cuStreamSynchronize(cst);
                 printf("%d %.3f\n", (int)rc, th_now_ms() - t0);
+            } else if (sscanf(line, "sleep %u", &n) == 1) {
+                struct timespec ts = {.tv_sec = n / 1000, .tv_nsec = (long)(n % 1000) * 1000000};
+                while (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &ts) == EINTR) {
+                }
+                printf("0 %.3f\n", th_now_ms() - t0);
+            } else if (sscanf(line, "busy %u", &n) == 1) {
+                while (th_now_ms() - t0 < n) {
+                }
+                printf("0 %.3f\n", th_now_ms() - t0);
+            } else if (sscanf(line, "wait %u", &n) == 1) {
+                pthread_condattr_t a;
+                pthread_cond_t cv;
+                pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+                pthread_condattr_init(&a);
+                pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+                pthread_cond_init(&cv, &a);
+                struct timespec ts;
+                clock_gettime(CLOCK_MONOTONIC, &ts);
+                ts.tv_sec += n / 1000;
+                ts.tv_nsec += (long)(n % 1000) * 1000000;
+                if (ts.tv_nsec >= 1000000000) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000;
+                }
+                pthread_mutex_lock(&mu);
+                while (pthread_cond_timedwait(&cv, &mu, &ts) != ETIMEDOUT) {
+                }
+                pthread_mutex_unlock(&mu);
+                pthread_cond_destroy(&cv);
+                pthread_condattr_destroy(&a);
+                printf("0 %.3f\n", th_now_ms() - t0);
             } else if (!strncmp(line, "capture", 7)) {
                 CUgraph g;
                 CUgraphExec ge;
@@ -332,9 +365,9 @@ static unsigned long max_inflight_during(child_t *c, const rota_slot_t *s, const
 
 /* A command-mode high client and a normal one, the normal one's GPU known to rotad (it launched once); returns
  * the normal client's slot in r. */
-static const rota_slot_t *hold_pair(child_t *hi, child_t *lo, const rota_region_t *r)
+static const rota_slot_t *hold_pair_env(child_t *hi, child_t *lo, const rota_region_t *r, const char *hi_extra)
 {
-    const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
+    const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", hi_extra, NULL};
     const char *el[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=normal", NULL};
     spawn(hi, eh);
     spawn(lo, el);
@@ -345,6 +378,12 @@ static const rota_slot_t *hold_pair(child_t *hi, child_t *lo, const rota_region_
     const rota_slot_t *ls = slot_of(r, lo->pid);
     if (!ls) bail("no slot for the normal client");
     return ls;
+}
+
+/* A high and a normal command client; the normal one has launched once. Returns the normal client's slot. */
+static const rota_slot_t *hold_pair(child_t *hi, child_t *lo, const rota_region_t *r)
+{
+    return hold_pair_env(hi, lo, r, NULL);
 }
 
 /* Last "n COUNT" progress line within ms (0 if none). */
@@ -1097,9 +1136,53 @@ int main(void)
             pair_done(&hi, &lo, &obs, rotad);
         }
     }
+    /* 19. the idle probe (shim/coord-probe.c): with --idle-ms 40, a high client whose launching thread sleeps
+     * once its 3 ms kernel is out releases the normal client when that kernel ends; one whose thread runs on the
+     * CPU, or waits on a futex, keeps the 40 ms window after it; so does a sleeping one with ROTA_IDLE_PROBE=0. */
+    SECTION(19) {
+        if (only) { /* the first rotad still runs */
+            if (obs) conn_close(obs);
+            th_rotad_stop(rotad);
+        }
+        static const struct {
+            const char *cmd, *what, *env;
+            bool early;
+        } cases[] = {
+            {"sleep 80", "sleeps (clock_nanosleep)", NULL, true},
+            {"busy 80", "runs on the CPU", NULL, false},
+            {"wait 80", "waits on a condition variable (a futex)", NULL, false},
+            {"sleep 80", "sleeps, with ROTA_IDLE_PROBE=0", "ROTA_IDLE_PROBE=0", false},
+        };
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            const char *pargs[] = {"--idle-ms", "40", NULL};
+            rotad = th_rotad_start_args(pargs);
+            obs = observe();
+            const rota_region_t *ri = conn_region(obs);
+            child_t hi, lo;
+            const rota_slot_t *ls = hold_pair_env(&hi, &lo, ri, cases[k].env);
+            double t0 = th_now_ms();
+            th_say(&hi, "spin 1 3000000", 5000);
+            fprintf(hi.to, "%s\n", cases[k].cmd);
+            fflush(hi.to);
+            bool held = wait_hold(ls, true, 2000);
+            const char *l;
+            double dt = held_launch(&lo, t0, 5000, &l);
+            if (cases[k].early)
+                ok(held && l[0] && dt < 25, "a high client that %s once its 3 ms kernel is out releases the normal "
+                   "client when the kernel ends: its launch goes %.1f ms after the high launch (accepted: under "
+                   "25; the window ends at 43)", cases[k].what, dt);
+            else
+                ok(held && l[0] && dt > 35, "a high client that %s keeps the window: the normal client's launch "
+                   "goes %.1f ms after the high launch (accepted: over 35)", cases[k].what, dt);
+            ok(expect(&hi, "0 ", 5000)[0], "  and its %s returns", cases[k].cmd);
+            th_say(&lo, "sync", 5000);
+            pair_done(&hi, &lo, &obs, rotad);
+        }
+    }
     (void)th_rotad_start;
     if (obs) conn_close(obs);
-    if (only && atoi(only) != 5 && atoi(only) != 6 && atoi(only) != 12 && atoi(only) != 16 && atoi(only) != 18)
+    if (only && atoi(only) != 5 && atoi(only) != 6 && atoi(only) != 12 && atoi(only) != 16 && atoi(only) != 18 &&
+        atoi(only) != 19)
         th_rotad_stop(rotad);
     th_cleanup_children();
     th_cleanup();

@@ -30,6 +30,7 @@ static const option_case_t cases[] = {
     {"ROTA_INFLIGHT_US", "0", true},        {"ROTA_INFLIGHT_US", "250", true},
     {"ROTA_REFILL_US", "100001", false},   {"ROTA_REFILL_US", "-1", false},
     {"ROTA_REFILL_US", "0", true},         {"ROTA_REFILL_US", "100000", true},
+    {"ROTA_IDLE_PROBE", "2", false},       {"ROTA_IDLE_PROBE", "off", true},
     {"ROTA_GPU", "first", false},          {"ROTA_GPU", "-1", false},
     {"ROTA_GPU", "auto", true},            {"ROTA_GPU", "all", true},
     {"ROTA_SOCKET", "", false},
@@ -103,6 +104,7 @@ int main(int argc, char **argv)
            strstr(c.out, "rota: debug: option ROTA_MAX_INFLIGHT=8 (default)") &&
            strstr(c.out, "rota: debug: option ROTA_INFLIGHT_US=500 (default)") &&
            strstr(c.out, "rota: debug: option ROTA_REFILL_US=300 (default)") &&
+           strstr(c.out, "rota: debug: option ROTA_IDLE_PROBE=1 (default)") &&
            strstr(c.out, "rota: debug: option ROTA_PRIORITY=normal (default)") &&
            strstr(c.out, "rota: debug: option ROTA_GPU=auto (default)") && strstr(c.out, "rota: debug: real driver "),
        "ROTA_LOG=debug prints every effective option (defaults marked) and the driver it found");
