@@ -108,7 +108,7 @@ enum rota_prio {
  * high_idle_ns would otherwise release the lower classes the moment it completes, into the gap before a next
  * request already queued. rotad takes an idle_from_ns later than its own clock as now, so what a client writes
  * there holds the others no longer than launching would. rotad shows the window it applied in slot.idle_win_ns.
- * A client may end one gap's window sooner (its launching thread asleep waiting for input, shim/coord-probe.c):
+ * A client may end one gap's window sooner (its launching thread asleep waiting for input, shim/coord-idleprobe.c):
  * it then writes idle_win_ns = the time since idle_from_ns, then idle_from_ns again (the same value, release).
  *
  * slot.track (rotad writes it before slot.hold, at every tick): 0 while the client is uncontended on its GPU (no

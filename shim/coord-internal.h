@@ -33,13 +33,13 @@ void track_event_put(CUevent ev, CUcontext ctx);
  * not be started or queue the event (the caller then treats the launch as complete). */
 bool track_push(CUevent ev, CUcontext ctx, uint64_t launch_ns);
 
-/* coord-probe.c: whether a high client's launching thread sleeps waiting for input, which ends its idle window. */
+/* coord-idleprobe.c: whether a high client's launching thread sleeps waiting for input, which ends its idle window. */
 /* Notes the calling thread as the one that made the client's last high launch (a relaxed store; no syscall but
  * the thread's first gettid). */
-void probe_note_launch(void);
+void idleprobe_note_launch(void);
 /* Tracker thread only: 1 if that thread is blocked in a sleep or a wait for input (not a futex, not a read), 0 if
  * running, in another call, or unknown. */
-int probe_input_wait(void);
+int idleprobe_input_wait(void);
 
 /* coord-launch.c: one tracked launch completed, seen by the tracker at now_ns (coord_now_ns); busy_ns is the
  * device time the tracker attributes to it. Returns when a high client's idle check is due (launch_idle_due; 0:

@@ -447,10 +447,10 @@ static uint64_t launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
     uint64_t due = idlewin_due(last, win, from, learn ? LD(&ch->idle_win_ns) : win);
     if (now < due) {
         /* The window is learned, so it may end sooner: at once if the thread that launched last sleeps waiting
-         * for input (coord-probe.c), asked every LAUNCH_PROBE_NS meanwhile. */
+         * for input (coord-idleprobe.c), asked every LAUNCH_PROBE_NS meanwhile. */
         bool probe = learn && rota_options()->idle_probe && from > last && now >= from;
         if (!probe) return due;
-        if (probe_input_wait() != 1) return due - now > LAUNCH_PROBE_NS ? now + LAUNCH_PROBE_NS : due;
+        if (idleprobe_input_wait() != 1) return due - now > LAUNCH_PROBE_NS ? now + LAUNCH_PROBE_NS : due;
         /* This gap's window ends now, for rotad too: the window, then its completion time again (release), as
          * launch_high_done stores them. */
         atomic_store_explicit(&ch->idle_win_ns, now - from, memory_order_relaxed);
@@ -575,7 +575,7 @@ CUresult coord_launch_gate(CUstream stream)
          * as idle while its kernel runs. */
         if (!atomic_fetch_add(&launch_inflight, 1)) launch_learn(g.r, ch, t_in);
         launch_publish(ch);
-        probe_note_launch();
+        idleprobe_note_launch();
         lt.reserved++;
         launch_high_busy(g.idle);
         /* First thing once the GPU is known: the sooner the board is marked, the sooner lower classes hold. */

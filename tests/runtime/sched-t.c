@@ -1136,7 +1136,7 @@ int main(void)
             pair_done(&hi, &lo, &obs, rotad);
         }
     }
-    /* 19. the idle probe (shim/coord-probe.c): with --idle-ms 40, a high client whose launching thread sleeps
+    /* 19. the idle probe (shim/coord-idleprobe.c): with --idle-ms 40, a high client whose launching thread sleeps
      * once its 3 ms kernel is out releases the normal client when that kernel ends; one whose thread runs on the
      * CPU, or waits on a futex, keeps the 40 ms window after it; so does a sleeping one with ROTA_IDLE_PROBE=0. */
     SECTION(19) {

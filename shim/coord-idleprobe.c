@@ -1,4 +1,4 @@
-/* coord-probe.c - whether a high client's launching thread is asleep waiting for input (its idle window may end). */
+/* coord-idleprobe.c - whether a high client's launching thread sleeps waiting for input (its idle window may end). */
 #include "shim/coord-internal.h"
 
 #include <errno.h>
@@ -28,38 +28,38 @@
  * of its syscall file stays open while the same thread launches: one pread per probe, on the tracker thread.
  */
 
-static _Atomic int probe_tid;         /* the thread of the client's last high launch (0: none yet) */
-static __thread int probe_self;       /* this thread's id, once known */
-static int probe_fd = -1, probe_fd_tid; /* tracker thread only: the open syscall file and whose it is */
-static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static _Atomic int idleprobe_tid;               /* the thread of the client's last high launch (0: none yet) */
+static __thread int idleprobe_self;             /* this thread's id, once known */
+static int idleprobe_fd = -1, idleprobe_fd_tid; /* tracker thread only: the open syscall file and whose it is */
+static pthread_once_t idleprobe_once = PTHREAD_ONCE_INIT;
 
-static void probe_atfork_child(void)
+static void idleprobe_atfork_child(void)
 {
     /* The forking thread is the child's only one, under a new id; the parent's descriptor is not the child's. */
-    probe_self = 0;
-    atomic_store(&probe_tid, 0);
-    if (probe_fd >= 0) close(probe_fd);
-    probe_fd = -1;
-    probe_fd_tid = 0;
+    idleprobe_self = 0;
+    atomic_store(&idleprobe_tid, 0);
+    if (idleprobe_fd >= 0) close(idleprobe_fd);
+    idleprobe_fd = -1;
+    idleprobe_fd_tid = 0;
 }
 
-static void probe_setup(void)
+static void idleprobe_setup(void)
 {
-    pthread_atfork(NULL, NULL, probe_atfork_child);
+    pthread_atfork(NULL, NULL, idleprobe_atfork_child);
 }
 
-void probe_note_launch(void)
+void idleprobe_note_launch(void)
 {
-    if (!probe_self) {
-        pthread_once(&probe_once, probe_setup);
-        probe_self = (int)syscall(SYS_gettid);
+    if (!idleprobe_self) {
+        pthread_once(&idleprobe_once, idleprobe_setup);
+        idleprobe_self = (int)syscall(SYS_gettid);
     }
-    if (atomic_load_explicit(&probe_tid, memory_order_relaxed) != probe_self)
-        atomic_store_explicit(&probe_tid, probe_self, memory_order_relaxed);
+    if (atomic_load_explicit(&idleprobe_tid, memory_order_relaxed) != idleprobe_self)
+        atomic_store_explicit(&idleprobe_tid, idleprobe_self, memory_order_relaxed);
 }
 
 /* Whether system call nr waits for input: a sleep, or readiness, a message or a connection on a descriptor. */
-static bool probe_input_call(long nr)
+static bool idleprobe_input_call(long nr)
 {
     static const long calls[] = {
 #ifdef SYS_nanosleep
@@ -113,31 +113,31 @@ static bool probe_input_call(long nr)
     return false;
 }
 
-static int probe_parse(const char *s)
+static int idleprobe_parse(const char *s)
 {
     /* "running", or the call's number then its arguments; "-1 ..." is blocked outside a system call */
     char *end;
     errno = 0;
     long nr = strtol(s, &end, 10);
     if (end == s || errno || (*end != ' ' && *end != '\n' && *end)) return 0;
-    return probe_input_call(nr);
+    return idleprobe_input_call(nr);
 }
 
-int probe_input_wait(void)
+int idleprobe_input_wait(void)
 {
-    int tid = atomic_load_explicit(&probe_tid, memory_order_relaxed);
+    int tid = atomic_load_explicit(&idleprobe_tid, memory_order_relaxed);
     if (!tid) return 0;
-    if (tid != probe_fd_tid) {
-        if (probe_fd >= 0) close(probe_fd);
+    if (tid != idleprobe_fd_tid) {
+        if (idleprobe_fd >= 0) close(idleprobe_fd);
         char path[64];
         snprintf(path, sizeof path, "/proc/self/task/%d/syscall", tid);
-        probe_fd = open(path, O_RDONLY | O_CLOEXEC);
-        probe_fd_tid = tid; /* tried: a thread without the file is not tried again at every probe */
+        idleprobe_fd = open(path, O_RDONLY | O_CLOEXEC);
+        idleprobe_fd_tid = tid; /* tried: a thread without the file is not tried again at every probe */
     }
-    if (probe_fd < 0) return 0;
+    if (idleprobe_fd < 0) return 0;
     char buf[96];
-    ssize_t n = pread(probe_fd, buf, sizeof buf - 1, 0);
+    ssize_t n = pread(idleprobe_fd, buf, sizeof buf - 1, 0);
     if (n <= 0) return 0;
     buf[n] = 0;
-    return probe_parse(buf);
+    return idleprobe_parse(buf);
 }
