@@ -51,7 +51,8 @@
 #define LAUNCH_HOLD_SLICE_NS 20000000ll   /* re-check that rotad is alive this often while held */
 #define LAUNCH_INFLIGHT_SLICE_NS 100000000ll
 /* How often a high client's tracker asks whether its launching thread sleeps for input, while its idle window
- * lasts: a few tens of microseconds, against windows of hundreds (one pread each; the timer slack adds ~50 us). */
+ * lasts: a few tens of microseconds, against windows of hundreds (one pread each; the tracker's timer slack is
+ * 1 us, coord-track.c). */
 #define LAUNCH_PROBE_NS 25000u
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
 #ifndef MADV_POPULATE_READ
@@ -575,12 +576,12 @@ CUresult coord_launch_gate(CUstream stream)
          * as idle while its kernel runs. */
         if (!atomic_fetch_add(&launch_inflight, 1)) launch_learn(g.r, ch, t_in);
         launch_publish(ch);
-        idleprobe_note_launch();
         lt.reserved++;
         launch_high_busy(g.idle);
         /* First thing once the GPU is known: the sooner the board is marked, the sooner lower classes hold. */
         launch_stamp(ch, g.mark, t_in);
         lt.pending++;
+        idleprobe_note_launch(); /* after the mark: the lower classes hold first */
         coord_conn_unlock();
         return CUDA_SUCCESS;
     }
