@@ -113,17 +113,17 @@ static bool idleprobe_input_call(long nr)
     return false;
 }
 
-static int idleprobe_parse(const char *s)
+static int idleprobe_parse(const char *s, long *nr)
 {
     /* "running", or the call's number then its arguments; "-1 ..." is blocked outside a system call */
     char *end;
     errno = 0;
-    long nr = strtol(s, &end, 10);
+    *nr = strtol(s, &end, 10);
     if (end == s || errno || (*end != ' ' && *end != '\n' && *end)) return 0;
-    return idleprobe_input_call(nr);
+    return idleprobe_input_call(*nr);
 }
 
-int idleprobe_input_wait(void)
+int idleprobe_input_wait(long *nr)
 {
     int tid = atomic_load_explicit(&idleprobe_tid, memory_order_relaxed);
     if (!tid) return 0;
@@ -139,5 +139,5 @@ int idleprobe_input_wait(void)
     ssize_t n = pread(idleprobe_fd, buf, sizeof buf - 1, 0);
     if (n <= 0) return 0;
     buf[n] = 0;
-    return idleprobe_parse(buf);
+    return idleprobe_parse(buf, nr);
 }

@@ -14,6 +14,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -451,11 +452,19 @@ static uint64_t launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
          * for input (coord-idleprobe.c), asked every LAUNCH_PROBE_NS meanwhile. */
         bool probe = learn && rota_options()->idle_probe && from > last && now >= from;
         if (!probe) return due;
-        if (idleprobe_input_wait() != 1) return due - now > LAUNCH_PROBE_NS ? now + LAUNCH_PROBE_NS : due;
+        long nr;
+        if (idleprobe_input_wait(&nr) != 1) return due - now > LAUNCH_PROBE_NS ? now + LAUNCH_PROBE_NS : due;
         /* This gap's window ends now, for rotad too: the window, then its completion time again (release), as
          * launch_high_done stores them. */
         atomic_store_explicit(&ch->idle_win_ns, now - from, memory_order_relaxed);
         atomic_store_explicit(&ch->idle_from_ns, from, memory_order_release);
+        if (rota_trace_on()) {
+            char extra[64];
+            CUdevice dev = -1;
+            if (ROTA_REAL(cuCtxGetDevice)(&dev) != CUDA_SUCCESS) dev = -1; /* the tracker's current context */
+            snprintf(extra, sizeof extra, "\"syscall\":%ld,\"after_us\":%.1f", nr, (double)(now - from) / 1e3);
+            rota_trace_event("idle_probe", dev, 0, extra);
+        }
     }
     launch_set_idle(g.idle);
     return 0;

@@ -6,8 +6,9 @@
 
 /* The line format (scripts/bench reads it; do not change it):
  *   {"ts_us":<CLOCK_MONOTONIC us>,"pid":<getpid()>,"ev":"<ev>","gpu":<gpu>,"bytes":<bytes>[,<extra>]}\n
- * ev is one of hold, release, mem_wait, mem_grant, mem_deny, place; extra, when not NULL, is the inside of a
- * JSON object ("reason":"prio", ...) and is copied verbatim. A line longer than TRACE_LINE_MAX loses extra. */
+ * ev is one of hold, release, mem_wait, mem_grant, mem_deny, place, idle_probe; extra, when not NULL, is the
+ * inside of a JSON object ("reason":"prio", ...) and is copied verbatim. A line longer than TRACE_LINE_MAX loses
+ * extra. */
 #define TRACE_LINE_MAX 512
 
 /* Opens path for appending (O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC, 0644): the fd or -errno. */

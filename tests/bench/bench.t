@@ -319,6 +319,12 @@ try:
            "--quantum-ms" in cq and cq[cq.index("--quantum-ms") + 1] == "20" and cr[:1] == ["$"] and
            "--quantum-ms" not in cr,
            "rota-quantum ran under rotad --quantum-ms 20, rota under rotad's default (%s)" % " ".join(cq[2:]))
+        # the inference server sleeps until its next arrival: under rota its idle probe ends windows; under
+        # rota-fair it is no high client, and nothing else probes
+        pr, pf = (rows.get(p, {}).get("handover") or {} for p in ("rota", "rota-fair"))
+        ok(pr.get("probe_ends", 0) > 0 and pf.get("probe_ends") == 0,
+           "the idle probe ended the high-priority job's windows under rota (%s), none under rota-fair (%s)" % (
+               pr.get("probe_ends"), pf.get("probe_ends")))
         idle_t = [t for t in groups if "B with 'ready' filled" in t[0]]
         rrow = rows.get("rota")
         want = rrow and rrow.get("B_ready_filled") is not None and "| %.3f | %.3f |" % (rrow["B"], rrow["B_ready_filled"])
@@ -405,10 +411,11 @@ try:
     # ---- hand-overs from the high-priority job: with a the high job, only a's end at 40 ms to b's kernel at 50
     # (10 ms) counts, not a's own gap from 20 to 30
     h = bm.handovers(run, dict(mixdef, hp="a"), tl)
-    ok(h == {"n": 1, "median_us": 10000.0, "p90_us": 10000.0, "sum_s": 0.01},
+    ok(h == {"n": 1, "median_us": 10000.0, "p90_us": 10000.0, "sum_s": 0.01, "probe_ends": 0},
        "hand-overs from the high-priority job: one of 10 ms (got %s)" % h)
     ok(bm.handovers(run, dict(mixdef, hp=None), tl) is None and
-       bm.handovers(run, dict(mixdef, hp="b"), tl) == {"n": 0, "median_us": None, "p90_us": None, "sum_s": 0.0},
+       bm.handovers(run, dict(mixdef, hp="b"), tl) == {"n": 0, "median_us": None, "p90_us": None, "sum_s": 0.0,
+                                                       "probe_ends": 0},
        "none without a high-priority job; zero where it never hands the GPU over")
 
     # ---- host CPU steal: /proc/stat's cpu line, steal (field 8) over all of the first eight fields

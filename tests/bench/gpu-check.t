@@ -80,7 +80,7 @@ PY
 export GPUCHECK_T_NODE="gpucheck-t-$$"
 trap 'rm -rf "$T" "/dev/shm/$GPUCHECK_T_NODE"' EXIT
 
-echo 1..9
+echo 1..10
 "$SRC/scripts/gpu-check" 1x >/dev/null 2>"$T/err"; rc=$?
 [ $rc = 2 ] && grep -q "SECONDS must be a whole number" "$T/err"; ok $? "a bad SECONDS: usage error, exit 2"
 "$SRC/scripts/gpu-check" 1 2 >/dev/null 2>"$T/err"; rc=$?
@@ -102,6 +102,9 @@ grep -Eq "^solo: inference p50 $num ms p99 $num ms busy $num; training $num it/s
     grep -Eq "^harvest \(rota\): training's device time beside inference over the time inference leaves idle = $num \(training at $num of its solo rate\)$" "$T/out" &&
     grep -Eq "^memory waits \(rota\): 0, 0\.00 s$" "$T/out"
 ok $? "the solo figures, the harvest and memory-wait lines"
+# the high job's stand-in sleeps 2 ms between its iterations: its idle probe ends those windows
+grep -Eq "^idle probe \(rota\): ended [1-9][0-9]* of the inference server's idle windows at once \([0-9]+ requests\)$" "$T/out"
+ok $? "the idle probe line counts the windows it ended: $(grep '^idle probe' "$T/out")"
 # rotad's view of the rota phase: both jobs' launches, each in its class, went through librota
 grep -Eq "^rotad saw \(rota phase\): pid [0-9]+ (high|low) [1-9][0-9]* launches, pid [0-9]+ (high|low) [1-9][0-9]* launches; hold events on GPU 0: [0-9]+$" "$T/out" &&
     grep "^rotad saw" "$T/out" | grep -q " high " && grep "^rotad saw" "$T/out" | grep -q " low " &&

@@ -365,9 +365,11 @@ static unsigned long max_inflight_during(child_t *c, const rota_slot_t *s, const
 
 /* A command-mode high client and a normal one, the normal one's GPU known to rotad (it launched once); returns
  * the normal client's slot in r. */
-static const rota_slot_t *hold_pair_env(child_t *hi, child_t *lo, const rota_region_t *r, const char *hi_extra)
+static const rota_slot_t *hold_pair_env(child_t *hi, child_t *lo, const rota_region_t *r, const char *hi_extra,
+                                        const char *hi_extra2)
 {
-    const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", hi_extra, NULL};
+    const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", hi_extra ? hi_extra : hi_extra2,
+                        hi_extra ? hi_extra2 : NULL, NULL};
     const char *el[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=normal", NULL};
     spawn(hi, eh);
     spawn(lo, el);
@@ -383,7 +385,7 @@ static const rota_slot_t *hold_pair_env(child_t *hi, child_t *lo, const rota_reg
 /* A high and a normal command client; the normal one has launched once. Returns the normal client's slot. */
 static const rota_slot_t *hold_pair(child_t *hi, child_t *lo, const rota_region_t *r)
 {
-    return hold_pair_env(hi, lo, r, NULL);
+    return hold_pair_env(hi, lo, r, NULL, NULL);
 }
 
 /* Last "n COUNT" progress line within ms (0 if none). */
@@ -406,6 +408,18 @@ static double held_launch(child_t *c, double t0, int ms, const char **l)
     fprintf(c->to, "spin 1 1000000\n");
     *l = expect(c, "0 ", ms);
     return th_now_ms() - t0;
+}
+
+/* The whole of a small file, NUL-terminated (NULL if unreadable); the caller frees it. */
+static char *read_all(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char *buf = calloc(1, 65536);
+    size_t n = buf ? fread(buf, 1, 65535, f) : 0;
+    (void)n;
+    fclose(f);
+    return buf;
 }
 
 /* The end of a section with its own rotad: both clients, the observer, rotad. */
@@ -1159,7 +1173,11 @@ int main(void)
             obs = observe();
             const rota_region_t *ri = conn_region(obs);
             child_t hi, lo;
-            const rota_slot_t *ls = hold_pair_env(&hi, &lo, ri, cases[k].env);
+            char tpath[256], tenv[300];
+            snprintf(tpath, sizeof tpath, "%s/idle-probe-%zu.jsonl", th_dir, k);
+            snprintf(tenv, sizeof tenv, "ROTA_TRACE=%s", tpath);
+            unlink(tpath);
+            const rota_slot_t *ls = hold_pair_env(&hi, &lo, ri, cases[k].env, tenv);
             double t0 = th_now_ms();
             th_say(&hi, "spin 1 3000000", 5000);
             fprintf(hi.to, "%s\n", cases[k].cmd);
@@ -1177,6 +1195,17 @@ int main(void)
             ok(expect(&hi, "0 ", 5000)[0], "  and its %s returns", cases[k].cmd);
             th_say(&lo, "sync", 5000);
             pair_done(&hi, &lo, &obs, rotad);
+            /* ROTA_TRACE: an idle_probe event (the call, how long after the completion) exactly when it ended */
+            char *tr = read_all(tpath);
+            unlink(tpath);
+            const char *ev = tr ? strstr(tr, "\"ev\":\"idle_probe\"") : NULL;
+            if (cases[k].early)
+                ok(ev && strstr(ev, "\"syscall\":") && strstr(ev, "\"after_us\":") && !strstr(ev + 10, "\"ev\":\"idle_probe\""),
+                   "  ROTA_TRACE has one idle_probe event, with the call and the time since the completion: %.90s",
+                   ev ? ev : "(none)");
+            else
+                ok(!ev, "  ROTA_TRACE has no idle_probe event");
+            free(tr);
         }
     }
     (void)th_rotad_start;
