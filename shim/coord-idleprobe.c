@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -115,11 +116,12 @@ static bool idleprobe_input_call(long nr)
 
 static int idleprobe_parse(const char *s, long *nr)
 {
-    /* "running", or the call's number then its arguments; "-1 ..." is blocked outside a system call */
+    /* "running", or the call's number then its arguments in hex ("230 0x1 0x1 ..."); "-1 0x..." is blocked
+     * outside a system call. Anything else is not this file (a descriptor the application closed and reused). */
     char *end;
     errno = 0;
     *nr = strtol(s, &end, 10);
-    if (end == s || errno || (*end != ' ' && *end != '\n' && *end)) return 0;
+    if (end == s || errno || strncmp(end, " 0x", 3)) return 0;
     return idleprobe_input_call(*nr);
 }
 
@@ -137,7 +139,14 @@ int idleprobe_input_wait(long *nr)
     if (idleprobe_fd < 0) return 0;
     char buf[96];
     ssize_t n = pread(idleprobe_fd, buf, sizeof buf - 1, 0);
-    if (n <= 0) return 0;
+    if (n <= 0) {
+        /* The thread is gone (or the descriptor with it): open again at the next probe, in case its id now
+         * names another thread of ours that launches; one that has no file is not retried. */
+        close(idleprobe_fd);
+        idleprobe_fd = -1;
+        idleprobe_fd_tid = 0;
+        return 0;
+    }
     buf[n] = 0;
     return idleprobe_parse(buf, nr);
 }
