@@ -3,8 +3,8 @@
 # has neither a GPU nor PyTorch): its usage errors, then a --no-build run over this build whose four PyTorch
 # phases (inference and training alone, together, together under rota run) write the records its report reads,
 # and the report (B, B_max, gain, p50/p99 against solo, training rate, crashes, harvest, memory waits, what rotad
-# saw) is printed whole; then a run whose rota preloads nothing (the check must fail it) and whose shared phase
-# runs out of memory. The Driver-API step finds no driver here and is reported as failed (exit 1), as the script
+# saw) is printed whole; then a run whose rota preloads nothing (the check must fail it), whose shared phase
+# runs out of memory, and which has no prove. The Driver-API step finds no driver here and is reported as failed (exit 1), as the script
 # documents; on a machine with one it may pass.
 # The stand-ins' figures mean nothing and are never asserted: the real ones come from a GPU (README).
 set -u
@@ -61,9 +61,14 @@ class optim:
         def __init__(self, p, lr): pass
         def zero_grad(self): pass
         def step(self): pass
+__version__ = "0.0+stand-in"
+class version:
+    cuda = "0.0"
 class cuda:
     @staticmethod
     def is_available(): return True
+    @staticmethod
+    def get_device_name(i): return "stand-in GPU"
 class no_grad:
     def __enter__(self): return self
     def __exit__(self, *a): return False
@@ -80,7 +85,7 @@ PY
 export GPUCHECK_T_NODE="gpucheck-t-$$"
 trap 'rm -rf "$T" "/dev/shm/$GPUCHECK_T_NODE"' EXIT
 
-echo 1..10
+echo 1..11
 "$SRC/scripts/gpu-check" 1x >/dev/null 2>"$T/err"; rc=$?
 [ $rc = 2 ] && grep -q "SECONDS must be a whole number" "$T/err"; ok $? "a bad SECONDS: usage error, exit 2"
 "$SRC/scripts/gpu-check" 1 2 >/dev/null 2>"$T/err"; rc=$?
@@ -116,11 +121,20 @@ printf '#!/bin/sh\n[ "$1" = status ] && exec "%s" "$@"\nwhile [ "$1" != -- ]; do
     "$ROTA_BUILD/bin/rota" >"$T/fakeb/bin/rota"
 chmod +x "$T/fakeb/bin/rota"
 for f in bin/rotad bin/workload lib tests; do ln -s "$ROTA_BUILD/$f" "$T/fakeb/$f"; done
-# (and the training job of the shared phase runs out of memory: the phase goes on, its row counts the crash)
-PATH="$T/bin:$PATH" PYTHONPATH="$T/py" B="$T/fakeb" GPUCHECK_T_OOM=shared-train "$SRC/scripts/gpu-check" \
-    --no-build 1 >"$T/out2" 2>&1
+# (and the training job of the shared phase runs out of memory: the phase goes on, its row counts the crash; and
+# this machine has no working prove: the test programs run one by one)
+mkdir -p "$T/noprove"
+printf '#!/bin/sh\nexit 127\n' >"$T/noprove/prove"
+chmod +x "$T/noprove/prove"
+PATH="$T/noprove:$T/bin:$PATH" PYTHONPATH="$T/py" B="$T/fakeb" GPUCHECK_T_OOM=shared-train \
+    "$SRC/scripts/gpu-check" --no-build 1 >"$T/out2" 2>&1
 rc=$?
 [ $rc = 1 ] && grep -q "^rotad saw (rota phase): no client" "$T/out2" && grep -q "librota did not see launches" "$T/out2"
 ok $? "a rota that does not preload librota: 'no client', the check fails (exit $rc)"
 grep -Eq "^shared +$num +$num +[-+]$num +$num""x +$num""x +0\.0 +1$" "$T/out2" && grep -Eq "^rota .* 0$" "$T/out2"
 ok $? "a job out of memory: recorded, its phase's row counts 1 crash and no training progress"
+nt=$(ls "$ROTA_BUILD"/tests/clients/*-t "$ROTA_BUILD"/tests/shim/*-t | wc -l)
+grep -q "^(no prove here: running the $nt test programs one by one)$" "$T/out2" &&
+    [ "$(grep -Ec '/tests/(clients|shim)/[a-z-]+-t \.\. (ok|FAILED)$' "$T/out2")" = "$nt" ] &&
+    grep -q "Driver-API tests FAILED" "$T/out2"
+ok $? "without prove, the $nt test programs run one by one, each reported (no driver here: FAILED)"
