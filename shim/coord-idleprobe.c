@@ -114,21 +114,21 @@ static bool idleprobe_input_call(long nr)
     return false;
 }
 
-static int idleprobe_parse(const char *s, long *nr)
+static bool idleprobe_parse(const char *s, long *nr)
 {
     /* "running", or the call's number then its arguments in hex ("230 0x1 0x1 ..."); "-1 0x..." is blocked
      * outside a system call. Anything else is not this file (a descriptor the application closed and reused). */
     char *end;
     errno = 0;
     *nr = strtol(s, &end, 10);
-    if (end == s || errno || strncmp(end, " 0x", 3)) return 0;
+    if (end == s || errno || strncmp(end, " 0x", 3)) return false;
     return idleprobe_input_call(*nr);
 }
 
-int idleprobe_input_wait(long *nr)
+bool idleprobe_input_wait(long *nr)
 {
     int tid = atomic_load_explicit(&idleprobe_tid, memory_order_relaxed);
-    if (!tid) return 0;
+    if (!tid) return false;
     if (tid != idleprobe_fd_tid) {
         if (idleprobe_fd >= 0) close(idleprobe_fd);
         char path[64];
@@ -136,7 +136,7 @@ int idleprobe_input_wait(long *nr)
         idleprobe_fd = open(path, O_RDONLY | O_CLOEXEC);
         idleprobe_fd_tid = tid; /* tried: a thread without the file is not tried again at every probe */
     }
-    if (idleprobe_fd < 0) return 0;
+    if (idleprobe_fd < 0) return false;
     char buf[96];
     ssize_t n = pread(idleprobe_fd, buf, sizeof buf - 1, 0);
     if (n <= 0) {
@@ -145,7 +145,7 @@ int idleprobe_input_wait(long *nr)
         close(idleprobe_fd);
         idleprobe_fd = -1;
         idleprobe_fd_tid = 0;
-        return 0;
+        return false;
     }
     buf[n] = 0;
     return idleprobe_parse(buf, nr);

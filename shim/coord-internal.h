@@ -37,9 +37,9 @@ bool track_push(CUevent ev, CUcontext ctx, uint64_t launch_ns);
 /* Notes the calling thread as the one that made the client's last high launch (a relaxed store; no syscall but
  * the thread's first gettid). */
 void idleprobe_note_launch(void);
-/* Tracker thread only: 1 if that thread is blocked in a sleep or a wait for input (not a futex, not a read), with
- * the call's number in *nr; 0 if running, in another call, or unknown. */
-int idleprobe_input_wait(long *nr);
+/* Tracker thread only: whether that thread is blocked in a sleep or a wait for input (not a futex, not a read),
+ * with the call's number in *nr; false if running, in another call, or unknown. */
+bool idleprobe_input_wait(long *nr);
 
 /* coord-launch.c: one tracked launch completed, seen by the tracker at now_ns (coord_now_ns); busy_ns is the
  * device time the tracker attributes to it. Returns when a high client's idle check is due (launch_idle_due; 0:

@@ -453,7 +453,7 @@ static uint64_t launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
         bool probe = learn && rota_options()->idle_probe && from > last && now >= from;
         if (!probe) return due;
         long nr;
-        if (idleprobe_input_wait(&nr) != 1) return due - now > LAUNCH_PROBE_NS ? now + LAUNCH_PROBE_NS : due;
+        if (!idleprobe_input_wait(&nr)) return due - now > LAUNCH_PROBE_NS ? now + LAUNCH_PROBE_NS : due;
         /* This gap's window ends now, for rotad too: the window, then its completion time again (release), as
          * launch_high_done stores them. */
         atomic_store_explicit(&ch->idle_win_ns, now - from, memory_order_relaxed);
