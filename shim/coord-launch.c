@@ -262,11 +262,8 @@ static void launch_wait_hold(const launch_gate_t *g, rota_channel_t *ch)
     const char *why = h0 & ROTA_HOLD_PRIO || marked ? "\"reason\":\"prio\""
                       : h0 & ROTA_HOLD_QUANTUM ? "\"reason\":\"quantum\""
                                                : "\"reason\":\"share\"";
-    CUdevice dev = -1;
-    if (traced) {
-        if (ROTA_REAL(cuCtxGetDevice)(&dev) != CUDA_SUCCESS) dev = -1;
-        rota_trace_event("hold", dev, 0, why);
-    }
+    CUdevice dev = traced ? rota_real_current_device() : -1;
+    if (traced) rota_trace_event("hold", dev, 0, why);
     bool direct = false;
     for (;;) {
         uint32_t h = atomic_load(&sl->hold), m = h || !mark ? 0 : atomic_load(mark);
@@ -460,10 +457,9 @@ static uint64_t launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
         atomic_store_explicit(&ch->idle_from_ns, from, memory_order_release);
         if (rota_trace_on()) {
             char extra[64];
-            CUdevice dev = -1;
-            if (ROTA_REAL(cuCtxGetDevice)(&dev) != CUDA_SUCCESS) dev = -1; /* the tracker's current context */
             snprintf(extra, sizeof extra, "\"syscall\":%ld,\"after_us\":%.1f", nr, (double)(now - from) / 1e3);
-            rota_trace_event("idle_probe", dev, 0, extra);
+            /* the tracker's current context is the completed launch's */
+            rota_trace_event("idle_probe", rota_real_current_device(), 0, extra);
         }
     }
     launch_set_idle(g.idle);

@@ -54,4 +54,11 @@ extern __thread int rota_in_shim __attribute__((tls_model("initial-exec")));
 #define ROTA_REAL(name) (rota_real.fn_##name)
 #define ROTA_REAL_HAS(name) (rota_real_present[ROTA_FN_##name])
 
+/* The device of the calling thread's current context, asked of the real driver; -1 with none (or an error). */
+static inline CUdevice rota_real_current_device(void)
+{
+    CUdevice d;
+    return ROTA_REAL(cuCtxGetDevice)(&d) == CUDA_SUCCESS ? d : -1;
+}
+
 #endif

@@ -19,12 +19,6 @@ typedef struct mem_op {
     bool reserved;
 } mem_op_t;
 
-static CUdevice current_device(void)
-{
-    CUdevice d;
-    return ROTA_REAL(cuCtxGetDevice)(&d) == CUDA_SUCCESS ? d : -1;
-}
-
 static CUresult mem_begin(mem_op_t *op, CUdevice dev, uint64_t bytes, bool may_wait)
 {
     op->reserved = false;
@@ -78,7 +72,7 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
     ROTA_ENTER(cuMemAlloc, (dptr, bytesize));
     mem_op_t op;
-    CUresult rc = mem_begin(&op, current_device(), bytesize, rota_thread_may_wait());
+    CUresult rc = mem_begin(&op, rota_real_current_device(), bytesize, rota_thread_may_wait());
     if (rc == CUDA_SUCCESS) {
         rc = ROTA_REAL(cuMemAlloc)(dptr, bytesize);
         mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);
@@ -92,7 +86,7 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     ROTA_ENTER(cuMemAlloc_v2, (dptr, bytesize));
     mem_op_t op;
-    CUresult rc = mem_begin(&op, current_device(), bytesize, rota_thread_may_wait());
+    CUresult rc = mem_begin(&op, rota_real_current_device(), bytesize, rota_thread_may_wait());
     if (rc == CUDA_SUCCESS) {
         rc = ROTA_REAL(cuMemAlloc_v2)(dptr, bytesize);
         mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);
@@ -107,7 +101,7 @@ CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, uns
 {
     ROTA_ENTER(cuMemAllocPitch, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
     mem_op_t op;
-    CUresult rc = mem_begin(&op, current_device(), pitch_bytes(WidthInBytes, Height), rota_thread_may_wait());
+    CUresult rc = mem_begin(&op, rota_real_current_device(), pitch_bytes(WidthInBytes, Height), rota_thread_may_wait());
     if (rc == CUDA_SUCCESS) {
         rc = ROTA_REAL(cuMemAllocPitch)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
         mem_end_sized(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0, rc == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : 0);
@@ -122,7 +116,7 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
 {
     ROTA_ENTER(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
     mem_op_t op;
-    CUresult rc = mem_begin(&op, current_device(), pitch_bytes(WidthInBytes, Height), rota_thread_may_wait());
+    CUresult rc = mem_begin(&op, rota_real_current_device(), pitch_bytes(WidthInBytes, Height), rota_thread_may_wait());
     if (rc == CUDA_SUCCESS) {
         rc = ROTA_REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
         mem_end_sized(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0, rc == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : 0);
@@ -136,7 +130,7 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 {
     ROTA_ENTER(cuMemAllocManaged, (dptr, bytesize, flags));
     mem_op_t op;
-    CUresult rc = mem_begin(&op, current_device(), bytesize, rota_thread_may_wait());
+    CUresult rc = mem_begin(&op, rota_real_current_device(), bytesize, rota_thread_may_wait());
     if (rc == CUDA_SUCCESS) {
         rc = ROTA_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
         mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);
@@ -152,7 +146,7 @@ ROTA_SELF(cuMemAllocManaged)
         ROTA_ENTER(name, args);                                                                 \
         mem_op_t op;                                                                            \
         bool may_wait = !rota_stream_capturing(rota_stream_norm(stream, pt));                   \
-        CUresult rc = mem_begin(&op, current_device(), bytesize, may_wait);                     \
+        CUresult rc = mem_begin(&op, rota_real_current_device(), bytesize, may_wait);           \
         if (rc == CUDA_SUCCESS) {                                                               \
             rc = ROTA_REAL(name) args;                                                          \
             mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);                                   \
@@ -257,7 +251,7 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     ROTA_ENTER(cuMemGetInfo_v2, (free, total));
     CUresult rc = ROTA_REAL(cuMemGetInfo_v2)(free, total);
-    if (rc == CUDA_SUCCESS && free != NULL && total != NULL) mem_view(current_device(), free, total);
+    if (rc == CUDA_SUCCESS && free != NULL && total != NULL) mem_view(rota_real_current_device(), free, total);
     ROTA_LEAVE();
     return rc;
 }
@@ -269,7 +263,7 @@ CUresult CUDAAPI cuMemGetInfo(unsigned int *free, unsigned int *total)
     CUresult rc = ROTA_REAL(cuMemGetInfo)(free, total);
     if (rc == CUDA_SUCCESS && free != NULL && total != NULL) {
         size_t f = *free, t = *total;
-        mem_view(current_device(), &f, &t);
+        mem_view(rota_real_current_device(), &f, &t);
         *free = clamp_uint(f);
         *total = clamp_uint(t);
     }
