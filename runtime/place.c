@@ -198,7 +198,6 @@ int place_wait_add(place_t *pl, void *who, pid_t pid, const rota_msg_place_t *m,
     w->who = who;
     w->pid = pid;
     w->prio = place_prio(m->flags);
-    w->arrival = pl->arrivals++;
     w->since_ns = now_ns;
     w->deadline_ns = now_ns + (uint64_t)m->wait_ms * 1000000u;
     w->m = *m;

@@ -62,7 +62,6 @@ typedef struct place_waiter {
     void *who;             /* the asker (rotad's connection); opaque here */
     pid_t pid;
     unsigned prio;         /* ROTA_PRIO_* */
-    uint64_t arrival;      /* order of arrival */
     uint64_t since_ns, deadline_ns; /* CLOCK_MONOTONIC */
     rota_msg_place_t m;
     struct place_waiter *next;
@@ -71,8 +70,7 @@ typedef struct place_waiter {
 typedef struct place {
     place_pending_t p[PLACE_MAX_PENDING];
     uint32_t known;        /* region devices rotad enumerated itself (probe.c): ROTA_PLACE_KNOWN chooses here */
-    place_waiter_t *waiters; /* sorted by (prio, arrival) */
-    uint64_t arrivals;
+    place_waiter_t *waiters; /* by class, then arrival: each is linked in behind its class (place_wait_add) */
 } place_t;
 
 /* Called for a waiter that leaves the queue with its answer, idx as place_choose gives it (never -EAGAIN); the
