@@ -133,23 +133,47 @@ void server_set_pid(server_t *s)
     s->rg.r->rotad_pid = (int32_t)getpid();
 }
 
+/* Only while holding the lock: the file is ours then. */
+static void server_unlink_lock(const server_t *s)
+{
+    char lp[sizeof s->path + 8];
+    snprintf(lp, sizeof lp, "%s.lock", s->path);
+    unlink(lp);
+}
+
+/* The lock file lives only while its rotad does: a stopping rotad unlinks it while still holding the lock. A
+ * rotad that opened the old file just before that unlink would then lock a file nobody else can find, so after
+ * locking each rotad checks that the path still names the file it locked, and starts over if not. */
 static int server_lock(server_t *s, char *err, size_t errlen)
 {
     char lp[sizeof s->path + 8];
     snprintf(lp, sizeof lp, "%s.lock", s->path);
-    s->lock_fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (s->lock_fd < 0)
-        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to open lock file %s: %s", lp, strerror(errno));
-    /* An OFD lock: released by the kernel when the last descriptor of this open file goes, whatever kills us. */
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-    if (fcntl(s->lock_fd, F_OFD_SETLK, &fl) < 0) {
-        if (errno != EAGAIN && errno != EACCES)
-            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to lock %s: %s", lp, strerror(errno));
-        char buf[32] = {0};
-        ssize_t n = pread(s->lock_fd, buf, sizeof buf - 1, 0);
-        long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
-        return server_fail(err, errlen, ROTAD_EXIT_BUSY, "another rotad (pid %ld) is already serving %s", pid,
-                           s->path);
+    for (int tries = 0;; tries++) {
+        s->lock_fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (s->lock_fd < 0)
+            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to open lock file %s: %s", lp,
+                               strerror(errno));
+        /* An OFD lock: released by the kernel when the last descriptor of this open file goes, whatever kills
+         * us. */
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        if (fcntl(s->lock_fd, F_OFD_SETLK, &fl) < 0) {
+            if (errno != EAGAIN && errno != EACCES)
+                return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to lock %s: %s", lp, strerror(errno));
+            char buf[32] = {0};
+            ssize_t n = pread(s->lock_fd, buf, sizeof buf - 1, 0);
+            long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
+            return server_fail(err, errlen, ROTAD_EXIT_BUSY, "another rotad (pid %ld) is already serving %s", pid,
+                               s->path);
+        }
+        struct stat held, named;
+        if (fstat(s->lock_fd, &held) < 0)
+            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to stat lock file %s: %s", lp,
+                               strerror(errno));
+        if (stat(lp, &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino) break;
+        close(s->lock_fd);
+        s->lock_fd = -1;
+        if (tries == 100)
+            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "lock file %s keeps being replaced", lp);
     }
     if (server_write_pid(s))
         return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to write lock file %s: %s", lp, strerror(errno));
@@ -202,7 +226,7 @@ int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen
     rc = server_lock(s, err, errlen);
     if (rc) goto out_close;
     rc = server_bind(s, err, errlen);
-    if (rc) goto out_close;
+    if (rc) goto out_unlock;
     int e = region_create(&s->rg, o->cfg);
     if (e) {
         rc = server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to create the shared region: %s", strerror(-e));
@@ -220,6 +244,8 @@ int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen
 
 out_unlink:
     unlink(s->path);
+out_unlock:
+    server_unlink_lock(s);
 out_close:
     if (s->listen_fd >= 0) close(s->listen_fd);
     if (s->lock_fd >= 0) close(s->lock_fd);
@@ -776,12 +802,13 @@ void server_close(server_t *s)
 {
     if (!s) return;
     while (s->clients) server_drop(s, s->clients);
-    /* We still hold the lock, so the socket at the path is ours. The lock file stays: removing it would let
-     * two rotads lock two different files. */
+    /* We still hold the lock, so the socket and the lock file at the path are ours; the lock file goes last,
+     * while still locked (server_lock explains why that is safe). */
     if (s->listen_fd >= 0) {
         unlink(s->path);
         close(s->listen_fd);
     }
+    if (s->lock_fd >= 0) server_unlink_lock(s);
     if (s->epoll_fd >= 0) close(s->epoll_fd);
     if (s->signal_fd >= 0) close(s->signal_fd);
     sched_stop(s->sched);

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -615,17 +617,28 @@ static void json_vec(FILE *f, const char *key, const u64vec_t *a)
     fputc(']', f);
 }
 
+/* The record goes atomically (a temporary file beside it, renamed over it) only when the target is a regular file or does
+ * not exist: renaming over anything else would replace it, and as root `--out /dev/null` would turn the
+ * machine's null device into a regular file. Anything else (a device, a FIFO) is written straight through. */
 static int job_write(const job_t *j)
 {
     char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", j->o.out) >= (int)sizeof tmp) {
+    struct stat st;
+    bool atomic = stat(j->o.out, &st) != 0 ? errno == ENOENT : S_ISREG(st.st_mode);
+    if (atomic && snprintf(tmp, sizeof tmp, "%s.XXXXXX", j->o.out) >= (int)sizeof tmp) {
         fprintf(stderr, PROG ": fatal: unable to write record: path too long\n");
         return -ENAMETOOLONG;
     }
-    FILE *f = fopen(tmp, "w");
+    const char *path = atomic ? tmp : j->o.out;
+    /* mkstemp: a temporary name of our own (O_EXCL), never one somebody else placed */
+    int fd = atomic ? mkstemp(tmp) : open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd >= 0 && atomic) (void)fchmod(fd, 0644);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
-        fprintf(stderr, PROG ": fatal: unable to open %s: %s\n", tmp, strerror(errno));
-        return -errno;
+        int e = errno;
+        if (fd >= 0) close(fd);
+        fprintf(stderr, PROG ": fatal: unable to open %s: %s\n", path, strerror(e));
+        return -e;
     }
     fprintf(f, "{\n  \"name\": ");
     json_str(f, j->o.name);
@@ -655,8 +668,9 @@ static int job_write(const job_t *j)
     json_vec(f, "iter_end_ns", &j->iter_end);
     json_vec(f, "iter_batch", &j->iter_batch);
     fprintf(f, "\n}\n");
-    if (fclose(f) != 0 || rename(tmp, j->o.out) != 0) {
+    if (fclose(f) != 0 || (atomic && rename(tmp, j->o.out) != 0)) {
         fprintf(stderr, PROG ": fatal: unable to write %s: %s\n", j->o.out, strerror(errno));
+        if (atomic) unlink(tmp);
         return -EIO;
     }
     return 0;

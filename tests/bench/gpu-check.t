@@ -37,7 +37,7 @@ _env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(os.environ["ROTA_BUILD"], "
             SIMCUDA_NODE=os.environ["GPUCHECK_T_NODE"])
 _child = subprocess.Popen([os.path.join(os.environ["ROTA_BUILD"], "bin", "workload"), "--kind", "train",
                            "--mem", "16M", "--blocks", "1", "--kernels", "200x4", "--gap-us", "2000",
-                           "--duration", "600", "--out", os.devnull], env=_env, stdout=subprocess.DEVNULL)
+                           "--duration", "600", "--out", os.path.join(os.environ["GPUCHECK_T_DIR"], "child.json")], env=_env, stdout=subprocess.DEVNULL)
 def _stop():
     _child.send_signal(signal.SIGTERM)
     _child.wait()
@@ -82,7 +82,7 @@ def randn(*a, **k):
     return _T()
 PY
 
-export GPUCHECK_T_NODE="gpucheck-t-$$"
+export GPUCHECK_T_NODE="gpucheck-t-$$" GPUCHECK_T_DIR="$T"
 trap 'rm -rf "$T" "/dev/shm/$GPUCHECK_T_NODE"' EXIT
 
 echo 1..11
