@@ -548,6 +548,22 @@ int main(void)
     job_start(&z, pw2, NULL);
     is_int(th_job_finish(&z), 125, "--place-wait 3601: usage error (125)");
 
+    /* --place-wait where CMD can see one GPU only: it waits for room there too, rather than starting at once and
+     * waiting for memory while holding what it allocated first */
+    const char *m3g1[] = {"--mem", "3G", "--gpu", "1", NULL};
+    job_start(&j[0], m3g1, NULL);
+    ok(th_job_report(&j[0]) && !strcmp(j[0].uuid, u[1]), "a 3G job holds GPU 1");
+    char vis1[160];
+    snprintf(vis1, sizeof vis1, "CUDA_VISIBLE_DEVICES=%s", u[1]);
+    const char *v1env[] = {vis1, NULL};
+    job_start(&w, m2w, v1env);
+    ok(job_quiet(&w, 1500), "a 2G job that sees only GPU 1 (1G free) waits in rota run (--place-wait 20)");
+    t0 = th_now_ms();
+    th_job_finish(&j[0]);
+    ok(th_job_report(&w) && w.rc == 0 && !strcmp(w.uuid, u[1]),
+       "the 3G job ends: the one-GPU job starts on GPU 1 (%.0f ms later)", th_now_ms() - t0);
+    th_job_finish(&w);
+
     /* --gpu N, and CUDA_VISIBLE_DEVICES */
     const char *g2[] = {"--gpu", "2", NULL};
     job_start(&j[0], g2, NULL);

@@ -321,11 +321,17 @@ static int run_place(const run_opts_t *o)
         return run_setenv("ROTA_GPU", "auto") ? ROTA_EXIT_RUN_FAIL : 0;
     }
     if (gs.n == 0) return run_setenv("ROTA_GPU", "auto") ? ROTA_EXIT_RUN_FAIL : 0;
-    if (gs.n == 1) {
-        pick = 0;
+    if (gs.n == 1 && !(o->mem && o->place_wait_ms)) {
+        pick = 0; /* nothing to choose and nothing to wait for */
     } else if (run_ask_rotad(o, &gs, &pick, &waited_ms, why, sizeof why)) {
-        run_warn(o, "%s: not placing; CMD sees all %d GPUs and uses the first", why, gs.n);
-        return run_setenv("ROTA_GPU", "auto") ? ROTA_EXIT_RUN_FAIL : 0;
+        if (gs.n == 1) {
+            /* the one GPU it can see is CMD's either way; it then waits for memory there */
+            run_warn(o, "%s: starting CMD without waiting for room on the only GPU", why);
+            pick = 0;
+        } else {
+            run_warn(o, "%s: not placing; CMD sees all %d GPUs and uses the first", why, gs.n);
+            return run_setenv("ROTA_GPU", "auto") ? ROTA_EXIT_RUN_FAIL : 0;
+        }
     }
     char id[PROTO_UUID_STR];
     proto_uuid_str(gs.g[pick].uuid, id);
