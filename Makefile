@@ -22,6 +22,7 @@
 PREFIX    ?= /usr/local
 BINDIR    ?= $(PREFIX)/bin
 LIBDIR    ?= $(PREFIX)/lib
+LIBEXECDIR ?= $(PREFIX)/libexec
 DESTDIR   ?=
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
@@ -96,7 +97,7 @@ PROGS     := $(patsubst tools/simcuda/%-main.c,$(B)/bin/%,$(SIM_MAIN_SRC)) \
              $(patsubst tools/bench/%.c,$(B)/bin/%,$(wildcard tools/bench/*.c))
 TESTS     := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 
-.PHONY: all test install clean demo bench
+.PHONY: all test install uninstall clean demo bench
 all: $(SIMCUDA) $(B)/lib/libcuda.so $(if $(SHIM_SRC),$(LIBROTA)) $(PROGS) $(TESTS)
 
 # ---- objects ---------------------------------------------------------------------------------------------
@@ -134,16 +135,23 @@ $(B)/bin/rotad: $(call obj,$(ROTAD_SRC)) $(COMMON_A)
 $(B)/bin/rota: $(call obj,$(ROTA_SRC)) $(COMMON_A)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(call obj,$(ROTA_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -lrt -lm
-# Stand-alone tools in tools/*.c (workloads, benchmarks) are Driver-API programs linked with -lcuda.
+# Stand-alone tools in tools/*.c (workloads) and tools/bench/*.c (benchmarks) are Driver-API programs linked with
+# -lcuda. Built where no CUDA driver is installed (SIMCUDA_RPATH=auto: ldconfig knows no libcuda.so.1), they carry
+# a RUNPATH to simcuda beside them (build/lib; PREFIX/lib/rota from PREFIX/libexec/rota), so they run without
+# LD_LIBRARY_PATH. A RUNPATH comes before the system's libraries, so where a driver is installed they get none
+# and use it; a build carried to a GPU machine must be made there, or with SIMCUDA_RPATH=0.
+SIMCUDA_RPATH ?= auto
+ifeq ($(SIMCUDA_RPATH),auto)
+  override SIMCUDA_RPATH := $(if $(shell PATH="$$PATH:/sbin:/usr/sbin" ldconfig -p 2>/dev/null | grep -F 'libcuda.so.1 '),0,1)
+endif
+comma := ,
+TOOL_RPATH := $(if $(filter 1,$(SIMCUDA_RPATH)),-Wl$(comma)--enable-new-dtags$(comma)-rpath$(comma)'$$ORIGIN/../lib:$$ORIGIN/../../lib/rota')
 $(B)/bin/%: $(O)/tools/%.o $(KERNELS_O) $(COMMON_A) $(SIMCUDA)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(KERNELS_O) $(COMMON_A) $(ALL_LDFLAGS) -L$(B)/lib -lcuda -ldl -lrt -lm
-
-# Benchmarks in tools/bench/*.c are Driver-API programs too.
-BENCH_SRC := $(wildcard tools/bench/*.c)
+	$(CC) -o $@ $< $(KERNELS_O) $(COMMON_A) $(ALL_LDFLAGS) $(TOOL_RPATH) -L$(B)/lib -lcuda -ldl -lrt -lm
 $(B)/bin/%: $(O)/tools/bench/%.o $(KERNELS_O) $(COMMON_A) $(SIMCUDA)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(KERNELS_O) $(COMMON_A) $(ALL_LDFLAGS) -L$(B)/lib -lcuda -ldl -lrt -lm
+	$(CC) -o $@ $< $(KERNELS_O) $(COMMON_A) $(ALL_LDFLAGS) $(TOOL_RPATH) -L$(B)/lib -lcuda -ldl -lrt -lm
 
 # ---- kernels: CUDA C -> PTX -> a C array embedded in test programs ----------------------------------------
 $(B)/gen/kernels.ptx: $(KERNEL_CU)
@@ -188,6 +196,7 @@ $(B)/tests/%: $(O)/tests/%.o $(TAP_A) $(KERNELS_O) $(COMMON_A) $(SIMCUDA) \
 # Tests find build outputs through these variables (never by guessing paths).
 export ROTA_BUILD := $(abspath $(B))
 export ROTA_SRCDIR := $(abspath .)
+export ROTA_SANITIZER := $(SANITIZER)
 # The shared sanitizer runtime that an uninstrumented program (sh, cat) must preload before librota.so, where
 # librota.so does not load one itself: clang links its runtimes statically into instrumented programs and leaves
 # librota.so's references to them undefined. Empty otherwise (gcc's librota.so names its libasan/libtsan).
@@ -208,13 +217,24 @@ demo: all
 bench: all
 	scripts/bench --build $(abspath $(B)) $(BENCH_FLAGS) $(BENCH_MIXES)
 
-# ---- install / clean -------------------------------------------------------------------------------------
+# ---- install / uninstall / clean ------------------------------------------------------------------------
+# The user's programs (rotad, rota) go to BINDIR and librota.so to LIBDIR, where rota run finds it
+# (BINDIR/../lib); simcuda goes to LIBDIR/rota, off the library search path, so it never shadows a real driver;
+# the benchmark and simulator tools go to LIBEXECDIR/rota.
+USER_PROGS := $(filter $(B)/bin/rotad $(B)/bin/rota,$(PROGS))
+AUX_PROGS  := $(filter-out $(USER_PROGS),$(PROGS))
 install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/rota
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/rota $(DESTDIR)$(LIBEXECDIR)/rota
 	$(if $(wildcard $(LIBROTA)),install -m 0755 $(LIBROTA) $(DESTDIR)$(LIBDIR)/librota.so)
-	for p in $(PROGS); do install -m 0755 $$p $(DESTDIR)$(BINDIR)/; done
+	for p in $(USER_PROGS); do install -m 0755 $$p $(DESTDIR)$(BINDIR)/; done
+	for p in $(AUX_PROGS); do install -m 0755 $$p $(DESTDIR)$(LIBEXECDIR)/rota/; done
 	install -m 0755 $(SIMCUDA) $(DESTDIR)$(LIBDIR)/rota/libcuda.so.1
 	ln -sf libcuda.so.1 $(DESTDIR)$(LIBDIR)/rota/libcuda.so
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/librota.so $(DESTDIR)$(LIBDIR)/rota/libcuda.so.1 $(DESTDIR)$(LIBDIR)/rota/libcuda.so
+	rm -f $(foreach p,$(USER_PROGS),$(DESTDIR)$(BINDIR)/$(notdir $(p)))
+	rm -f $(foreach p,$(AUX_PROGS),$(DESTDIR)$(LIBEXECDIR)/rota/$(notdir $(p)))
+	-rmdir $(DESTDIR)$(LIBDIR)/rota $(DESTDIR)$(LIBEXECDIR)/rota 2>/dev/null
 clean:
 	rm -rf build build-address build-undefined build-thread
 

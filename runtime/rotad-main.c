@@ -3,6 +3,7 @@
 #include "runtime/lib/parse.h"
 #include "runtime/lib/proto.h"
 #include "runtime/lib/sockpath.h"
+#include "runtime/lib/version.h"
 #include "runtime/probe.h"
 #include "runtime/sched.h"
 #include "runtime/server.h"
@@ -50,6 +51,7 @@ static const char usage[] =
     "                  gets 1/3, and all that normal clients leave; 1: each class shares on its own)\n"
     "  --no-probe      do not list the node's GPUs at start (with the driver of ROTA_REAL_LIBCUDA, else\n"
     "                  libcuda.so.1, in a short-lived child); librota then places no process itself\n"
+    "  --version       print the version and exit\n"
     "  --help          print this and exit\n"
     "\n"
     "Environment: ROTA_SOCKET (as --socket), ROTA_LOG=error|warn|info|debug|quiet (default info).\n"
@@ -114,6 +116,9 @@ int main(int argc, char **argv)
         bool has_val = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(usage, stdout);
+            return ROTAD_EXIT_OK;
+        } else if (!strcmp(a, "--version")) {
+            printf("rotad %s (rota ABI %u)\n", ROTA_VERSION, (unsigned)ROTA_ABI_VERSION);
             return ROTAD_EXIT_OK;
         } else if (!strcmp(a, "--foreground")) {
             foreground = true;

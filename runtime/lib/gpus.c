@@ -1,9 +1,13 @@
 /* gpus.c - the GPUs a CUDA driver shows this process (see gpus.h). */
 #include "runtime/lib/gpus.h"
 
+#include "runtime/lib/simdriver.h"
+
 #include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +15,21 @@
 int gpus_list(rota_place_cand_t out[ROTA_MAX_DEVICES], char *why, size_t whylen)
 {
     const char *lib = getenv("ROTA_REAL_LIBCUDA");
-    if (!lib || !*lib) lib = "libcuda.so.1";
+    bool dflt = !lib || !*lib;
+    if (dflt) lib = "libcuda.so.1";
     void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
+    char sim[PATH_MAX + 16];
+    if (!h && dflt) {
+        /* no driver on this machine: simcuda beside the program, as `rota run` gives its job (simdriver.h) */
+        snprintf(why, whylen, "no CUDA driver (%s)", dlerror());
+        char dir[PATH_MAX];
+        if (simdriver_dir(dir, sizeof dir) == 0 &&
+            snprintf(sim, sizeof sim, "%s/libcuda.so.1", dir) < (int)sizeof sim) {
+            lib = sim;
+            h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+        }
+        if (!h) return -EIO;
+    } else if (!h) {
         snprintf(why, whylen, "no CUDA driver (%s)", dlerror());
         return -EIO;
     }

@@ -83,6 +83,8 @@ def randn(*a, **k):
 PY
 
 export GPUCHECK_T_NODE="gpucheck-t-$$" GPUCHECK_T_DIR="$T"
+# rota run finds no driver here and uses simcuda: the same node as the stand-ins' jobs
+export SIMCUDA_NODE="$GPUCHECK_T_NODE"
 trap 'rm -rf "$T" "/dev/shm/$GPUCHECK_T_NODE"' EXIT
 
 echo 1..11

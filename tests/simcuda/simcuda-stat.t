@@ -1,5 +1,6 @@
 #!/bin/sh
-# simcuda-stat.t - simcuda-stat: usage and exit codes, text and --json output, --reset, reclaim of a dead process.
+# simcuda-stat.t - simcuda-stat: usage and exit codes, text and --json output, --reset, --remove, reclaim of a dead
+# process.
 B=${ROTA_BUILD:?ROTA_BUILD must name the build folder}
 STAT=$B/bin/simcuda-stat
 NODET=$B/tests/simcuda/node-t
@@ -44,7 +45,7 @@ grep_err() { grep -q -- "$1" "$tmp/err"; }
 grep_out() { grep -q -- "$1" "$tmp/out"; }
 
 t "unknown option: exit 100" exits 100 "$STAT" --bogus
-t "  with the usage" grep_err "usage: simcuda-stat \[--json\] \[--reset\] \[--node NAME\]"
+t "  with the usage" grep_err "usage: simcuda-stat \[--json\] \[--reset\] \[--remove\] \[--node NAME\]"
 t "stray argument: exit 100" exits 100 "$STAT" extra
 t "bad node name: exit 100" exits 100 "$STAT" --node 'a/b'
 t "--help: exit 0" exits 0 "$STAT" --help
@@ -104,6 +105,11 @@ t "  kernels 0 (SIMCUDA_NODE picks the node)" [ "$(field 0 kernels)" = 0 ]
 t "  busy_ns 0" [ "$(field 0 busy_ns)" = 0 ]
 t "  wall_ns restarted (< 5 s)" [ "$(field 0 wall_ns)" -lt 5000000000 ]
 t "  memory capacity unchanged" [ "$(field 0 mem_total)" = 4194304 ]
+
+t "--remove: exit 0" exits 0 "$STAT" --remove --node "$node"
+t "  prints the counters before removing" [ "$(field 0 mem_total)" = 4194304 ]
+t "  the node is gone from /dev/shm" [ ! -e "/dev/shm/$node" ]
+t "  reading it again: exit 111" exits 111 "$STAT" --node "$node"
 
 echo "1..$n"
 [ $failed -eq 0 ]

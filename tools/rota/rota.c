@@ -1,6 +1,8 @@
 /* rota.c - the rota tool: dispatches to subcommands through one table (status, run, top). */
 #include "tools/rota/rota.h"
 
+#include "runtime/lib/version.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -18,7 +20,7 @@ static const rota_cmd_t rota_cmds[] = {
 
 static void rota_usage(FILE *f)
 {
-    fprintf(f, "usage: rota COMMAND [ARGS...]\n\ncommands:\n");
+    fprintf(f, "usage: rota COMMAND [ARGS...]\n       rota --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof rota_cmds / sizeof rota_cmds[0]; i++)
         fprintf(f, "  %-8s %s\n", rota_cmds[i].name, rota_cmds[i].summary);
     fprintf(f, "\n'rota COMMAND --help' describes a command.\n"
@@ -34,6 +36,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         rota_usage(stdout);
+        return ROTA_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("rota %s\n", ROTA_VERSION);
         return ROTA_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof rota_cmds / sizeof rota_cmds[0]; i++)

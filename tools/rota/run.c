@@ -9,6 +9,7 @@
 #include "runtime/lib/gpus.h"
 #include "runtime/lib/parse.h"
 #include "runtime/lib/proto.h"
+#include "runtime/lib/simdriver.h"
 #include "runtime/lib/trace.h"
 #include "runtime/lib/visible.h"
 
@@ -410,6 +411,26 @@ static char *run_preload(const char *lib, const char *old)
     return out;
 }
 
+/* Where no CUDA driver loads, CMD runs on simcuda from rota's own build or install: its folder goes first in
+ * LD_LIBRARY_PATH, with one warning. A machine with a driver is left as it is. */
+static int run_simdriver(const run_opts_t *o)
+{
+    char dir[PATH_MAX];
+    if (!simdriver_needed() || simdriver_dir(dir, sizeof dir)) return 0;
+    const char *old = getenv("LD_LIBRARY_PATH");
+    size_t need = strlen(dir) + (old ? strlen(old) : 0) + 2;
+    char *path = malloc(need);
+    if (!path) {
+        fprintf(stderr, "rota run: fatal: out of memory\n");
+        return ROTA_EXIT_RUN_FAIL;
+    }
+    snprintf(path, need, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "");
+    int rc = run_setenv("LD_LIBRARY_PATH", path) ? ROTA_EXIT_RUN_FAIL : 0;
+    free(path);
+    if (!rc) run_warn(o, "no CUDA driver on this machine: CMD runs on simcuda (%s)", dir);
+    return rc;
+}
+
 int rota_run_main(int argc, char **argv)
 {
     run_opts_t o;
@@ -417,6 +438,8 @@ int rota_run_main(int argc, char **argv)
     if (rc) return rc == 1 ? ROTA_EXIT_OK : rc;
     char lib[PATH_MAX + 32];
     if (run_libpath(&o, lib, sizeof lib)) return ROTA_EXIT_RUN_FAIL;
+    rc = run_simdriver(&o);
+    if (rc) return rc;
     rc = run_place(&o);
     if (rc) return rc;
 

@@ -9,7 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define USAGE "usage: simcuda-stat [--json] [--reset] [--node NAME]\n"
+#define USAGE "usage: simcuda-stat [--json] [--reset] [--remove] [--node NAME]\n"
 #define EXIT_USAGE 100
 #define EXIT_SYSTEM 111
 
@@ -24,6 +24,8 @@ static const char help_text[] =
     "Options:\n"
     "  --json       one JSON object instead of key=value lines\n"
     "  --reset      print the counters, then reset them (atomically per device)\n"
+    "  --remove     print the counters, then remove the node (/dev/shm/NAME); processes still using it\n"
+    "               keep their devices, the next process to start makes a fresh node\n"
     "  --node NAME  the node to read (default: $SIMCUDA_NODE, else simcuda-UID)\n"
     "The node must exist (some process has attached to it); simcuda-stat never creates one.\n"
     "Exit codes: 0 ok, 100 usage error, 111 system error (including: node does not exist).\n"
@@ -94,17 +96,19 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},
         {"reset", no_argument, NULL, 'r'},
+        {"remove", no_argument, NULL, 'x'},
         {"node", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    bool json = false, reset = false;
+    bool json = false, reset = false, remove = false;
     const char *node_arg = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'j': json = true; break;
         case 'r': reset = true; break;
+        case 'x': remove = true; break;
         case 'n': node_arg = optarg; break;
         case 'h':
             fputs(help_text, stdout);
@@ -158,6 +162,12 @@ int main(int argc, char **argv)
     if (json) printf("\n]}\n");
     munmap(shm, sizeof *shm);
     close(fd);
+    char path[80];
+    snprintf(path, sizeof path, "/%s", name);
+    if (remove && shm_unlink(path) != 0 && errno != ENOENT) {
+        fprintf(stderr, "simcuda-stat: fatal: unable to remove node '%s': %s\n", name, strerror(errno));
+        return EXIT_SYSTEM;
+    }
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "simcuda-stat: fatal: unable to write output: %s\n", strerror(errno));
         return EXIT_SYSTEM;
