@@ -2,9 +2,9 @@
 # options.t - the option tables in docs/ list exactly the options the code takes, no more and no fewer.
 #
 # Sources of truth: shim/options.c's table (ROTA_*), tools/simcuda/config.c's table (SIMCUDA_*), the
-# directives runtime/config.c parses, and the synopsis and option lines of each program's --help. A doc
-# table row is a line `| `NAME ...` | ...`; its first word is the name. Rows are read from the page, or from
-# one of its `## ` sections where a page documents several commands. --help is left out on both sides.
+# directives runtime/config.c parses, and the synopsis and option lines of each program's --help (rotad, rota
+# and its commands, simcuda-stat, workload). A doc table row is a line `| `NAME ...` | ...`; its first word is
+# the name. Rows are read from one `## ` section of the page. --help is left out on both sides.
 set -u
 : "${ROTA_BUILD:?ROTA_BUILD must name the build folder}"
 : "${ROTA_SRCDIR:?ROTA_SRCDIR must name the source folder}"
@@ -49,6 +49,7 @@ grep -o '{"ROTA_[A-Z_]*"' "$S/shim/options.c" | tr -d '{"' | sort -u > "$T/rota-
 grep -o '"SIMCUDA_[A-Z_]*"' "$S/tools/simcuda/config.c" | tr -d '"' | sort -u > "$T/simcuda-env"
 sed -n 's/.*strcmp(word\[0\], "\([a-z]*\)").*/\1/p' "$S/runtime/config.c" | sort -u > "$T/rotad-conf"
 help_opts "$B/rotad" > "$T/rotad"
+help_opts "$B/rota" > "$T/rota"
 help_opts "$B/rota" run > "$T/run"
 help_opts "$B/rota" top > "$T/top"
 help_opts "$B/rota" status > "$T/status"
@@ -60,6 +61,7 @@ check_all() { # DOCS-DIR
     rows "$1/simcuda.md" "Environment" > "$T/d-simcuda-env"
     rows "$1/rotad.md" "Options" > "$T/d-rotad"
     rows "$1/rotad.md" "Config file" > "$T/d-rotad-conf"
+    rows "$1/rota.md" "Options" > "$T/d-rota"
     rows "$1/rota.md" "rota run" > "$T/d-run"
     rows "$1/rota.md" "rota top" > "$T/d-top"
     rows "$1/rota.md" "rota status" > "$T/d-status"
@@ -69,6 +71,7 @@ check_all() { # DOCS-DIR
     same "simcuda.md lists every SIMCUDA_* knob of tools/simcuda/config.c" "$T/simcuda-env" "$T/d-simcuda-env"
     same "rotad.md lists every option of rotad --help" "$T/rotad" "$T/d-rotad"
     same "rotad.md lists every config file directive of runtime/config.c" "$T/rotad-conf" "$T/d-rotad-conf"
+    same "rota.md lists every option of rota --help" "$T/rota" "$T/d-rota"
     same "rota.md lists every option of rota run --help" "$T/run" "$T/d-run"
     same "rota.md lists every option of rota top --help" "$T/top" "$T/d-top"
     same "rota.md lists every option of rota status --help" "$T/status" "$T/d-status"
@@ -76,7 +79,7 @@ check_all() { # DOCS-DIR
     same "workload.md lists every option of workload --help" "$T/workload" "$T/d-workload"
 }
 
-echo "1..12"
+echo "1..13"
 check_all "$D"
 
 # The check itself: a page with a row taken out, or a row added, fails it.
