@@ -3,6 +3,7 @@
 #include "runtime/place.h"
 
 #include "runtime/ledger.h"
+#include "runtime/lib/prio.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -36,12 +37,6 @@ static unsigned place_pending_on(const place_t *pl, int dev, uint64_t *mem, unsi
     if (mem) *mem = m;
     if (rivals) *rivals = h;
     return n;
-}
-
-/* The class a PLACE request's flags name (ROTA_PRIO_*). */
-static unsigned place_prio(uint32_t flags)
-{
-    return flags & ROTA_PLACE_HIGH ? ROTA_PRIO_HIGH : flags & ROTA_PLACE_LOW ? ROTA_PRIO_LOW : ROTA_PRIO_NORMAL;
 }
 
 unsigned place_pending_count(const place_t *pl, int dev, uint64_t *mem)
@@ -146,7 +141,7 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
     place_expire(pl, now_ns);
     place_settle(pl, pid); /* a pid that asks again replaces its earlier placement */
     bool known = m->flags & ROTA_PLACE_KNOWN;
-    unsigned prio = place_prio(m->flags);
+    unsigned prio = prio_from_place_flags(m->flags);
     /* The candidates as region device indices; the answer is an index into this list (cand mode) or the
      * device itself (known mode). */
     int devs[ROTA_MAX_DEVICES], n = 0;
@@ -197,7 +192,7 @@ int place_wait_add(place_t *pl, void *who, pid_t pid, const rota_msg_place_t *m,
     if (!w) return -ENOMEM;
     w->who = who;
     w->pid = pid;
-    w->prio = place_prio(m->flags);
+    w->prio = prio_from_place_flags(m->flags);
     w->since_ns = now_ns;
     w->deadline_ns = now_ns + (uint64_t)m->wait_ms * 1000000u;
     w->m = *m;

@@ -2,6 +2,7 @@
 #include "runtime/server.h"
 
 #include "runtime/ledger.h"
+#include "runtime/lib/prio.h"
 #include "runtime/lib/proto.h"
 #include "runtime/place.h"
 #include "runtime/region.h"
@@ -447,7 +448,7 @@ static void server_on_hello(server_t *s, client_t *c, const rota_msg_hello_t *h)
     server_welcome(s, c, 0, NULL, fds, 3);
     close(chfd);
     server_log(s, 2, "client pid %d uid %u registered in slot %d (gen %u, %s)", (int)c->pid, (unsigned)c->uid,
-               slot, gen, proto_prio_name(h->priority));
+               slot, gen, prio_name(h->priority));
 }
 
 static void server_use_dev(server_t *s, client_t *c, int dev)

@@ -313,7 +313,7 @@ static unsigned launch_bound(const rota_options_t *o, const rota_region_t *r, ui
     if (!k) return 1;
     uint64_t n = 1 + (uint64_t)o->inflight_us * 1000u / k;
     bool above = !key || key > ROTA_MAX_DEVICES || LD(&r->devices[key - 1].high_clients) ||
-                 (o->priority == ROTA_PRIORITY_LOW && LD(&r->devices[key - 1].normal_clients));
+                 (o->priority == ROTA_PRIO_LOW && LD(&r->devices[key - 1].normal_clients));
     if (!above && n < 2) n = 2;
     return n > cap ? cap : (unsigned)n;
 }
@@ -507,7 +507,7 @@ uint64_t launch_complete(uint64_t busy_ns, uint64_t now_ns)
      * Ring, so rotad looks now rather than at its next tick; the tracker thread pays the syscall, never a
      * launch. A lower client rings only when someone else on its GPU is held: nobody waits otherwise. */
     if (ch && !atomic_load(&launch_inflight)) {
-        bool high = rota_options()->priority == ROTA_PRIORITY_HIGH;
+        bool high = rota_options()->priority == ROTA_PRIO_HIGH;
         uint32_t key = LD(&ch->sched_dev);
         const rota_region_t *r = conn_region(c);
         uint32_t self = LD(&r->slots[conn_slot(c)].hold) != 0; /* held itself: not among the others */
@@ -558,7 +558,7 @@ CUresult coord_launch_gate(CUstream stream)
     (void)stream;
     const rota_options_t *o = rota_options();
     if (o->disable || !coord_conn_peek()) return CUDA_SUCCESS; /* uncoordinated: no lock taken */
-    bool high = o->priority == ROTA_PRIORITY_HIGH;
+    bool high = o->priority == ROTA_PRIO_HIGH;
     uint64_t t_in = high ? coord_now_ns() : 0; /* the start of "high launch -> lower classes held" */
     conn_t *c = coord_conn_lock();
     rota_channel_t *ch = c ? conn_channel(c) : NULL;

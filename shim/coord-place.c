@@ -10,7 +10,6 @@
 #include "runtime/lib/visible.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +39,6 @@
  * without costing processes that never use CUDA anything.
  */
 
-#define PLACE_SEQ 0x7fff0001u      /* not one conn.c hands out soon: its RESULT can never be taken for another */
 #define PLACE_ANSWER_MS 2000
 
 static bool place_done;
@@ -61,39 +59,15 @@ static void place_log_why(conn_t *c)
     }
 }
 
-/*
- * One PLACE round trip on the process's own connection: 0 and *dev (rotad's region index), or -errno. It runs in
- * the process's init, before any other request on this connection (conn.c's requests come from memory hooks,
- * which wait for the init), so no other reader can take the answer; a late answer after a timeout carries a
- * sequence number nobody waits for, and conn.c drops it.
- */
+/* Asks rotad (conn_place, which reads the answer off the socket: this runs in the process's init, before any
+ * memory hook could send a request on this connection) where to place the process: 0 and *dev, rotad's region
+ * index, or -errno. */
 static int place_ask(conn_t *c, uint64_t mem, int *dev)
 {
-    rota_msg_place_t m = {0};
-    proto_hdr_init(&m.h, ROTA_MSG_PLACE, sizeof m, PLACE_SEQ);
-    int prio = rota_options()->priority;
-    m.flags = ROTA_PLACE_KNOWN | (prio == ROTA_PRIORITY_HIGH  ? ROTA_PLACE_HIGH
-                                  : prio == ROTA_PRIORITY_LOW ? ROTA_PLACE_LOW
-                                                              : 0);
-    m.mem = mem > ROTA_MAX_BYTES ? ROTA_MAX_BYTES : mem;
-    int rc = proto_send(conn_fd(c), &m, sizeof m, NULL, 0);
+    conn_place_t p = {.prio = rota_options()->priority, .mem = mem, .answer_ms = PLACE_ANSWER_MS};
+    int rc = conn_place(c, &p, dev, NULL);
     if (rc) return rc;
-    struct pollfd p = {.fd = conn_fd(c), .events = POLLIN};
-    int pr;
-    do {
-        pr = poll(&p, 1, PLACE_ANSWER_MS);
-    } while (pr < 0 && errno == EINTR);
-    if (pr <= 0) return -ETIMEDOUT;
-    char buf[ROTA_MSG_MAX];
-    ssize_t got = proto_recv(conn_fd(c), buf, sizeof buf, NULL, NULL, 0);
-    const char *why;
-    if (got <= 0 || proto_check(buf, (size_t)got, NULL, &why) != ROTA_MSG_RESULT) return -EBADMSG;
-    rota_msg_result_t res;
-    memcpy(&res, buf, sizeof res);
-    if (res.h.seq != PLACE_SEQ) return -EBADMSG;
-    if (res.status) return res.status;
-    if (res.dev < 0 || (unsigned)res.dev >= atomic_load(&conn_region(c)->ndevices)) return -EBADMSG;
-    *dev = res.dev;
+    if (*dev < 0 || (unsigned)*dev >= atomic_load(&conn_region(c)->ndevices)) return -EBADMSG;
     return 0;
 }
 

@@ -138,15 +138,6 @@ static void coord_enter(void)
 
 /* ---- connection ----------------------------------------------------------------------------------------- */
 
-static unsigned coord_prio(void)
-{
-    switch (rota_options()->priority) {
-    case ROTA_PRIORITY_HIGH: return ROTA_PRIO_HIGH;
-    case ROTA_PRIORITY_LOW: return ROTA_PRIO_LOW;
-    default: return ROTA_PRIO_NORMAL;
-    }
-}
-
 /* Opens a connection and re-registers every live byte. Called with the write lock held. */
 static void coord_connect_locked(bool first)
 {
@@ -155,7 +146,7 @@ static void coord_connect_locked(bool first)
     conn_opts_t co = {
         .socket = o->socket[0] ? o->socket : NULL,
         .role = ROTA_ROLE_CLIENT,
-        .priority = coord_prio(),
+        .priority = o->priority,
         .weight = w < 1 ? 1 : w > 1000000 ? 1000000 : (unsigned)w,
         .max_inflight = o->max_inflight > 65535 ? 65535 : o->max_inflight,
         .mem_limit = o->mem_limit > ROTA_MAX_BYTES ? ROTA_MAX_BYTES : o->mem_limit,

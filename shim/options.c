@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "runtime/lib/parse.h"
+#include "runtime/lib/prio.h"
 #include "shim/log.h"
 
 enum opt_type { OPT_BOOL, OPT_LOG, OPT_PATH, OPT_SIZE, OPT_DOUBLE, OPT_PRIORITY, OPT_U32, OPT_GPU };
@@ -55,13 +56,6 @@ static char opt_bad[OPT_ROWS]; /* which rows held a bad value */
 static pthread_once_t opt_once = PTHREAD_ONCE_INIT;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
-static const char *const priority_names[] = {"high", "normal", "low"};
-
-const char *rota_priority_name(int priority)
-{
-    return priority >= 0 && priority < 3 ? priority_names[priority] : "?";
-}
-
 static int parse_word(const char *s, const char *const *words, int n, int *out)
 {
     for (int i = 0; i < n; i++) {
@@ -80,6 +74,7 @@ static int opt_parse(const opt_row_t *r, const char *s)
     uint64_t u;
     double d;
     bool b;
+    unsigned p;
     int i, rc;
 
     switch (r->type) {
@@ -90,7 +85,7 @@ static int opt_parse(const opt_row_t *r, const char *s)
         if ((rc = parse_word(s, level_names, 4, &i)) == 0) *(int *)field = i;
         return rc;
     case OPT_PRIORITY:
-        if ((rc = parse_word(s, priority_names, 3, &i)) == 0) *(int *)field = i;
+        if ((rc = prio_parse(s, &p)) == 0) *(unsigned *)field = p;
         return rc;
     case OPT_PATH:
         if (strlen(s) >= ROTA_OPT_PATH_MAX) return -ERANGE;
@@ -156,7 +151,7 @@ static void opt_format(const opt_row_t *r, char *buf, size_t n)
     switch (r->type) {
     case OPT_BOOL: snprintf(buf, n, "%d", *(const bool *)field ? 1 : 0); break;
     case OPT_LOG: snprintf(buf, n, "%s", level_names[*(const int *)field]); break;
-    case OPT_PRIORITY: snprintf(buf, n, "%s", rota_priority_name(*(const int *)field)); break;
+    case OPT_PRIORITY: snprintf(buf, n, "%s", prio_name(*(const unsigned *)field)); break;
     case OPT_PATH: snprintf(buf, n, "\"%s\"", field); break;
     case OPT_SIZE: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
     case OPT_U32: snprintf(buf, n, "%u", *(const unsigned *)field); break;

@@ -6,7 +6,6 @@
 #include <stdint.h>
 
 enum rota_log_level { ROTA_LOG_ERROR = 0, ROTA_LOG_WARN, ROTA_LOG_INFO, ROTA_LOG_DEBUG };
-enum rota_priority { ROTA_PRIORITY_HIGH = 0, ROTA_PRIORITY_NORMAL, ROTA_PRIORITY_LOW };
 
 #define ROTA_OPT_PATH_MAX 4096
 #define ROTA_GPU_AUTO (-1)
@@ -21,7 +20,7 @@ typedef struct rota_options {
     bool require;                          /* ROTA_REQUIRE: fail instead of running uncoordinated */
     uint64_t mem_limit;                    /* ROTA_MEM_LIMIT: bytes, K/M/G/T suffixes (0 = no limit) */
     double mem_wait_s;                     /* ROTA_MEM_WAIT: seconds an allocation may queue (0 = fail at once) */
-    int priority;                          /* ROTA_PRIORITY: high|normal|low (default normal) */
+    unsigned priority;                     /* ROTA_PRIORITY: a class (rota_prio, runtime/lib/prio.h; default normal) */
     double weight;                         /* ROTA_WEIGHT: share among equals, > 0 (default 1) */
     unsigned max_inflight;                 /* ROTA_MAX_INFLIGHT: 1..1024 (default 8) */
     unsigned inflight_us;                  /* ROTA_INFLIGHT_US: device time in flight, 0..1e6 us (default 500) */
@@ -40,7 +39,5 @@ const rota_options_t *rota_options(void);
 unsigned rota_options_errors(void);
 /* Logs each bad value (one line each) and, with ROTA_LOG=debug, every effective option. */
 void rota_options_report(void);
-
-const char *rota_priority_name(int priority);
 
 #endif

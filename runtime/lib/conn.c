@@ -1,6 +1,7 @@
 /* conn.c - rotad client connection: HELLO/WELCOME with fd passing, and requests shared by many threads. */
 #include "runtime/lib/conn.h"
 
+#include "runtime/lib/prio.h"
 #include "runtime/lib/proto.h"
 #include "runtime/lib/sockpath.h"
 
@@ -343,6 +344,54 @@ int conn_release(conn_t *c, const uint8_t uuid[ROTA_UUID_LEN], uint64_t total_me
 int conn_adopt(conn_t *c, const uint8_t uuid[ROTA_UUID_LEN], uint64_t total_mem, uint64_t bytes)
 {
     return conn_oneway(c, ROTA_MSG_ADOPT, uuid, total_mem, bytes);
+}
+
+#define CONN_PLACE_SEQ 0x7fff0001u /* not one conn_reserve hands out soon: its RESULT is never taken for another */
+
+/* poll() for input until ms after t0 (conn_now_ms) have passed, across signals: poll's result. */
+static int conn_poll_until(int fd, uint64_t t0, uint64_t ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    for (;;) {
+        uint64_t now = conn_now_ms(), end = t0 + ms;
+        int pr = poll(&p, 1, now >= end ? 0 : end - now > 0x7fffffff ? 0x7fffffff : (int)(end - now));
+        if (pr >= 0 || errno != EINTR) return pr < 0 ? -errno : pr;
+    }
+}
+
+int conn_place(conn_t *c, const conn_place_t *p, int *dev, uint64_t *waited_ms)
+{
+    if (p->ncand > ROTA_MAX_DEVICES) return -EINVAL;
+    rota_msg_place_t m = {0};
+    proto_hdr_init(&m.h, ROTA_MSG_PLACE, sizeof m, CONN_PLACE_SEQ);
+    m.ncand = p->ncand;
+    m.flags = (p->ncand ? 0 : ROTA_PLACE_KNOWN) | prio_place_flags(p->prio);
+    m.mem = p->mem > ROTA_MAX_BYTES ? ROTA_MAX_BYTES : p->mem;
+    m.wait_ms = p->wait_ms;
+    if (p->ncand) memcpy(m.cand, p->cand, sizeof m.cand[0] * p->ncand);
+    int rc = proto_send(c->fd, &m, sizeof m, NULL, 0);
+    if (rc) return rc;
+    /* rotad answers at once, unless the job fits nowhere yet: then when a GPU has room, or wait_ms later. */
+    uint64_t t0 = conn_now_ms(), limit = (uint64_t)p->wait_ms + p->answer_ms;
+    int pr = 0;
+    if (p->note && p->note_ms && p->note_ms < limit) {
+        pr = conn_poll_until(c->fd, t0, p->note_ms);
+        if (pr == 0) p->note(p->arg);
+    }
+    if (pr == 0) pr = conn_poll_until(c->fd, t0, limit);
+    if (pr < 0) return pr;
+    if (pr == 0) return -ETIMEDOUT;
+    if (waited_ms) *waited_ms = conn_now_ms() - t0;
+    char buf[ROTA_MSG_MAX];
+    ssize_t got = proto_recv(c->fd, buf, sizeof buf, NULL, NULL, 0);
+    const char *why;
+    if (got <= 0 || proto_check(buf, (size_t)got, NULL, &why) != ROTA_MSG_RESULT) return -EBADMSG;
+    rota_msg_result_t res;
+    memcpy(&res, buf, sizeof res);
+    if (res.h.seq != CONN_PLACE_SEQ) return -EBADMSG;
+    if (res.status) return res.status < 0 ? res.status : -EBADMSG;
+    *dev = res.dev;
+    return 0;
 }
 
 bool conn_credit_take(conn_t *c, int dev, uint64_t bytes)

@@ -37,6 +37,27 @@ int conn_reserve(conn_t *c, const uint8_t uuid[ROTA_UUID_LEN], uint64_t total_me
 int conn_release(conn_t *c, const uint8_t uuid[ROTA_UUID_LEN], uint64_t total_mem, uint64_t bytes);
 int conn_adopt(conn_t *c, const uint8_t uuid[ROTA_UUID_LEN], uint64_t total_mem, uint64_t bytes);
 
+/* A placement request (PLACE): which GPU a job should run on. */
+typedef struct conn_place {
+    unsigned prio;                    /* the job's class (rota_prio) */
+    const rota_place_cand_t *cand;    /* the GPUs the job could see, ncand of them (1..ROTA_MAX_DEVICES); */
+    unsigned ncand;                   /* ncand 0: among the GPUs rotad probed itself (ROTA_PLACE_KNOWN) */
+    uint64_t mem;                     /* the job's expected memory (clamped to ROTA_MAX_BYTES); 0 = unknown */
+    uint32_t wait_ms;                 /* how long rotad may keep a job that fits nowhere waiting for room */
+    uint32_t answer_ms;               /* how long rotad may take to answer beyond wait_ms */
+    uint32_t note_ms;                 /* with note: called once when no answer came after note_ms (0: never) */
+    void (*note)(void *arg);
+    void *arg;
+} conn_place_t;
+
+/* One PLACE round trip: 0 with *dev (an index into cand, or rotad's region index with ncand 0) and *waited_ms
+ * (how long the answer took; may be NULL), or -errno: -ETIMEDOUT (no answer within wait_ms + answer_ms),
+ * -EBADMSG (closed, or not a valid answer), a send error, or rotad's own refusal (-ENODEV: no GPU known). *dev is
+ * rotad's word: the caller bounds it. It reads the answer straight off the socket, so it must be the connection's
+ * only request in flight (a process's init, before any memory hook; or a connection of its own); an answer that
+ * comes after a timeout carries a sequence number nobody waits for and is dropped. */
+int conn_place(conn_t *c, const conn_place_t *p, int *dev, uint64_t *waited_ms);
+
 /* The fast path: takes bytes from this client's memory credit on rotad's GPU index dev (from conn_reserve's
  * *dev) without a round trip. false when the credit is short (then ask with conn_reserve). Lock-free. */
 bool conn_credit_take(conn_t *c, int dev, uint64_t bytes);

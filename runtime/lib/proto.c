@@ -235,23 +235,6 @@ void proto_uuid_str(const uint8_t u[ROTA_UUID_LEN], char out[PROTO_UUID_STR])
              u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
 }
 
-static const char *const proto_prio_names[ROTA_PRIO_COUNT] = {"high", "normal", "low"};
-
-const char *proto_prio_name(unsigned prio)
-{
-    return prio < ROTA_PRIO_COUNT ? proto_prio_names[prio] : "?";
-}
-
-int proto_prio_parse(const char *s, unsigned *prio)
-{
-    for (unsigned i = 0; s && i < ROTA_PRIO_COUNT; i++)
-        if (!strcmp(s, proto_prio_names[i])) {
-            *prio = i;
-            return 0;
-        }
-    return -EINVAL;
-}
-
 /* Every shared object starts with the same header (abi.h): magic, ABI version, size. */
 typedef struct proto_obj {
     uint32_t magic;

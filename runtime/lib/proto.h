@@ -29,10 +29,6 @@ ssize_t proto_recv(int fd, void *buf, size_t cap, int *fds, int *nfds, int flags
 #define PROTO_UUID_STR 41
 void proto_uuid_str(const uint8_t uuid[ROTA_UUID_LEN], char out[PROTO_UUID_STR]);
 
-/* "high", "normal", "low" (and "?" for anything else); parse returns 0 or -EINVAL. */
-const char *proto_prio_name(unsigned prio);
-int proto_prio_parse(const char *s, unsigned *prio);
-
 /* Checks a mapped region / channel header against this build's ABI; returns 0, -EPROTO (another version) or
  * -EBADMSG (not a rota object, wrong size). why gets a sentence for the message. */
 int proto_region_check(const volatile void *map, size_t mapped, const char **why);

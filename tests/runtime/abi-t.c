@@ -150,11 +150,6 @@ int main(void)
     char s[PROTO_UUID_STR];
     proto_uuid_str(u, s);
     is_str(s, "GPU-12345678-9abc-def0-0102-030405060708", "uuid string in nvidia-smi form");
-    unsigned p = 9;
-    is_int(proto_prio_parse("low", &p), 0, "parse low");
-    is_uint(p, ROTA_PRIO_LOW, "low value");
-    is_int(proto_prio_parse("LOW", &p), -EINVAL, "priority names are exact");
-    is_str(proto_prio_name(7), "?", "unknown priority name");
     char out[8];
     proto_sanitize(out, "ab\x01\x7f" "cdefgh", sizeof out);
     is_str(out, "ab??cde", "sanitize: printable only, truncated, terminated");

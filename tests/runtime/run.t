@@ -100,6 +100,9 @@ env=$("$ROTA" run --gpu=all --priority=low -- env)
 echo "$env" | grep -qx "ROTA_PRIORITY=low"; okp $? "--opt=value works too"
 env=$("$ROTA" run --gpu all -- env)
 echo "$env" | grep -q "^ROTA_PRIORITY="; okp $(( $? == 0 )) "no --priority: ROTA_PRIORITY is not set"
+# one parser for the class (runtime/lib/prio.c): rota run takes what ROTA_PRIORITY takes, in any case
+env=$("$ROTA" run --gpu all --priority HIGH -- env 2>"$T/err")
+echo "$env" | grep -qx "ROTA_PRIORITY=high"; okp $? "--priority HIGH is accepted, as ROTA_PRIORITY=HIGH is: ROTA_PRIORITY=high"
 
 # --gpu N without a driver to ask: the Nth CUDA_VISIBLE_DEVICES entry, or the ordinal
 env=$(ROTA_REAL_LIBCUDA=$T/none.so CUDA_VISIBLE_DEVICES=5,7,9 "$ROTA" run --gpu 1 -- env)

@@ -8,6 +8,7 @@
 #include "runtime/lib/conn.h"
 #include "runtime/lib/gpus.h"
 #include "runtime/lib/parse.h"
+#include "runtime/lib/prio.h"
 #include "runtime/lib/proto.h"
 #include "runtime/lib/simdriver.h"
 #include "runtime/lib/trace.h"
@@ -15,12 +16,10 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 static const char run_usage[] =
@@ -123,8 +122,8 @@ static int run_parse(int argc, char **argv, run_opts_t *o)
             o->quiet = true;
         } else if ((v = run_optval(argc, argv, &i, "--priority", &missing))) {
             unsigned p;
-            if (proto_prio_parse(v, &p)) return run_usage_error("--priority '%s': expected high, normal or low", v);
-            o->priority = proto_prio_name(p);
+            if (prio_parse(v, &p)) return run_usage_error("--priority '%s': expected high, normal or low", v);
+            o->priority = prio_name(p);
         } else if ((v = run_optval(argc, argv, &i, "--weight", &missing))) {
             double w;
             if (parse_double(v, 0, 1e6, &w) || !(w > 0))
@@ -179,14 +178,14 @@ static int run_enumerate(run_gpus_t *gs, char *why, size_t n)
     return 0;
 }
 
-/* poll() on p until ms after t0 (CLOCK_MONOTONIC ns) have passed, across signals: poll's result. */
-static int run_poll(struct pollfd *p, uint64_t t0, uint32_t ms)
+/* conn_place's note: the job fits on no GPU yet and now waits for one with room. */
+static void run_place_note(void *arg)
 {
-    for (;;) {
-        uint64_t now = rota_sample_now_ns(), end = t0 + (uint64_t)ms * 1000000u;
-        int pr = poll(p, 1, now >= end ? 0 : (int)((end - now + 999999) / 1000000u));
-        if (pr >= 0 || errno != EINTR) return pr;
-    }
+    const run_opts_t *o = arg;
+    char sz[32];
+    rota_fmt_size(sz, sizeof sz, o->mem);
+    run_warn(o, "no GPU has room for --mem %s yet: waiting up to %.1f s for one (--place-wait)", sz,
+             o->place_wait_ms / 1000.0);
 }
 
 /* Asks rotad which candidate to use: 0 and *pick (*waited_ms: how long rotad kept the job waiting for room), or -1
@@ -202,57 +201,24 @@ static int run_ask_rotad(const run_opts_t *o, const run_gpus_t *gs, int *pick, u
         snprintf(why, n, "%s", err);
         return -1;
     }
-    rota_msg_place_t m = {0};
-    proto_hdr_init(&m.h, ROTA_MSG_PLACE, sizeof m, 1);
-    m.ncand = (uint32_t)gs->n;
-    m.mem = o->mem;
-    m.wait_ms = o->mem ? o->place_wait_ms : 0; /* a job of unknown memory fits anywhere */
-    /* The job's class: --priority, else the ROTA_PRIORITY it inherits (librota accepts any case). */
-    const char *prio = o->priority ? o->priority : getenv("ROTA_PRIORITY");
-    if (prio && !strcasecmp(prio, "high")) m.flags |= ROTA_PLACE_HIGH;
-    else if (prio && !strcasecmp(prio, "low")) m.flags |= ROTA_PLACE_LOW;
-    memcpy(m.cand, gs->g, sizeof m.cand[0] * (size_t)gs->n);
-    int rc = proto_send(conn_fd(c), &m, sizeof m, NULL, 0);
-    if (rc) {
-        snprintf(why, n, "unable to ask rotad: %s", strerror(-rc));
-        goto out_close;
+    /* The job's class: --priority, else the ROTA_PRIORITY it inherits (a bad one: normal; librota refuses it). */
+    unsigned prio = ROTA_PRIO_NORMAL;
+    prio_parse(o->priority ? o->priority : getenv("ROTA_PRIORITY"), &prio);
+    conn_place_t p = {.prio = prio, .cand = gs->g, .ncand = (unsigned)gs->n, .mem = o->mem,
+                      .wait_ms = o->mem ? o->place_wait_ms : 0, /* a job of unknown memory fits anywhere */
+                      .answer_ms = RUN_ANSWER_MS};
+    if (p.wait_ms) {
+        p.note_ms = RUN_WAIT_NOTE_MS;
+        p.note = run_place_note;
+        p.arg = (void *)o;
     }
-    struct pollfd p = {.fd = conn_fd(c), .events = POLLIN};
-    rc = -1;
-    /* rotad answers at once, unless the job fits on no GPU yet: then when one has room, or m.wait_ms later. */
-    uint64_t t0 = rota_sample_now_ns();
-    int pr = run_poll(&p, t0, m.wait_ms ? RUN_WAIT_NOTE_MS : RUN_ANSWER_MS);
-    if (pr == 0 && m.wait_ms) {
-        char sz[32];
-        rota_fmt_size(sz, sizeof sz, o->mem);
-        run_warn(o, "no GPU has room for --mem %s yet: waiting up to %.1f s for one (--place-wait)", sz,
-                 m.wait_ms / 1000.0);
-        pr = run_poll(&p, t0, m.wait_ms + RUN_ANSWER_MS);
-    }
-    if (pr <= 0) {
-        snprintf(why, n, "rotad did not answer the placement request");
-        goto out_close;
-    }
-    *waited_ms = (rota_sample_now_ns() - t0) / 1000000u;
-    char buf[ROTA_MSG_MAX];
-    ssize_t got = proto_recv(conn_fd(c), buf, sizeof buf, NULL, NULL, 0);
-    const char *bad = "connection closed";
-    int type = got > 0 ? proto_check(buf, (size_t)got, NULL, &bad) : -1;
-    if (type != ROTA_MSG_RESULT) {
-        snprintf(why, n, "rotad sent no valid placement (%s)", type < 0 ? bad : "not a result");
-        goto out_close;
-    }
-    rota_msg_result_t res;
-    memcpy(&res, buf, sizeof res);
-    if (res.status || res.dev < 0 || res.dev >= gs->n) {
-        snprintf(why, n, "rotad could not place the job (%s)", res.status ? strerror(-res.status) : "bad index");
-        goto out_close;
-    }
-    *pick = res.dev;
-    rc = 0;
-out_close:
+    int rc = conn_place(c, &p, pick, waited_ms);
+    if (rc == -ETIMEDOUT) snprintf(why, n, "rotad did not answer the placement request");
+    else if (rc == -EBADMSG) snprintf(why, n, "rotad sent no valid placement");
+    else if (rc) snprintf(why, n, "rotad could not place the job (%s)", strerror(-rc));
+    else if (*pick < 0 || *pick >= gs->n) snprintf(why, n, "rotad could not place the job (bad index)");
     conn_close(c);
-    return rc;
+    return rc || *pick < 0 || *pick >= gs->n ? -1 : 0;
 }
 
 static int run_setenv(const char *k, const char *v)

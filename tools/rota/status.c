@@ -8,6 +8,7 @@
 #include "runtime/abi.h"
 #include "runtime/lib/conn.h"
 #include "runtime/lib/parse.h"
+#include "runtime/lib/prio.h"
 #include "runtime/lib/proto.h"
 
 #include <inttypes.h>
@@ -104,7 +105,7 @@ static void status_print_json(FILE *f, const rota_region_t *r, const rota_sample
                 "%s{\"slot\":%u,\"gen\":%u,\"pid\":%d,\"uid\":%u,\"comm\":", first ? "" : ",", i, LD(&s->gen),
                 LD(&s->pid), LD(&s->uid));
         status_json_str(f, comm);
-        fprintf(f, ",\"priority\":\"%s\",\"weight\":%.3f,\"device\":", proto_prio_name(LD(&s->priority)),
+        fprintf(f, ",\"priority\":\"%s\",\"weight\":%.3f,\"device\":", prio_name(LD(&s->priority)),
                 LD(&s->weight) / 1000.0);
         if (dev >= 0 && dev < ROTA_MAX_DEVICES) fprintf(f, "%d", dev);
         else fprintf(f, "null");
@@ -163,7 +164,7 @@ static void status_print_text(FILE *f, const rota_region_t *r)
         if (d >= 0) snprintf(dev, sizeof dev, "%d", d);
         else snprintf(dev, sizeof dev, "-");
         fprintf(f, "%-8d %-6u %-16s %-8s %3s %10s %10s %10s %-8s\n", LD(&s->pid), LD(&s->uid), comm,
-                proto_prio_name(LD(&s->priority)), dev, used, lim, wait, rota_client_state(s));
+                prio_name(LD(&s->priority)), dev, used, lim, wait, rota_client_state(s));
     }
 }
 

@@ -7,6 +7,7 @@
 
 #include "runtime/lib/conn.h"
 #include "runtime/lib/parse.h"
+#include "runtime/lib/prio.h"
 #include "runtime/lib/proto.h"
 
 #include <errno.h>
@@ -77,7 +78,7 @@ static void top_frame(FILE *f, const rota_region_t *r, const rota_sample_t *a, c
             snprintf(dts, sizeof dts, "-");
         }
         fprintf(f, "%-8d %-16s %-6s %6.2f %-8s %3s %10s %10s %7s %9.3fs %5u%s", LD(&s->pid), comm,
-                proto_prio_name(LD(&s->priority)), LD(&s->weight) / 1000.0, rota_client_state(s), dev, used, lps,
+                prio_name(LD(&s->priority)), LD(&s->weight) / 1000.0, rota_client_state(s), dev, used, lps,
                 dts, LD(&s->busy_ns) / 1e9, LD(&s->inflight), eol);
     }
 }
