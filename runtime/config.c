@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static int config_fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int config_fail(char *err, size_t n, const char *fmt, ...)
@@ -33,12 +34,25 @@ int config_load(const char *path, config_t *cfg, char *err, size_t errlen)
         if (err && errlen) snprintf(err, errlen, "%s: unable to open: %s", path, strerror(e));
         return -e;
     }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return config_fail(err, errlen, "%s: not a regular file%s", path, S_ISDIR(st.st_mode) ? " (a directory)" : "");
+    }
     char line[1024];
     unsigned lineno = 0;
     int rc = 0;
+    long at = ftell(f);
     while (fgets(line, sizeof line, f)) {
         lineno++;
         size_t len = strlen(line);
+        /* fgets reads past a NUL byte, and strlen would stop there, dropping the rest of the line unseen. */
+        long next = ftell(f);
+        if (at >= 0 && next >= 0 && (size_t)(next - at) != len) {
+            rc = config_fail(err, errlen, "%s:%u: NUL byte in the line", path, lineno);
+            break;
+        }
+        at = next;
         if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(f)) {
             rc = config_fail(err, errlen, "%s:%u: line too long (at most %zu characters)", path, lineno,
                              sizeof line - 2);

@@ -224,6 +224,12 @@ int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen
     }
     rc = server_check_dir(s->path, err, errlen);
     if (rc) goto out_free;
+    /* PATH itself before PATH.lock is created beside it (server_bind checks again under the lock). */
+    struct stat pst;
+    if (lstat(s->path, &pst) == 0 && !S_ISSOCK(pst.st_mode)) {
+        rc = server_fail(err, errlen, ROTAD_EXIT_FAIL, "%s exists and is not a socket", s->path);
+        goto out_free;
+    }
     rc = server_lock(s, err, errlen);
     if (rc) goto out_close;
     rc = server_bind(s, err, errlen);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/un.h>
 
 #include "runtime/lib/parse.h"
 #include "runtime/lib/prio.h"
@@ -20,17 +21,24 @@ typedef struct opt_row {
     enum opt_type type;
     size_t off;           /* field in rota_options_t */
     const char *dflt;     /* parsed like a value from the environment; NULL: empty string */
-    double min, max;      /* numeric bounds (sizes and integers: exact, doubles: inclusive unless min_open) */
+    double min, max;      /* numeric bounds (sizes and integers: exact, doubles: inclusive unless min_open);
+                           * paths: max is the longest length in bytes (0: ROTA_OPT_PATH_MAX - 1) */
     bool min_open;        /* the lower bound is excluded (ROTA_WEIGHT > 0) */
     const char *expect;   /* what a good value looks like, for the error message */
 } opt_row_t;
 
 #define OFF(f) offsetof(rota_options_t, f)
+/* The longest path a socket address holds (sun_path less its NUL); checked against sys/un.h below. */
+#define OPT_SUN_PATH_MAX 107
+#define OPT_STR2(x) #x
+#define OPT_STR(x) OPT_STR2(x)
+_Static_assert(OPT_SUN_PATH_MAX == sizeof(((struct sockaddr_un *)0)->sun_path) - 1, "OPT_SUN_PATH_MAX");
 static const opt_row_t opt_table[] = {
     {"ROTA_DISABLE", OPT_BOOL, OFF(disable), "0", 0, 0, false, "a boolean (1/0, true/false, yes/no, on/off)"},
     {"ROTA_LOG", OPT_LOG, OFF(log_level), "warn", 0, 0, false, "one of error, warn, info, debug"},
     {"ROTA_REAL_LIBCUDA", OPT_PATH, OFF(real_libcuda), NULL, 0, 0, false, "a path to the real libcuda.so.1"},
-    {"ROTA_SOCKET", OPT_PATH, OFF(socket), NULL, 0, 0, false, "a path to rotad's socket"},
+    {"ROTA_SOCKET", OPT_PATH, OFF(socket), NULL, 0, OPT_SUN_PATH_MAX, false,
+     "a path to rotad's socket, at most " OPT_STR(OPT_SUN_PATH_MAX) " bytes"},
     {"ROTA_REQUIRE", OPT_BOOL, OFF(require), "0", 0, 0, false, "a boolean (1/0, true/false, yes/no, on/off)"},
     {"ROTA_MEM_LIMIT", OPT_SIZE, OFF(mem_limit), "0", 0, 1125899906842624.0 /* 1 PiB */, false,
      "a size in bytes with an optional K/M/G/T suffix (0 = no limit)"},
@@ -88,7 +96,7 @@ static int opt_parse(const opt_row_t *r, const char *s)
         if ((rc = prio_parse(s, &p)) == 0) *(unsigned *)field = p;
         return rc;
     case OPT_PATH:
-        if (strlen(s) >= ROTA_OPT_PATH_MAX) return -ERANGE;
+        if (strlen(s) > (r->max ? (size_t)r->max : ROTA_OPT_PATH_MAX - 1)) return -ERANGE;
         strcpy(field, s);
         return 0;
     case OPT_SIZE:

@@ -77,7 +77,8 @@ int parse_double(const char *s, double min, double max, double *out)
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || *end) return -EINVAL;
+    /* strtod also reads hexadecimal ("0x10" = 16), infinity and nan: option values are decimal numbers. */
+    if (end == s || *end || strpbrk(s, "xXnN")) return -EINVAL;
     if (errno == ERANGE || !isfinite(v) || v < min || v > max) return -ERANGE;
     *out = v;
     return 0;

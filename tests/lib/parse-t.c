@@ -56,5 +56,8 @@ int main(void)
     is_int(parse_bool("OFF", &b), 0, "bool OFF");
     ok(!b, "OFF is false");
     is_int(parse_bool("2", &b), -EINVAL, "bool refuses 2");
+    is_int(parse_double("0x10", 0, 1e6, &d), -EINVAL, "double refuses hexadecimal (strtod reads 0x10 as 16)");
+    is_int(parse_double("+inf", 0, 1e6, &d), -EINVAL, "double refuses +inf");
+    is_int(parse_double("1e3", 0, 1e6, &d), 0, "double accepts an exponent");
     return done_testing();
 }

@@ -63,6 +63,20 @@ int main(void)
     }
     load(many, &cfg, err, sizeof err);
     ok(strstr(err, ":33: too many groups") != NULL, "too many groups (%s)", err);
+    /* issue 21, item 10: a NUL byte hides the rest of its line from strlen; a directory reads as an error */
+    {
+        char path[128];
+        snprintf(path, sizeof path, "%s/rotad.conf", dir);
+        static const char nul[] = "group /a limit 1G\ngroup /b limit 1G\0 oops\n";
+        FILE *f = fopen(path, "w");
+        if (!f || fwrite(nul, 1, sizeof nul - 1, f) != sizeof nul - 1) bail("cannot write %s", path);
+        fclose(f);
+        is_int(config_load(path, &cfg, err, sizeof err), -EINVAL, "a NUL byte in a line is an error");
+        ok(strstr(err, "rotad.conf:2: NUL byte in the line") != NULL, "with file:line: %s", err);
+    }
+    is_int(config_load(dir, &cfg, err, sizeof err), -EINVAL, "a directory as the config file is an error");
+    ok(strstr(err, ": not a regular file (a directory)") != NULL && !strncmp(err, dir, strlen(dir)),
+       "named clearly: %s", err);
     is_int(config_load("/nonexistent/rotad.conf", &cfg, err, sizeof err), -ENOENT, "missing file");
     ok(strstr(err, "/nonexistent/rotad.conf: unable to open") != NULL, "missing file message: %s", err);
 

@@ -98,6 +98,12 @@ touch "$T/notsock"
 err=$("$ROTAD" --foreground --socket "$T/notsock" 2>&1); rc=$?
 [ $rc = 1 ] && echo "$err" | grep -q "exists and is not a socket"; ok $? "a non-socket at the path is not removed: $err"
 [ -f "$T/notsock" ]; ok $? "the file is still there"
+# issue 21, item 10: PATH is checked before PATH.lock is made beside it (a directory there stands in for a lock
+# file rotad cannot open: the error must name the real problem, PATH)
+mkdir "$T/notsock.lock"
+err=$("$ROTAD" --foreground --socket "$T/notsock" 2>&1); rc=$?
+[ $rc = 1 ] && echo "$err" | grep -q "$T/notsock exists and is not a socket"; ok $? "PATH checked before PATH.lock: $err"
+rmdir "$T/notsock.lock"
 
 printf '# limits\ngroup / limit 1G\ncredit 0\n' >"$T/good.conf"
 start --config "$T/good.conf"; ok $? "a valid config loads"

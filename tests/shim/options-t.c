@@ -34,6 +34,10 @@ static const option_case_t cases[] = {
     {"ROTA_GPU", "first", false},          {"ROTA_GPU", "-1", false},
     {"ROTA_GPU", "auto", true},            {"ROTA_GPU", "all", true},
     {"ROTA_SOCKET", "", false},
+    /* issue 21, item 10: strtod's hexadecimal, and a socket path no sockaddr_un can hold (107 bytes at most) */
+    {"ROTA_WEIGHT", "0x10", false},        {"ROTA_WEIGHT", "1e3", true},
+    {"ROTA_SOCKET", "/tmp/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", false},
+    {"ROTA_SOCKET", "/tmp/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", true},
     {"ROTA_REAL_LIBCUDA", "", false},      {"ROTA_TEST_COUNTERS", "", false},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
