@@ -37,8 +37,11 @@ else
   B ?= build-$(SANITIZER)
 endif
 
-ifeq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
-  $(error cuda.h not found under CUDA_HOME=$(CUDA_HOME): install the CUDA toolkit or run make CUDA_HOME=/path/to/cuda)
+# Every goal but clean needs the toolkit (make clean works on a machine without it).
+ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
+  ifeq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+    $(error cuda.h not found under CUDA_HOME=$(CUDA_HOME): install the CUDA toolkit or run make CUDA_HOME=/path/to/cuda)
+  endif
 endif
 
 CC      ?= cc
@@ -236,6 +239,6 @@ uninstall:
 	rm -f $(foreach p,$(AUX_PROGS),$(DESTDIR)$(LIBEXECDIR)/rota/$(notdir $(p)))
 	-rmdir $(DESTDIR)$(LIBDIR)/rota $(DESTDIR)$(LIBEXECDIR)/rota 2>/dev/null
 clean:
-	rm -rf build build-address build-undefined build-thread
+	rm -rf build build-address build-undefined build-thread $(B)
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)
