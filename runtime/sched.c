@@ -1,5 +1,7 @@
-/* sched.c - rotad's launch scheduler thread: priority holds, weighted fair share, exclusive quanta (see sched.h). */
+/* sched.c - rotad's launch scheduler thread: activity, device time, the two stages of holds, publishing (sched.h). */
 #include "runtime/sched.h"
+
+#include "runtime/sched-policy.h"
 
 #include "runtime/lib/idlewin.h"
 
@@ -56,9 +58,9 @@ struct sched {
     uint64_t next_idle;   /* earliest time an active client with nothing in flight turns idle (0: none) */
     bool hi[SCHED_POOLS];
     uint64_t win_start[SCHED_POOLS], win_busy[SCHED_POOLS];
-    int runner[SCHED_POOLS][ROTA_PRIO_COUNT];
     uint64_t vfloor[SCHED_POOLS][ROTA_PRIO_COUNT]; /* per share group: the least-served virtual time seen, rising */
-    uint64_t run_since[SCHED_POOLS][ROTA_PRIO_COUNT];
+    const sched_policy_t *policy;                  /* stage 2 (sched-policy.h) */
+    uint64_t pstate[SCHED_POOLS][ROTA_PRIO_COUNT][SCHED_POLICY_STATE_MAX / 8]; /* its state per share group */
     sched_client_t c[ROTA_MAX_CLIENTS];
 };
 
@@ -153,7 +155,6 @@ static void sched_add_hold_stats(sched_t *s, unsigned ndev)
         if (s->c[i].live && s->c[i].prio == ROTA_PRIO_HIGH) sched_client_hold_stats(s, &s->c[i], ndev);
 }
 
-/* Refreshes activity of every client, samples device time, and decides holds. With s->mu held. */
 /* The share group of a lower-class client: its class, except that with low_factor > 1 low clients share with
  * normal ones (one virtual time, in which a low client's device time counts low_factor times). */
 static unsigned sched_group(const sched_t *s, const sched_client_t *c)
@@ -167,12 +168,7 @@ static bool sched_in_group(const sched_t *s, const sched_client_t *c, unsigned p
     return c->live && c->pool == p && sched_group(s, c) == k;
 }
 
-/* Whether client i takes part in the share of group k on pool p this tick: active there and not held. */
-static bool sched_shares(const sched_t *s, unsigned i, unsigned p, unsigned k, const uint32_t *hold)
-{
-    return sched_in_group(s, &s->c[i], p, k) && s->c[i].active && !hold[i];
-}
-
+/* Refreshes activity of every client, samples device time, and decides holds. With s->mu held. */
 static bool sched_tick(sched_t *s, uint64_t now)
 {
     rota_region_t *r = s->r;
@@ -278,90 +274,57 @@ static bool sched_tick(sched_t *s, uint64_t now)
         if (LD(&d->normal_clients) != nn) atomic_store(&d->normal_clients, nn);
     }
 
+    /* Stage 1, the class rule (sched-prio.c). */
     uint32_t hold[ROTA_MAX_CLIENTS] = {0};
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         sched_client_t *c = &s->c[i];
-        /* The share and quantum bits a client already had stay beside the priority bit: the board's direct
-         * release (abi.h) ends only a hold that is priority alone, so a client that was over its share (or
-         * out of the quantum) before the high client came waits for rotad's release, which decides again. */
-        if (c->live && c->prio != ROTA_PRIO_HIGH && hi[c->pool])
-            hold[i] = ROTA_HOLD_PRIO | (LD(&r->slots[i].hold) & (ROTA_HOLD_SHARE | ROTA_HOLD_QUANTUM));
+        if (c->live) hold[i] = sched_prio_hold(c->prio, hi[c->pool], LD(&r->slots[i].hold));
     }
 
-    /* Share within each group of lower-class clients on one GPU (sched_group: with low_factor > 1 the low group
-     * is empty); only clients that are active and not held for priority compete. */
+    /* Stage 2, the launch policy among equals (sched-policy.h), per share group of each GPU (sched_group: with
+     * low_factor > 1 the low group is empty); the clients the class rule held take no part. */
     uint64_t slack = 8 * s->o.tick_ns;
     for (unsigned p = 0; p < SCHED_POOLS; p++) {
         for (unsigned k = ROTA_PRIO_NORMAL; k < ROTA_PRIO_COUNT; k++) {
-            unsigned n = 0;
+            sched_member_t m[ROTA_MAX_CLIENTS];
+            unsigned idx[ROTA_MAX_CLIENTS], nm = 0, n = 0;
             uint64_t vmin = UINT64_MAX, vmin_old = UINT64_MAX;
             for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
                 sched_client_t *c = &s->c[i];
-                if (!sched_shares(s, i, p, k, hold)) continue;
+                if (!sched_in_group(s, c, p, k) || hold[i]) continue;
+                idx[nm++] = i;
+                if (!c->active) continue;
                 n++;
                 if (!fresh[i] && c->vtime < vmin_old) vmin_old = c->vtime;
             }
-            if (!n) {
-                s->runner[p][k] = -1;
-                continue;
-            }
-            /* A client back from idle joins no further back than the least-served client's virtual time (with
-             * none, the group's floor: where the least-served client stood when last seen) less a credit of two
-             * slacks: idle time is not banked beyond that, and a bursty client (training with host gaps) runs its
-             * burst ahead of the ones that filled its gap, as a waking task does in CFS. A client ahead of that
-             * keeps its debt: going idle for a moment does not clear it. The floor only moves forward, so time a
-             * client had while nobody else wanted the GPU is no debt either. */
-            uint64_t credit = 2 * slack, base = vmin_old != UINT64_MAX ? vmin_old : s->vfloor[p][k];
-            uint64_t floor = base > credit ? base - credit : 0;
-            for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-                sched_client_t *c = &s->c[i];
-                if (!sched_shares(s, i, p, k, hold)) continue;
-                if (fresh[i] && c->vtime < floor) c->vtime = floor;
-                if (c->vtime < vmin) vmin = c->vtime;
-            }
-            if (vmin > s->vfloor[p][k]) s->vfloor[p][k] = vmin;
-            /* A client held for its share that went idle (between a launch and its sync, say) stays held while it
-             * is still ahead of the least-served active one: else each sync would clear the hold, and a client
-             * that launches and syncs in turn would never be held back. Its thread waits in the gate, and its
-             * launch after the release marks it active again. */
-            for (unsigned i = 0; i < ROTA_MAX_CLIENTS && !s->o.quantum_ns; i++) {
-                sched_client_t *c = &s->c[i];
-                if (!sched_in_group(s, c, p, k) || c->active || hold[i]) continue;
-                if ((LD(&r->slots[i].hold) & ROTA_HOLD_SHARE) && c->vtime > vmin) hold[i] = ROTA_HOLD_SHARE;
-            }
-            if (n < 2) {
-                s->runner[p][k] = -1;
-                continue;
-            }
-            if (s->o.quantum_ns) {
-                int run = s->runner[p][k];
-                bool keep = run >= 0 && sched_shares(s, (unsigned)run, p, k, hold) &&
-                            now - s->run_since[p][k] < s->o.quantum_ns;
-                if (!keep) {
-                    int best = -1;
-                    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-                        if (!sched_shares(s, i, p, k, hold) || (int)i == run) continue;
-                        if (best < 0 || s->c[i].vtime < s->c[best].vtime) best = (int)i;
-                    }
-                    if (best >= 0) {
-                        s->runner[p][k] = best;
-                        s->run_since[p][k] = now;
-                    }
+            if (n) {
+                /* A client back from idle joins no further back than the least-served client's virtual time
+                 * (with none, the group's floor: where the least-served client stood when last seen) less a
+                 * credit of two slacks: idle time is not banked beyond that, and a bursty client (training with
+                 * host gaps) runs its burst ahead of the ones that filled its gap, as a waking task does in CFS.
+                 * A client ahead of that keeps its debt: going idle for a moment does not clear it. The floor
+                 * only moves forward, so time a client had while nobody else wanted the GPU is no debt either. */
+                uint64_t credit = 2 * slack, base = vmin_old != UINT64_MAX ? vmin_old : s->vfloor[p][k];
+                uint64_t floor = base > credit ? base - credit : 0;
+                for (unsigned j = 0; j < nm; j++) {
+                    sched_client_t *c = &s->c[idx[j]];
+                    if (!c->active) continue;
+                    if (fresh[idx[j]] && c->vtime < floor) c->vtime = floor;
+                    if (c->vtime < vmin) vmin = c->vtime;
                 }
-                run = s->runner[p][k];
-                for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-                    if (sched_shares(s, i, p, k, hold) && (int)i != run) hold[i] = ROTA_HOLD_QUANTUM;
-                }
-            } else {
-                for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-                    sched_client_t *c = &s->c[i];
-                    if (!sched_shares(s, i, p, k, hold)) continue;
-                    /* Hysteresis: held once slack ahead, released once caught up (fewer switches, less
-                     * overlap of the two clients' work, whose split the sampling can only estimate). */
-                    bool was = LD(&r->slots[i].hold) & ROTA_HOLD_SHARE;
-                    if (c->vtime > vmin + (was ? 0 : slack)) hold[i] = ROTA_HOLD_SHARE;
-                }
+                if (vmin > s->vfloor[p][k]) s->vfloor[p][k] = vmin;
             }
+            for (unsigned j = 0; j < nm; j++) {
+                const sched_client_t *c = &s->c[idx[j]];
+                m[j] = (sched_member_t){.slot = idx[j], .active = c->active, .vtime = c->vtime,
+                                        .hold_was = LD(&r->slots[idx[j]].hold)};
+            }
+            sched_group_t g = {.o = &s->o, .pool = p, .cls = k, .now = now, .n = n, .vmin = vmin, .nm = nm,
+                               .m = m};
+            uint32_t ph[ROTA_MAX_CLIENTS];
+            memset(ph, 0, nm * sizeof ph[0]);
+            s->policy->decide(&g, s->pstate[p][k], ph);
+            for (unsigned j = 0; j < nm; j++) hold[idx[j]] = ph[j] & (ROTA_HOLD_SHARE | ROTA_HOLD_QUANTUM);
         }
     }
 
@@ -486,8 +449,8 @@ int sched_start(rota_region_t *r, rota_board_t *b, const sched_opts_t *o, sched_
     atomic_store(&r->high_idle_ns, s->o.idle_ns);
     atomic_store(&r->high_idle_learn, s->o.idle_fixed ? 0u : 1u);
     s->waitv_ok = true;
-    for (unsigned p = 0; p < SCHED_POOLS; p++)
-        for (unsigned k = 0; k < ROTA_PRIO_COUNT; k++) s->runner[p][k] = -1;
+    s->policy = s->o.policy ? s->o.policy : s->o.quantum_ns ? &sched_policy_quantum : &sched_policy_share;
+    if (s->policy == &sched_policy_quantum && !s->o.quantum_ns) s->o.quantum_ns = SCHED_QUANTUM_NS_DEFAULT;
     pthread_mutex_init(&s->mu, NULL);
     int rc = pthread_create(&s->th, NULL, sched_main, s);
     if (rc) {
