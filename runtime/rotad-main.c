@@ -5,6 +5,7 @@
 #include "runtime/lib/sockpath.h"
 #include "runtime/lib/version.h"
 #include "runtime/probe.h"
+#include "runtime/sched-policy.h"
 #include "runtime/sched.h"
 #include "runtime/server.h"
 
@@ -22,8 +23,8 @@
 
 static const char usage[] =
     "usage: rotad [--socket PATH] [--config FILE] [--foreground] [--notify-fd N] [--idle-ms MS]\n"
-    "             [--idle-fixed] [--idle-low-us US] [--tick-ms MS] [--quantum-ms MS] [--low-factor N]\n"
-    "             [--no-probe]\n"
+    "             [--idle-fixed] [--idle-low-us US] [--tick-ms MS] [--policy share|quantum]\n"
+    "             [--quantum-ms MS] [--low-factor N] [--no-probe]\n"
     "\n"
     "rota's per-node coordinator: the node-wide GPU memory ledger, queue-instead-of-OOM, launch scheduling.\n"
     "\n"
@@ -44,8 +45,11 @@ static const char usage[] =
     "                  share runs once they have nothing in flight, no thread waiting to launch and no\n"
     "                  launch for US (0..1000000; default 0: at once, so their host gaps are filled)\n"
     "  --tick-ms MS    scheduling decision period while GPUs are contended (default 1)\n"
-    "  --quantum-ms MS exclusive-quantum mode: one normal or low client of a GPU runs at a time (one per\n"
-    "                  class with --low-factor 1), MS each (default 0: weighted fair share by ROTA_WEIGHT)\n"
+    "  --policy NAME   the launch policy among clients of one class (a high client holds the lower\n"
+    "                  classes under every policy): share (default) weighted fair share of device time\n"
+    "                  by ROTA_WEIGHT; quantum: one normal or low client of a GPU runs at a time (one per\n"
+    "                  class with --low-factor 1), --quantum-ms each\n"
+    "  --quantum-ms MS the quantum policy's turn (default 20); alone, it chooses --policy quantum\n"
     "  --low-factor N  normal and low clients of a GPU share its device time, where a low client's time\n"
     "                  counts N times (1..1000; default 2: beside one normal client of equal weight low\n"
     "                  gets 1/3, and all that normal clients leave; 1: each class shares on its own)\n"
@@ -107,10 +111,9 @@ static int rotad_detach(int *ready_fd)
 int main(int argc, char **argv)
 {
     const char *sock = NULL, *cfgpath = NULL;
-    bool foreground = false, probe = true, idle_fixed = false;
+    bool foreground = false, probe = true;
     int notify_fd = -1;
-    uint64_t sched_idle_ns = 0, sched_idle_low_ns = 0, sched_tick_ns = 0, sched_quantum_ns = 0;
-    unsigned sched_low_factor = 0;
+    sched_opts_t so = {0}; /* the scheduler's options, filled here and handed over as they are */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has_val = i + 1 < argc;
@@ -125,7 +128,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--no-probe")) {
             probe = false;
         } else if (!strcmp(a, "--idle-fixed")) {
-            idle_fixed = true;
+            so.idle_fixed = true;
         } else if (!strcmp(a, "--socket") && has_val) {
             sock = argv[++i];
             if (!sock[0]) return rotad_fatal(ROTAD_EXIT_USAGE, "--socket: empty path");
@@ -147,26 +150,31 @@ int main(int argc, char **argv)
                 return rotad_fatal(ROTAD_EXIT_USAGE, "%s: '%s' is not a number of milliseconds in %g..10000", a, arg,
                                    lo);
             uint64_t ns = (uint64_t)(v * 1e6 + 0.5);
-            if (!strcmp(a, "--idle-ms")) sched_idle_ns = ns;
-            else if (!strcmp(a, "--tick-ms")) sched_tick_ns = ns;
-            else sched_quantum_ns = ns;
+            if (!strcmp(a, "--idle-ms")) so.idle_ns = ns;
+            else if (!strcmp(a, "--tick-ms")) so.tick_ns = ns;
+            else so.quantum_ns = ns;
         } else if (!strcmp(a, "--idle-low-us") && has_val) {
             uint64_t v;
             const char *arg = argv[++i];
             if (parse_u64(arg, 0, 1000000, &v))
                 return rotad_fatal(ROTAD_EXIT_USAGE,
                                    "--idle-low-us: '%s' is not a whole number of microseconds in 0..1000000", arg);
-            sched_idle_low_ns = v * 1000u;
+            so.idle_low_ns = v * 1000u;
         } else if (!strcmp(a, "--low-factor") && has_val) {
             uint64_t v;
             const char *arg = argv[++i];
             if (parse_u64(arg, 1, SCHED_LOW_FACTOR_MAX, &v))
                 return rotad_fatal(ROTAD_EXIT_USAGE, "--low-factor: '%s' is not a whole number in 1..%u", arg,
                                    SCHED_LOW_FACTOR_MAX);
-            sched_low_factor = (unsigned)v;
+            so.low_factor = (unsigned)v;
+        } else if (!strcmp(a, "--policy") && has_val) {
+            const char *arg = argv[++i];
+            if (!(so.policy = sched_policy_find(arg)))
+                return rotad_fatal(ROTAD_EXIT_USAGE, "--policy: unknown policy '%s' (known: %s)", arg,
+                                   sched_policy_names());
         } else if (!strcmp(a, "--socket") || !strcmp(a, "--config") || !strcmp(a, "--notify-fd") ||
                    !strcmp(a, "--idle-ms") || !strcmp(a, "--tick-ms") || !strcmp(a, "--quantum-ms") ||
-                   !strcmp(a, "--low-factor") || !strcmp(a, "--idle-low-us")) {
+                   !strcmp(a, "--low-factor") || !strcmp(a, "--idle-low-us") || !strcmp(a, "--policy")) {
             fprintf(stderr, "rotad: fatal: %s needs a value\n%s", a, usage);
             return ROTAD_EXIT_USAGE;
         } else {
@@ -208,11 +216,11 @@ int main(int argc, char **argv)
     sigprocmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    server_opts_t o = {.socket_path = path, .cfg = &cfg, .log_level = log_level, .sched_idle_ns = sched_idle_ns,
-                       .sched_idle_low_ns = sched_idle_low_ns, .sched_idle_fixed = idle_fixed,
-                       .sched_tick_ns = sched_tick_ns,
-                       .sched_quantum_ns = sched_quantum_ns,
-                       .sched_low_factor = sched_low_factor};
+    /* --quantum-ms alone chooses the quantum policy, as before --policy existed; with another policy it is an error */
+    if (so.quantum_ns && so.policy && so.policy != &sched_policy_quantum)
+        return rotad_fatal(ROTAD_EXIT_USAGE, "--quantum-ms: only with --policy quantum");
+    so.log_level = log_level;
+    server_opts_t o = {.socket_path = path, .cfg = &cfg, .log_level = log_level, .sched = so};
     server_t *s;
     char err[512];
     int rc = server_open(&o, &s, err, sizeof err);

@@ -740,11 +740,7 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
         epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->signal_fd, &sev) < 0)
         return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to set up the event loop: %s", strerror(errno));
     /* The scheduler thread starts here, in the process that serves (rotad detaches between open and loop). */
-    sched_opts_t so = {.idle_ns = s->o.sched_idle_ns, .idle_low_ns = s->o.sched_idle_low_ns,
-                       .idle_fixed = s->o.sched_idle_fixed,
-                       .tick_ns = s->o.sched_tick_ns, .quantum_ns = s->o.sched_quantum_ns,
-                       .low_factor = s->o.sched_low_factor, .log_level = s->o.log_level};
-    int se = sched_start(s->rg.r, s->rg.b, &so, &s->sched);
+    int se = sched_start(s->rg.r, s->rg.b, &s->o.sched, &s->sched);
     if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start the scheduler: %s", strerror(-se));
     server_log(s, 1, "listening on %s (pid %d, rota ABI %u)", s->path, (int)getpid(), ROTA_ABI_VERSION);
     for (int i = 0; i < nnotify; i++) {

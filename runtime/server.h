@@ -4,6 +4,7 @@
 
 #include "runtime/abi.h"
 #include "runtime/config.h"
+#include "runtime/sched.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -23,12 +24,7 @@ typedef struct server_opts {
     const char *socket_path;  /* resolved path */
     const config_t *cfg;      /* may be NULL */
     int log_level;            /* 0 warnings, 1 info, 2 debug */
-    uint64_t sched_idle_ns;   /* launch scheduling (runtime/sched.h): idle window, 0 = default 2 ms */
-    uint64_t sched_idle_low_ns; /* the idle window of normal and low clients (0: at once) */
-    bool sched_idle_fixed;    /* high clients' idle window is sched_idle_ns, not learned */
-    uint64_t sched_tick_ns;   /* decision period, 0 = default 1 ms */
-    uint64_t sched_quantum_ns; /* 0 = weighted fair share; else exclusive quanta of this length */
-    unsigned sched_low_factor; /* weight of a low client's device time against normal clients' (0: default) */
+    sched_opts_t sched;       /* launch scheduling (runtime/sched.h), handed to the scheduler as it is */
 } server_opts_t;
 
 /* Takes the lock file (PATH.lock), removes a stale socket, binds and listens, creates the region. Returns an

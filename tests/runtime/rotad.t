@@ -74,6 +74,13 @@ for v in 0 1001 abc 2x ''; do
     ok $? "--low-factor '$v' refused with exit 2 (got $rc)"
 done
 "$ROTAD" --low-factor >/dev/null 2>&1; rc=$?; [ $rc = 2 ]; ok $? "--low-factor without a value: 2"
+# the launch policy is one option, a row of runtime/sched-policy.c's table
+err=$("$ROTAD" --foreground --socket "$S" --policy fair 2>&1); rc=$?
+[ $rc = 2 ] && echo "$err" | grep -q "^rotad: fatal: --policy: unknown policy 'fair' (known: share|quantum)"
+ok $? "--policy fair refused, naming the table's policies (got $rc: $err)"
+err=$("$ROTAD" --foreground --socket "$S" --policy share --quantum-ms 5 2>&1); rc=$?
+[ $rc = 2 ] && echo "$err" | grep -q "quantum-ms: only with --policy quantum"; ok $? "--quantum-ms with --policy share: 2"
+"$ROTAD" --policy >/dev/null 2>&1; rc=$?; [ $rc = 2 ]; ok $? "--policy without a value: 2"
 for v in 1000001 -1 abc 5us ''; do
     err=$("$ROTAD" --foreground --socket "$S" --idle-low-us "$v" 2>&1); rc=$?
     [ $rc = 2 ] && echo "$err" | grep -q "^rotad: fatal: --idle-low-us: '$v' is not a whole number of microseconds in 0..1000000"
