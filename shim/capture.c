@@ -57,9 +57,30 @@ bool rota_thread_may_wait(void)
     return may;
 }
 
+/* A fork child starts with no capture: the table resets in it. Registered at the first capture (every other use of
+ * the lock waits for a capture to be counted), so a process that never captures registers nothing; the shim's own
+ * fork handler need not know this file. */
+static void capture_fork_child(void)
+{
+    /* A child has none of the parent's streams in capture. */
+    pthread_mutex_init(&capture_lock, NULL);
+    for (unsigned i = 0; i < CAPTURE_MAX; i++) captures[i].used = false;
+    capture_untracked = 0;
+    atomic_store_explicit(&rota_capture_count, 0, memory_order_relaxed);
+}
+
+static pthread_once_t capture_fork_once = PTHREAD_ONCE_INIT;
+
+static void capture_fork_register(void)
+{
+    if (pthread_atfork(NULL, NULL, capture_fork_child) != 0)
+        rota_log(ROTA_LOG_WARN, "pthread_atfork failed: a fork child may keep its parent's captures counted");
+}
+
 static void capture_begun(CUstream s, CUstreamCaptureMode mode)
 {
     rota_count(ROTA_EV_CAPTURE_BEGIN);
+    pthread_once(&capture_fork_once, capture_fork_register);
     pthread_mutex_lock(&capture_lock);
     unsigned i;
     for (i = 0; i < CAPTURE_MAX && captures[i].used; i++) {}
@@ -97,15 +118,6 @@ static void capture_maybe_ended(CUstream s, CUresult rc)
         rota_count(ROTA_EV_CAPTURE_END);
     }
     pthread_mutex_unlock(&capture_lock);
-}
-
-void rota_capture_fork_child(void)
-{
-    /* A child has none of the parent's streams in capture. */
-    pthread_mutex_init(&capture_lock, NULL);
-    for (unsigned i = 0; i < CAPTURE_MAX; i++) captures[i].used = false;
-    capture_untracked = 0;
-    atomic_store_explicit(&rota_capture_count, 0, memory_order_relaxed);
 }
 
 /* ---- the wrappers ---- */

@@ -3,14 +3,21 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <unistd.h>
 
 static const char *const log_names[] = {"error", "warn", "info", "debug"};
+static _Atomic int log_level = ROTA_LOG_WARN;
+
+void rota_log_set_level(int level)
+{
+    atomic_store_explicit(&log_level, level, memory_order_relaxed);
+}
 
 void rota_log(int level, const char *fmt, ...)
 {
-    if (level < ROTA_LOG_ERROR || level > ROTA_LOG_DEBUG || level > rota_options()->log_level) return;
+    if (level < ROTA_LOG_ERROR || level > ROTA_LOG_DEBUG || level > atomic_load_explicit(&log_level, memory_order_relaxed)) return;
     char buf[1024];
     int saved = errno;
     int n = snprintf(buf, sizeof(buf), "rota: %s: ", log_names[level]);

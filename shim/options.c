@@ -125,7 +125,15 @@ static int opt_parse(const opt_row_t *r, const char *s)
     return -EINVAL;
 }
 
+static void opt_parse_rows(void);
+
 static void opt_parse_all(void)
+{
+    opt_parse_rows();
+    rota_log_set_level(opts.log_level);
+}
+
+static void opt_parse_rows(void)
 {
     for (size_t i = 0; i < OPT_ROWS; i++) {
         const opt_row_t *r = &opt_table[i];

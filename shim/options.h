@@ -5,7 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum rota_log_level { ROTA_LOG_ERROR = 0, ROTA_LOG_WARN, ROTA_LOG_INFO, ROTA_LOG_DEBUG };
+#include "shim/log.h" /* enum rota_log_level */
+
 
 #define ROTA_OPT_PATH_MAX 4096
 #define ROTA_GPU_AUTO (-1)

@@ -3,6 +3,15 @@
 
 #include <string.h>
 
+/* The wrapper table: each exported row's wrapper (rota_self_<name>), which cuGetProcAddress and dlsym hand out.
+ * Here, in the wrappers' layer, not in real.c: the real driver's layer knows no wrapper. */
+void *const rota_self[ROTA_FN_COUNT] = {
+#define ROTA_FN(fam, name, base, ver, pt, params, args, stream) \
+    ROTA_EXPORTED_##fam([ROTA_FN_##name] = (void *)rota_self_##name, )
+#include "shim/wrappers.def"
+#undef ROTA_FN
+};
+
 /*
  * The real resolver is called with the caller's exact arguments (symbol, version, flags, symbolStatus), so the
  * driver alone decides which variant a (version, flags) pair means. Its answer is an address; if that address

@@ -19,6 +19,8 @@
  */
 
 rota_real_fns_t rota_real;
+/* The thread guard (real.h): the lowest layer's, so that every layer above may set it. */
+__thread int rota_in_shim __attribute__((tls_model("initial-exec")));
 bool rota_real_present[ROTA_FN_COUNT];
 static _Atomic bool real_resolved;
 static void *real_handle;
@@ -26,13 +28,6 @@ static void *real_handle;
 const rota_fn_info_t rota_fn_info[ROTA_FN_COUNT] = {
 #define ROTA_FN(fam, name, base, ver, pt, params, args, stream) \
     [ROTA_FN_##name] = {#name, #base, ver, pt, ROTA_EXPORTED_##fam(true) + 0},
-#include "shim/wrappers.def"
-#undef ROTA_FN
-};
-
-void *const rota_self[ROTA_FN_COUNT] = {
-#define ROTA_FN(fam, name, base, ver, pt, params, args, stream) \
-    ROTA_EXPORTED_##fam([ROTA_FN_##name] = (void *)rota_self_##name, )
 #include "shim/wrappers.def"
 #undef ROTA_FN
 };

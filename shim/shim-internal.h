@@ -59,7 +59,7 @@ extern const rota_fn_info_t rota_fn_info[ROTA_FN_COUNT];
 #undef ROTA_FN
 #define ROTA_SELF(name) extern __typeof__(name) rota_self_##name __attribute__((alias(#name)));
 
-/* The wrapper of each exported row (NULL for REAL rows). */
+/* The wrapper of each exported row (NULL for REAL rows); procaddr.c holds it. */
 extern void *const rota_self[ROTA_FN_COUNT];
 
 /* ---- real-symbol resolution (real.c) ------------------------------------------------------------------- */

@@ -24,7 +24,6 @@
  */
 
 _Atomic int rota_mode = ROTA_MODE_INIT;
-__thread int rota_in_shim __attribute__((tls_model("initial-exec")));
 
 static int steady_mode = ROTA_MODE_INIT; /* what INIT resolves to; written once under drv_once */
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
@@ -39,7 +38,6 @@ static void rota_fork_child(void)
 {
     /* The child has one thread: nothing can hold these now. */
     pthread_mutex_init(&proc_lock, NULL);
-    rota_capture_fork_child();
     if (steady_mode == ROTA_MODE_ACTIVE) atomic_store_explicit(&rota_mode, ROTA_MODE_FORKED, memory_order_release);
 }
 
