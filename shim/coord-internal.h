@@ -16,6 +16,9 @@ conn_t *coord_conn_lock(void);
 /* Whether a connection may exist, without the lock (a hint: false means the launch hooks need do nothing). */
 bool coord_conn_peek(void);
 void coord_conn_unlock(void);
+/* With the read lock held: the generation of the connection coord_conn_lock returned, unique in this process (a
+ * later connection at the same address has another one). */
+uint32_t coord_conn_gen(void);
 /* rotad's index of the GPU of CUdevice dev on connection c (with the read lock held), or -1. */
 int coord_region_dev(conn_t *c, CUdevice dev);
 uint64_t coord_now_ns(void);

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -62,17 +63,26 @@
 #define LAUNCH_MADV_POPULATE_READ MADV_POPULATE_READ
 #endif
 
-static _Atomic uint32_t launch_inflight;  /* this process's tracked launches in flight (reserved included) */
-static _Atomic uint32_t launch_done_seq;  /* futex word: bumped on every completion */
-static _Atomic uint32_t launch_waiters;
-static _Atomic uint32_t launch_backlog;   /* 1: untracked launches since the last tracked one */
-static _Atomic uint64_t launch_count, launch_busy_ns;
-static _Atomic uint64_t launch_kernel_ns; /* moving average of a tracked launch's device time (0: none yet) */
-static _Atomic uint64_t launch_head_ns;   /* when the oldest launch in flight began running, about */
-/* A high client's gaps, from a completion that left nothing in flight to the next launch, and that completion's
- * time until the next launch takes it (0: taken). They give its learned idle window (abi.h). */
-static idlewin_t launch_gaps;
-static _Atomic uint64_t launch_idle_from;
+/* The process's launch state, in one place. A fork child starts with nothing in flight and nobody waiting: the
+ * fork handler (launch_atfork_child) resets the work part; the totals carry on, as the parent's figures. */
+typedef struct launch_state {
+    struct launch_work {
+        _Atomic uint32_t inflight;  /* this process's tracked launches in flight (reserved included) */
+        _Atomic uint32_t waiters;
+        _Atomic uint32_t backlog;   /* 1: untracked launches since the last tracked one */
+        /* A high client's gaps, from a completion that left nothing in flight to the next launch, and that
+         * completion's time until the next launch takes it (0: taken). They give its learned idle window (abi.h). */
+        idlewin_t gaps;
+        _Atomic uint64_t idle_from;
+        _Atomic uint32_t dead_gen;  /* the connection (coord_conn_gen) whose rotad was found gone; 0: none */
+    } work;
+    _Atomic uint32_t done_seq;      /* futex word: bumped on every completion */
+    _Atomic uint64_t count, busy_ns;
+    _Atomic uint64_t kernel_ns;     /* moving average of a tracked launch's device time (0: none yet) */
+    _Atomic uint64_t head_ns;       /* when the oldest launch in flight began running, about */
+} launch_state_t;
+
+static launch_state_t ls;
 
 typedef struct launch_thread {
     unsigned pending;      /* gates passed whose after has not run */
@@ -88,11 +98,8 @@ static __thread launch_thread_t lt __attribute__((tls_model("initial-exec")));
 
 static void launch_atfork_child(void)
 {
-    atomic_store(&launch_inflight, 0);
-    atomic_store(&launch_waiters, 0);
-    atomic_store(&launch_backlog, 0);
-    atomic_store(&launch_idle_from, 0);
-    idlewin_reset(&launch_gaps);
+    /* The child has one thread: nothing reads these while they are cleared. */
+    memset(&ls.work, 0, sizeof ls.work);
     lt = (launch_thread_t){0};
 }
 
@@ -146,8 +153,19 @@ static bool launch_rotad_gone(conn_t *c)
     return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
-/* The connection whose rotad was found gone: not gated any more (until a memory hook reconnects). */
-static _Atomic(conn_t *) launch_dead_conn;
+/* The connection whose rotad was found gone is not gated any more (until a memory hook reconnects): known by its
+ * generation (ls.work.dead_gen), not its address, which conn_close frees and a reconnect may get again. */
+static void launch_mark_dead(void)
+{
+    atomic_store(&ls.work.dead_gen, coord_conn_gen());
+}
+
+/* With the read lock held: whether the connection in hand is the one found dead. */
+static bool launch_conn_dead(void)
+{
+    uint32_t d = atomic_load_explicit(&ls.work.dead_gen, memory_order_relaxed);
+    return d && d == coord_conn_gen();
+}
 
 /* What one gate consults: the client's slot (rotad's holds) and its GPU's board words. */
 typedef struct launch_gate {
@@ -251,7 +269,7 @@ static void launch_wait_hold(const launch_gate_t *g, rota_channel_t *ch)
     const rota_slot_t *sl = g->sl;
     _Atomic uint32_t *mark = g->mark;
     if (launch_rotad_gone(c)) {
-        atomic_store(&launch_dead_conn, c);
+        launch_mark_dead();
         return;
     }
     atomic_fetch_add(&ch->held_waiting, 1);
@@ -286,7 +304,7 @@ static void launch_wait_hold(const launch_gate_t *g, rota_channel_t *ch)
             launch_futex_wait(mark, m, LAUNCH_HOLD_SLICE_NS, true);
         }
         if (launch_held(g) && launch_rotad_gone(c)) {
-            atomic_store(&launch_dead_conn, c);
+            launch_mark_dead();
             rota_log(ROTA_LOG_WARN, "rotad went away while this process was held; launching uncoordinated");
             break;
         }
@@ -309,7 +327,7 @@ static unsigned launch_bound(const rota_options_t *o, const rota_region_t *r, ui
 {
     unsigned cap = o->max_inflight ? o->max_inflight : 1;
     if (!o->inflight_us) return cap; /* ROTA_INFLIGHT_US=0: the count alone */
-    uint64_t k = LD(&launch_kernel_ns);
+    uint64_t k = LD(&ls.kernel_ns);
     if (!k) return 1;
     uint64_t n = 1 + (uint64_t)o->inflight_us * 1000u / k;
     bool above = !key || key > ROTA_MAX_DEVICES || LD(&r->devices[key - 1].high_clients) ||
@@ -319,12 +337,12 @@ static unsigned launch_bound(const rota_options_t *o, const rota_region_t *r, ui
 }
 
 /* Device time still ahead of a launch made now, with n in flight of k ns each on average: the rest of the one
- * running, which began at launch_head_ns (the completion before it as the tracker saw it, a wake-up late, so
+ * running, which began at ls.head_ns (the completion before it as the tracker saw it, a wake-up late, so
  * the estimate errs long; or its own reservation when nothing was in flight), plus the n - 1 behind it. */
 static uint64_t launch_ahead_ns(uint32_t n, uint64_t k, uint64_t now)
 {
     if (!n) return 0;
-    uint64_t end = LD(&launch_head_ns) + k;
+    uint64_t end = LD(&ls.head_ns) + k;
     return (end > now ? end - now : 0) + (uint64_t)(n - 1) * k;
 }
 
@@ -340,8 +358,8 @@ static bool launch_reserve(const rota_options_t *o, rota_channel_t *ch, unsigned
     unsigned cap = o->max_inflight ? o->max_inflight : 1;
     uint64_t refill = (uint64_t)o->refill_us * 1000u;
     for (;;) {
-        uint32_t n = atomic_load(&launch_inflight);
-        uint64_t now = coord_now_ns(), k = LD(&launch_kernel_ns);
+        uint32_t n = atomic_load(&ls.work.inflight);
+        uint64_t now = coord_now_ns(), k = LD(&ls.kernel_ns);
         long long wait = LAUNCH_INFLIGHT_SLICE_NS;
         bool go = n < max;
         if (!go && n < cap && refill && k) {
@@ -350,16 +368,16 @@ static bool launch_reserve(const rota_options_t *o, rota_channel_t *ch, unsigned
             if (!go && ahead - refill < (uint64_t)wait) wait = (long long)(ahead - refill);
         }
         if (go) {
-            if (!atomic_compare_exchange_weak(&launch_inflight, &n, n + 1)) continue;
-            if (!n) atomic_store_explicit(&launch_head_ns, now, memory_order_relaxed);
+            if (!atomic_compare_exchange_weak(&ls.work.inflight, &n, n + 1)) continue;
+            if (!n) atomic_store_explicit(&ls.head_ns, now, memory_order_relaxed);
             break;
         }
-        uint32_t seq = atomic_load(&launch_done_seq);
-        atomic_fetch_add(&launch_waiters, 1);
+        uint32_t seq = atomic_load(&ls.done_seq);
+        atomic_fetch_add(&ls.work.waiters, 1);
         if (!raised) atomic_fetch_add(&ch->inflight_waiting, 1);
         raised = true;
-        if (atomic_load(&launch_inflight) == n) launch_futex_wait(&launch_done_seq, seq, wait, false);
-        atomic_fetch_sub(&launch_waiters, 1);
+        if (atomic_load(&ls.work.inflight) == n) launch_futex_wait(&ls.done_seq, seq, wait, false);
+        atomic_fetch_sub(&ls.work.waiters, 1);
     }
     return raised;
 }
@@ -369,10 +387,10 @@ static bool launch_reserve(const rota_options_t *o, rota_channel_t *ch, unsigned
  * store is never a stale count. rotad reads a client with nothing in flight and nobody waiting as idle. */
 static void launch_publish(rota_channel_t *ch)
 {
-    uint32_t v = atomic_load(&launch_inflight);
+    uint32_t v = atomic_load(&ls.work.inflight);
     for (;;) {
         atomic_store(&ch->inflight, v);
-        uint32_t w = atomic_load(&launch_inflight);
+        uint32_t w = atomic_load(&ls.work.inflight);
         if (w == v) break;
         v = w;
     }
@@ -380,18 +398,18 @@ static void launch_publish(rota_channel_t *ch)
 
 static void launch_unreserve(void)
 {
-    atomic_fetch_sub(&launch_inflight, 1);
-    atomic_fetch_add(&launch_done_seq, 1);
-    if (atomic_load(&launch_waiters))
-        syscall(SYS_futex, &launch_done_seq, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL, NULL, 0);
+    atomic_fetch_sub(&ls.work.inflight, 1);
+    atomic_fetch_add(&ls.done_seq, 1);
+    if (atomic_load(&ls.work.waiters))
+        syscall(SYS_futex, &ls.done_seq, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL, NULL, 0);
 }
 
 /* The process's launch counters into its channel (with the connection's read lock held). */
 static void launch_mirror_to(rota_channel_t *ch)
 {
     launch_publish(ch);
-    atomic_store_explicit(&ch->launches, atomic_load(&launch_count), memory_order_relaxed);
-    atomic_store_explicit(&ch->busy_ns, atomic_load(&launch_busy_ns), memory_order_relaxed);
+    atomic_store_explicit(&ch->launches, atomic_load(&ls.count), memory_order_relaxed);
+    atomic_store_explicit(&ch->busy_ns, atomic_load(&ls.busy_ns), memory_order_relaxed);
 }
 
 static void launch_mirror(void)
@@ -408,12 +426,12 @@ static void launch_mirror(void)
 static void launch_learn(const rota_region_t *r, rota_channel_t *ch, uint64_t t)
 {
     if (!LD(&r->high_idle_learn)) return;
-    uint64_t from = atomic_exchange(&launch_idle_from, 0);
-    if (from && from > LD(&ch->last_launch_ns) && t > from) idlewin_add(&launch_gaps, t - from);
+    uint64_t from = atomic_exchange(&ls.work.idle_from, 0);
+    if (from && from > LD(&ch->last_launch_ns) && t > from) idlewin_add(&ls.work.gaps, t - from);
 }
 
 /* Sets the GPU's idle bit and wakes whom the priority hold keeps there (direct release). The bit is set before
- * launch_inflight is read again, and a launch counts itself in flight before it reads the bit
+ * ls.work.inflight is read again, and a launch counts itself in flight before it reads the bit
  * (coord_launch_gate): a launch that raced with this either finds the bit set and clears it, or shows here, and
  * then the bit is cleared again. */
 static void launch_set_idle(_Atomic uint32_t *idle)
@@ -421,7 +439,7 @@ static void launch_set_idle(_Atomic uint32_t *idle)
     uint32_t w = atomic_load(idle);
     while (!(w & 1) && !atomic_compare_exchange_weak(idle, &w, w | 1)) {
     }
-    if (atomic_load(&launch_inflight)) {
+    if (atomic_load(&ls.work.inflight)) {
         launch_high_busy(idle);
         return;
     }
@@ -473,8 +491,8 @@ static uint64_t launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
 static void launch_high_done(const rota_region_t *r, rota_channel_t *ch, uint64_t now)
 {
     if (LD(&r->high_idle_learn)) {
-        atomic_store(&launch_idle_from, now);
-        uint64_t w = idlewin_choose(&launch_gaps, LD(&r->high_idle_ns));
+        atomic_store(&ls.work.idle_from, now);
+        uint64_t w = idlewin_choose(&ls.work.gaps, LD(&r->high_idle_ns));
         atomic_store_explicit(&ch->idle_win_ns, w, memory_order_relaxed);
     }
     atomic_store_explicit(&ch->idle_from_ns, now, memory_order_release);
@@ -484,7 +502,7 @@ uint64_t launch_idle_due(uint64_t now)
 {
     conn_t *c = coord_conn_lock();
     rota_channel_t *ch = c ? conn_channel(c) : NULL;
-    uint64_t due = ch && !atomic_load(&launch_inflight) ? launch_high_idle(c, ch, now) : 0;
+    uint64_t due = ch && !atomic_load(&ls.work.inflight) ? launch_high_idle(c, ch, now) : 0;
     if (c) coord_conn_unlock();
     return due;
 }
@@ -493,11 +511,11 @@ uint64_t launch_complete(uint64_t busy_ns, uint64_t now_ns)
 {
     uint64_t due = 0;
     /* The next launch in flight, if any, runs from about now (before the count drops: see launch_ahead_ns). */
-    atomic_store_explicit(&launch_head_ns, now_ns, memory_order_relaxed);
-    atomic_fetch_add(&launch_busy_ns, busy_ns);
+    atomic_store_explicit(&ls.head_ns, now_ns, memory_order_relaxed);
+    atomic_fetch_add(&ls.busy_ns, busy_ns);
     /* Only the tracker thread writes the average: 1/8 of the newest sample, a backlog unit clamped to 100 ms. */
-    uint64_t k = LD(&launch_kernel_ns), b = busy_ns > 100000000u ? 100000000u : busy_ns;
-    atomic_store_explicit(&launch_kernel_ns, k ? k - k / 8 + b / 8 : (b ? b : 1), memory_order_relaxed);
+    uint64_t k = LD(&ls.kernel_ns), b = busy_ns > 100000000u ? 100000000u : busy_ns;
+    atomic_store_explicit(&ls.kernel_ns, k ? k - k / 8 + b / 8 : (b ? b : 1), memory_order_relaxed);
     launch_unreserve();
     conn_t *c = coord_conn_lock();
     rota_channel_t *ch = c ? conn_channel(c) : NULL;
@@ -506,7 +524,7 @@ uint64_t launch_complete(uint64_t busy_ns, uint64_t now_ns)
      * a high client: every lower one; for a lower one: those over their share) waits for rotad to see that.
      * Ring, so rotad looks now rather than at its next tick; the tracker thread pays the syscall, never a
      * launch. A lower client rings only when someone else on its GPU is held: nobody waits otherwise. */
-    if (ch && !atomic_load(&launch_inflight)) {
+    if (ch && !atomic_load(&ls.work.inflight)) {
         bool high = rota_options()->priority == ROTA_PRIO_HIGH;
         uint32_t key = LD(&ch->sched_dev);
         const rota_region_t *r = conn_region(c);
@@ -530,7 +548,7 @@ static void launch_track_backlog(CUcontext ctx, CUstream stream)
         track_event_put(ev, ctx);
         return;
     }
-    atomic_fetch_add(&launch_inflight, 1);
+    atomic_fetch_add(&ls.work.inflight, 1);
     if (!track_push(ev, ctx, coord_now_ns())) {
         track_event_put(ev, ctx);
         launch_unreserve();
@@ -562,7 +580,7 @@ CUresult coord_launch_gate(CUstream stream)
     uint64_t t_in = high ? coord_now_ns() : 0; /* the start of "high launch -> lower classes held" */
     conn_t *c = coord_conn_lock();
     rota_channel_t *ch = c ? conn_channel(c) : NULL;
-    if (!ch || c == atomic_load_explicit(&launch_dead_conn, memory_order_relaxed)) {
+    if (!ch || launch_conn_dead()) {
         if (c) coord_conn_unlock();
         return CUDA_SUCCESS; /* uncoordinated: nothing gated, nothing tracked */
     }
@@ -579,7 +597,7 @@ CUresult coord_launch_gate(CUstream stream)
          * to rotad from here: the launch and what follows it (the tracker's start at a process's first launch)
          * may take longer than rotad's idle window, and a client showing nothing in flight that long would read
          * as idle while its kernel runs. */
-        if (!atomic_fetch_add(&launch_inflight, 1)) launch_learn(g.r, ch, t_in);
+        if (!atomic_fetch_add(&ls.work.inflight, 1)) launch_learn(g.r, ch, t_in);
         launch_publish(ch);
         lt.reserved++;
         launch_high_busy(g.idle);
@@ -594,16 +612,16 @@ CUresult coord_launch_gate(CUstream stream)
      * second one waiting for a completion would wait for its own first stream's launch). */
     if (!lt.pending && !LD(&sl->track) && !launch_held(&g)) {
         lt.untracked++; /* uncontended: nothing to bound, nothing to track */
-        if (!LD(&launch_backlog)) atomic_store_explicit(&launch_backlog, 1, memory_order_relaxed);
+        if (!LD(&ls.work.backlog)) atomic_store_explicit(&ls.work.backlog, 1, memory_order_relaxed);
         /* The mirror of the last completion may have raced with another (last writer wins): refresh it. */
-        atomic_store_explicit(&ch->inflight, LD(&launch_inflight), memory_order_relaxed);
-        atomic_store_explicit(&ch->launches, LD(&launch_count), memory_order_relaxed);
+        atomic_store_explicit(&ch->inflight, LD(&ls.work.inflight), memory_order_relaxed);
+        atomic_store_explicit(&ch->launches, LD(&ls.count), memory_order_relaxed);
     } else if (lt.pending) {
-        atomic_fetch_add(&launch_inflight, 1);
+        atomic_fetch_add(&ls.work.inflight, 1);
         lt.reserved++;
     } else {
         unsigned max = launch_bound(o, conn_region(c), key);
-        if (LD(&launch_backlog) && atomic_exchange(&launch_backlog, 0)) launch_track_backlog(ctx, stream);
+        if (LD(&ls.work.backlog) && atomic_exchange(&ls.work.backlog, 0)) launch_track_backlog(ctx, stream);
         /* From the first wait for a completion until channel.inflight shows the slot this launch takes, the
          * thread counts as waiting: between the completion it waited for and its launch, rotad must not see a
          * client with nothing in flight and nobody waiting (idle), which would release whom it holds. */
@@ -612,7 +630,7 @@ CUresult coord_launch_gate(CUstream stream)
             if (launch_held(&g)) launch_wait_hold(&g, ch); /* at once when rotad is gone */
             raised = launch_reserve(o, ch, max, raised);
             /* A hold may have come while we waited for a completion: obey it before launching. */
-            if (!launch_held(&g) || c == atomic_load(&launch_dead_conn)) break;
+            if (!launch_held(&g) || launch_conn_dead()) break;
             launch_unreserve();
             launch_publish(ch); /* the slot given back must not stay counted (rotad charges what is in flight) */
         }
@@ -632,7 +650,7 @@ void coord_launch_after(CUstream stream, CUresult rc)
     lt.pending--;
     if (lt.untracked) {
         lt.untracked--;
-        if (rc == CUDA_SUCCESS) atomic_fetch_add_explicit(&launch_count, 1, memory_order_relaxed);
+        if (rc == CUDA_SUCCESS) atomic_fetch_add_explicit(&ls.count, 1, memory_order_relaxed);
         return;
     }
     bool reserved = lt.reserved > 0;
@@ -641,8 +659,8 @@ void coord_launch_after(CUstream stream, CUresult rc)
         if (reserved) launch_unreserve();
         return;
     }
-    atomic_fetch_add(&launch_count, 1);
-    if (!reserved) atomic_fetch_add(&launch_inflight, 1); /* the gate counts every tracked launch: defensive */
+    atomic_fetch_add(&ls.count, 1);
+    if (!reserved) atomic_fetch_add(&ls.work.inflight, 1); /* the gate counts every tracked launch: defensive */
     CUcontext ctx = NULL;
     ROTA_REAL(cuCtxGetCurrent)(&ctx);
     CUevent ev = ctx ? track_event_get(ctx) : NULL;

@@ -63,6 +63,7 @@ static struct {
     pthread_rwlock_t rw;
     pthread_mutex_t mu;
     conn_t *conn;                  /* changed under the write lock only */
+    uint32_t conn_gen;             /* bumped with each connection published (never 0 then): names it for good */
     pid_t pid;                     /* the process this state belongs to */
     _Atomic bool tried;            /* a first connection attempt was made in this process */
     _Atomic bool abi_mismatch;     /* rotad speaks another ABI: stay in pass-through */
@@ -179,6 +180,7 @@ static void coord_connect_locked(bool first)
     }
     pthread_mutex_unlock(&coord.mu);
     launch_warm();
+    coord.conn_gen = coord.conn_gen + 1 ? coord.conn_gen + 1 : 1;
     __atomic_store_n(&coord.conn, c, __ATOMIC_RELEASE);
     coord.warned_lost = false;
     if (!first || coord.warned_absent)
@@ -535,6 +537,11 @@ conn_t *coord_conn_lock(void)
     conn_t *c = coord.conn;
     if (!c) pthread_rwlock_unlock(&coord.rw);
     return c;
+}
+
+uint32_t coord_conn_gen(void)
+{
+    return coord.conn_gen;
 }
 
 void coord_conn_unlock(void)
