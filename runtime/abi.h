@@ -146,7 +146,7 @@ typedef struct rota_dev {
     _Atomic uint32_t waiters;      /* memory requests queued on this GPU */
     _Atomic uint32_t clients;      /* live clients that reserved on this GPU */
     /* scheduling (issue 5): written by rotad, read by the launch gate */
-    _Atomic uint32_t hold_epoch;   /* futex word: bumped whenever holds change on this GPU */
+    uint32_t unused0;              /* was hold_epoch (bumped and woken, never waited on): zero */
     _Atomic uint32_t high_active;  /* high-priority clients active on this GPU */
     _Atomic uint64_t busy_ns;      /* time this GPU had tracked work in flight, sampled by rotad (sched.c) */
     _Atomic uint32_t busy_permille; /* busy fraction of the last >= 100 ms, 0..1000 (sched.c) */
@@ -215,8 +215,8 @@ typedef struct rota_region {
     _Atomic uint32_t ndevices;
     _Atomic uint32_t ngroups;
     _Atomic uint32_t nclients;
-    _Atomic uint32_t sched_epoch;      /* issue 5: futex word for node-wide scheduling changes */
-    _Atomic uint64_t seq;              /* bumped on every change of the ledger */
+    uint32_t unused0;                  /* was sched_epoch (bumped, never read): zero */
+    uint64_t unused1;                  /* was seq (bumped on every ledger change, never read): zero */
     _Atomic uint64_t high_idle_ns;     /* rotad's idle window for high clients (--idle-ms): see direct release */
     _Atomic uint32_t high_idle_learn;  /* 1: high clients learn their window (ABI 6, "learned idle window") */
     /* Jobs `rota run` keeps waiting for a GPU with room (ABI 7, PLACE wait_ms): how many, their memory summed, and
@@ -271,7 +271,7 @@ typedef struct rota_channel {
 typedef struct rota_board_dev {
     _Atomic uint32_t high_pending;     /* futex word: nonzero = a high client activated here, rotad not yet done */
     _Atomic uint32_t high_idle;        /* futex word: low bit = the GPU's only high client is idle (direct release) */
-    _Atomic uint64_t high_pending_ns;  /* CLOCK_MONOTONIC of the last activating launch (informational) */
+    uint64_t unused0;                  /* was high_pending_ns (never written or read): zero */
     uint64_t reserved_abi[6];
 } rota_board_dev_t;
 

@@ -9,7 +9,6 @@
 
 static void ledger_bump(rota_region_t *r)
 {
-    atomic_fetch_add_explicit(&r->seq, 1, memory_order_release);
 }
 
 int ledger_find(const rota_region_t *r, const uint8_t uuid[ROTA_UUID_LEN])

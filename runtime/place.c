@@ -173,7 +173,6 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
     e->mem = m->mem;
     e->prio = prio;
     e->deadline_ns = now_ns + (uint64_t)ROTA_PLACE_PENDING_MS * 1000000u;
-    atomic_fetch_add_explicit(&r->seq, 1, memory_order_release);
     return known ? devs[best] : best;
 }
 

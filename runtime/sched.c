@@ -355,11 +355,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
         if (p > ndev) break;
         rota_dev_t *d = &r->devices[p - 1];
         ST(&d->held, held[p]);
-        if (changed[p]) {
-            atomic_fetch_add(&d->hold_epoch, 1);
-            sched_wake_shared(&d->hold_epoch);
-            sched_wake_idle_word(s, p - 1);
-        }
+        if (changed[p]) sched_wake_idle_word(s, p - 1);
         ST(&d->high_active, hi[p] ? 1u : 0u);
         /* The slot holds are out: the board's mark has done its job. A new mark since our read stays. */
         uint32_t seen = pending[p - 1];
@@ -382,7 +378,6 @@ static bool sched_tick(sched_t *s, uint64_t now)
     }
     memcpy(s->hi, hi, sizeof hi);
 
-    atomic_fetch_add(&r->sched_epoch, 1);
     s->next_idle = next_idle;
     return any_active;
 }

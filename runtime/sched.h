@@ -34,7 +34,7 @@
  *              runs at a time, for a quantum, the least-served first; the others are held (ROTA_HOLD_QUANTUM).
  *
  * Writes slot.hold (futex-woken on every change), slot.sched_state, dev.held, dev.busy_permille,
- * dev.hold_epoch, the hold-latency counters of the devices and the board's high_pending words.
+ * the hold-latency counters of the devices and the board's high_pending words.
  */
 typedef struct sched sched_t;
 

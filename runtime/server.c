@@ -448,7 +448,6 @@ static void server_on_hello(server_t *s, client_t *c, const rota_msg_hello_t *h)
     proto_sanitize(sl->comm, h->comm, sizeof sl->comm);
     atomic_store_explicit(&sl->state, ROTA_SLOT_LIVE, memory_order_release);
     ST(&r->nclients, LD(&r->nclients) + 1);
-    atomic_fetch_add_explicit(&r->seq, 1, memory_order_release);
     sched_client_add(s->sched, (unsigned)slot, c->ch, h->priority, h->weight);
     int fds[3] = {s->rg.ro_fd, chfd, s->rg.board_fd};
     server_welcome(s, c, 0, NULL, fds, 3);
@@ -661,7 +660,6 @@ static void server_drop(server_t *s, client_t *c)
         ST(&sl->pid, 0);
         s->by_slot[c->slot] = NULL;
         ST(&r->nclients, LD(&r->nclients) - 1);
-        atomic_fetch_add_explicit(&r->seq, 1, memory_order_release);
         server_log(s, 2, "client pid %d left slot %d", (int)c->pid, c->slot);
     }
     place_wait_drop(&s->pl, c); /* a rota run that gave up waiting */

@@ -32,7 +32,6 @@ static void waitq_account(waitq_t *q, const waiter_t *w, int sign)
         ST(&s->waiting, sw > w->bytes ? sw - w->bytes : 0);
         if (!LD(&s->waiting)) ST(&s->wait_dev, -1);
     }
-    atomic_fetch_add_explicit(&q->r->seq, 1, memory_order_release);
 }
 
 waiter_t *waitq_add(waitq_t *q, unsigned slot, unsigned gen, uint32_t seq, unsigned dev, uint64_t bytes,

@@ -43,7 +43,8 @@ int main(void)
     OFF(rota_dev_t, capacity, 16);
     OFF(rota_dev_t, reserved, 24);
     OFF(rota_dev_t, waiters, 32);
-    OFF(rota_dev_t, hold_epoch, 40);
+    OFF(rota_dev_t, unused0, 40);
+    OFF(rota_dev_t, high_active, 44);
     OFF(rota_dev_t, hold_events, 64);
     OFF(rota_dev_t, confirm_events, 88);
     OFF(rota_dev_t, hold_lat_hist, 112);
@@ -64,7 +65,7 @@ int main(void)
     OFF(rota_board_t, size, 8);
     OFF(rota_board_t, devices, 64);
     OFF(rota_board_dev_t, high_pending, 0);
-    OFF(rota_board_dev_t, high_pending_ns, 8);
+    OFF(rota_board_dev_t, unused0, 8);
     OFF(rota_board_dev_t, high_idle, 4);
     OFF(rota_region_t, high_idle_ns, 64);
     /* the learned idle window (ABI 6) */
