@@ -4,10 +4,14 @@
 #include "runtime/lib/parse.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static int config_fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int config_fail(char *err, size_t n, const char *fmt, ...)
@@ -19,10 +23,123 @@ static int config_fail(char *err, size_t n, const char *fmt, ...)
     return -EINVAL;
 }
 
+/* The numeric directives: name, field, default, bounds. */
+typedef struct config_num {
+    const char *name;
+    size_t off;
+    uint32_t def, min, max;
+} config_num_t;
+
+static const config_num_t config_nums[] = {
+    {"max-connections-per-user", offsetof(config_t, max_conns_per_user), 64, 1, 4096},
+    {"max-clients-per-user", offsetof(config_t, max_clients_per_user), 64, 1, ROTA_MAX_CLIENTS},
+    {"hello-timeout-ms", offsetof(config_t, hello_timeout_ms), 2000, 10, 60000},
+    {"max-weight", offsetof(config_t, max_weight), 1000, 1, 1000},
+    {"high-stall-ms", offsetof(config_t, high_stall_ms), 1000, 10, 3600000},
+    {"doorbell-max-hz", offsetof(config_t, doorbell_max_hz), 2000, 10, 1000000},
+    {"grace-ms", offsetof(config_t, grace_ms), 2000, 0, 60000},
+};
+
 void config_init(config_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->credit = CONFIG_CREDIT_DEFAULT;
+    for (size_t i = 0; i < sizeof config_nums / sizeof config_nums[0]; i++)
+        *(uint32_t *)((char *)cfg + config_nums[i].off) = config_nums[i].def;
+}
+
+/* A user or group: a name (getpwnam/getgrnam) or a decimal id. 0 or -EINVAL. */
+static int config_id(const char *word, bool group, uint32_t *out)
+{
+    uint64_t v;
+    if (!parse_u64(word, 0, UINT32_MAX - 1, &v)) {
+        *out = (uint32_t)v;
+        return 0;
+    }
+    if (group) {
+        struct group *g = getgrnam(word);
+        if (!g) return -EINVAL;
+        *out = (uint32_t)g->gr_gid;
+    } else {
+        struct passwd *pw = getpwnam(word);
+        if (!pw) return -EINVAL;
+        *out = (uint32_t)pw->pw_uid;
+    }
+    return 0;
+}
+
+/* The admission and policy directives (config.h); 1 when word[0] is none of them, else 0 or -EINVAL. */
+static int config_policy(config_t *cfg, char **word, int nw, const char *path, unsigned lineno, char *err,
+                         size_t errlen)
+{
+    for (size_t i = 0; i < sizeof config_nums / sizeof config_nums[0]; i++) {
+        const config_num_t *n = &config_nums[i];
+        if (strcmp(word[0], n->name)) continue;
+        uint64_t v;
+        if (nw != 2) return config_fail(err, errlen, "%s:%u: expected '%s N'", path, lineno, n->name);
+        int prc = parse_u64(word[1], n->min, n->max, &v);
+        if (prc)
+            return config_fail(err, errlen, "%s:%u: bad %s '%s': %s %u..%u", path, lineno, n->name, word[1],
+                               prc == -ERANGE ? "out of range" : "not a number in", n->min, n->max);
+        *(uint32_t *)((char *)cfg + n->off) = (uint32_t)v;
+        return 0;
+    }
+    bool hu = !strcmp(word[0], "high-user"), hg = !strcmp(word[0], "high-group");
+    if (hu || hg) {
+        uint32_t id;
+        unsigned *cnt = hu ? &cfg->nhigh_uids : &cfg->nhigh_gids;
+        if (nw != 2) return config_fail(err, errlen, "%s:%u: expected '%s NAME'", path, lineno, word[0]);
+        if (config_id(word[1], hg, &id))
+            return config_fail(err, errlen, "%s:%u: no such %s '%s'", path, lineno, hu ? "user" : "group", word[1]);
+        if (*cnt == CONFIG_MAX_IDS)
+            return config_fail(err, errlen, "%s:%u: too many %s lines (at most %d)", path, lineno, word[0],
+                               CONFIG_MAX_IDS);
+        (hu ? cfg->high_uids : cfg->high_gids)[(*cnt)++] = id;
+        return 0;
+    }
+    if (!strcmp(word[0], "user")) {
+        uint32_t uid;
+        uint64_t limit;
+        if (nw != 4 || strcmp(word[2], "limit"))
+            return config_fail(err, errlen, "%s:%u: expected 'user NAME limit SIZE'", path, lineno);
+        if (config_id(word[1], false, &uid))
+            return config_fail(err, errlen, "%s:%u: no such user '%s'", path, lineno, word[1]);
+        int prc = parse_size(word[3], 1, ROTA_MAX_BYTES, &limit);
+        if (prc)
+            return config_fail(err, errlen, "%s:%u: bad limit '%s': %s", path, lineno, word[3],
+                               prc == -ERANGE ? "out of range 1..2^56 bytes" : "not a size (use e.g. 40G)");
+        int k = config_user_of(cfg, uid);
+        if (k >= 0)
+            return config_fail(err, errlen, "%s:%u: user '%s' already limited on line %u", path, lineno, word[1],
+                               cfg->users[k].line);
+        if (cfg->nusers == CONFIG_MAX_IDS)
+            return config_fail(err, errlen, "%s:%u: too many user lines (at most %d)", path, lineno,
+                               CONFIG_MAX_IDS);
+        cfg->users[cfg->nusers++] = (config_user_t){.uid = uid, .limit = limit, .line = lineno};
+        return 0;
+    }
+    return 1;
+}
+
+int config_user_of(const config_t *cfg, uint32_t uid)
+{
+    for (unsigned i = 0; i < cfg->nusers; i++)
+        if (cfg->users[i].uid == uid) return (int)i;
+    return -1;
+}
+
+bool config_may_high(const config_t *cfg, uint32_t uid, uint32_t gid, const uint32_t *gids, unsigned n)
+{
+    if (uid == 0 || uid == (uint32_t)geteuid()) return true;
+    if (!cfg) return false;
+    for (unsigned i = 0; i < cfg->nhigh_uids; i++)
+        if (cfg->high_uids[i] == uid) return true;
+    for (unsigned i = 0; i < cfg->nhigh_gids; i++) {
+        if (cfg->high_gids[i] == gid) return true;
+        for (unsigned k = 0; k < n; k++)
+            if (cfg->high_gids[i] == gids[k]) return true;
+    }
+    return false;
 }
 
 int config_load(const char *path, config_t *cfg, char *err, size_t errlen)
@@ -85,9 +202,15 @@ int config_load(const char *path, config_t *cfg, char *err, size_t errlen)
             cfg->credit = v;
             continue;
         }
+        int pol = config_policy(cfg, word, nw, path, lineno, err, errlen);
+        if (pol <= 0) {
+            rc = pol;
+            if (rc) break;
+            continue;
+        }
         if (strcmp(word[0], "group")) {
-            rc = config_fail(err, errlen, "%s:%u: unknown directive '%s' (expected 'group' or 'credit')", path,
-                             lineno, word[0]);
+            rc = config_fail(err, errlen, "%s:%u: unknown directive '%s' (expected 'group', 'credit' or a policy "
+                             "line, see rotad --help)", path, lineno, word[0]);
             break;
         }
         if (nw != 4 || strcmp(word[2], "limit")) {
@@ -132,6 +255,9 @@ int config_load(const char *path, config_t *cfg, char *err, size_t errlen)
         g->line = lineno;
     }
     if (!rc && ferror(f)) rc = config_fail(err, errlen, "%s: read error", path);
+    if (!rc && cfg->ngroups + cfg->nusers > ROTA_MAX_GROUPS)
+        rc = config_fail(err, errlen, "%s: %u groups and %u user limits: at most %d in all", path, cfg->ngroups,
+                         cfg->nusers, ROTA_MAX_GROUPS);
 out_close:
     fclose(f);
     return rc;

@@ -7,6 +7,17 @@
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
 #define ST(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
 
+/* Saturating: a counter pinned at UINT64_MAX refuses every later request instead of wrapping to a small value. */
+static uint64_t ledger_sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static void ledger_add(_Atomic uint64_t *p, uint64_t v)
+{
+    ST(p, ledger_sat_add(LD(p), v));
+}
+
 static void ledger_bump(rota_region_t *r)
 {
 }
@@ -82,10 +93,10 @@ int ledger_check(const rota_region_t *r, unsigned slot, unsigned dev, uint64_t b
 void ledger_charge(rota_region_t *r, unsigned slot, unsigned dev, uint64_t bytes)
 {
     rota_slot_t *s = &r->slots[slot];
-    ST(&r->devices[dev].reserved, LD(&r->devices[dev].reserved) + bytes);
-    ST(&s->used[dev], LD(&s->used[dev]) + bytes);
+    ledger_add(&r->devices[dev].reserved, bytes);
+    ledger_add(&s->used[dev], bytes);
     int g = LD(&s->group);
-    if (g >= 0 && g < ROTA_MAX_GROUPS) ST(&r->groups[g].used[dev], LD(&r->groups[g].used[dev]) + bytes);
+    if (g >= 0 && g < ROTA_MAX_GROUPS) ledger_add(&r->groups[g].used[dev], bytes);
     if (LD(&s->device) < 0) ST(&s->device, (int32_t)dev);
     ledger_bump(r);
 }

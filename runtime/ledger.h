@@ -26,7 +26,8 @@ int ledger_check(const rota_region_t *r, unsigned slot, unsigned dev, uint64_t b
 /* Whether bytes can ever fit (not larger than the capacity or the limits): waiting is pointless otherwise.
  * Returns 0, -ENOMEM or -EDQUOT like ledger_check. */
 int ledger_check_ever(const rota_region_t *r, unsigned slot, unsigned dev, uint64_t bytes);
-/* Charges bytes to the client (unconditionally: callers check first, ADOPT does not). */
+/* Charges bytes to the client (unconditionally: callers check first, ADOPT included). Saturating: no counter
+ * ever wraps, whatever the caller passes. */
 void ledger_charge(rota_region_t *r, unsigned slot, unsigned dev, uint64_t bytes);
 /* Gives back up to bytes of what the client holds on dev; returns what was given back. */
 uint64_t ledger_uncharge(rota_region_t *r, unsigned slot, unsigned dev, uint64_t bytes);

@@ -6,19 +6,28 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-static int region_memfd(const char *name, uint64_t size, void **map)
+/* A sealed memfd of size bytes, mapped writable at *map. seals: more seals, added once it is mapped (so
+ * F_SEAL_FUTURE_WRITE leaves this mapping the only writable one there will ever be). mode: the inode's, which
+ * decides who may re-open it through /proc/PID/fd (memfds are created 0777). */
+static int region_memfd(const char *name, uint64_t size, int seals, mode_t mode, void **map)
 {
     int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) return -errno;
     int rc;
-    if (ftruncate(fd, (off_t)size) < 0) goto out_errno;
-    /* Nobody may shrink it under a mapping (SIGBUS) or grow it. */
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) goto out_errno;
+    if (ftruncate(fd, (off_t)size) < 0 || fchmod(fd, mode) < 0) goto out_errno;
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) goto out_errno;
+    /* Nobody may shrink it under a mapping (SIGBUS) or grow it. */
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | seals | F_SEAL_SEAL) < 0) {
+        rc = -errno;
+        munmap(p, size);
+        close(fd);
+        return rc;
+    }
     *map = p;
     return fd;
 out_errno:
@@ -27,23 +36,41 @@ out_errno:
     return rc;
 }
 
+/* Another open file description of fd, read-only: it cannot be mapped writable nor written. */
+static int region_reopen_ro(int fd)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    int ro = open(path, O_RDONLY | O_CLOEXEC);
+    return ro < 0 ? -errno : ro;
+}
+
 int region_create(region_t *rg, const config_t *cfg)
 {
     void *p, *bp;
     int rc;
-    int fd = region_memfd("rota-region", ROTA_REGION_MAP_SIZE, &p);
+    /* The region is rotad's ledger: sealed against every future write (F_SEAL_FUTURE_WRITE), so no process can
+     * map it writable or write(2) it, not even through a read-write re-open of /proc/PID/fd/N. rotad's own
+     * mapping, made before the seal, is the only writable one. */
+    int fd = region_memfd("rota-region", ROTA_REGION_MAP_SIZE, F_SEAL_FUTURE_WRITE, 0400, &p);
     if (fd < 0) return fd;
-    /* Clients get a read-only open file description: they cannot map it writable nor write(2) it. */
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    int ro = open(path, O_RDONLY | O_CLOEXEC);
+    int ro = region_reopen_ro(fd);
     if (ro < 0) {
-        rc = -errno;
+        rc = ro;
         goto out_unmap_region;
     }
-    int bfd = region_memfd("rota-board", ROTA_BOARD_MAP_SIZE, &bp);
+    /* The board is written by high clients (read-write descriptor) and only read by the others (read-only
+     * descriptor). Mode 0600: a client of another user cannot re-open its read-only descriptor read-write. */
+    int bfd = region_memfd("rota-board", ROTA_BOARD_MAP_SIZE, 0, 0600, &bp);
     if (bfd < 0) {
         rc = bfd;
+        goto out_close_ro;
+    }
+    int bro = region_reopen_ro(bfd);
+    if (bro < 0) {
+        rc = bro;
+        munmap(bp, ROTA_BOARD_MAP_SIZE);
+        close(bfd);
         goto out_close_ro;
     }
     rota_board_t *b = bp;
@@ -71,13 +98,22 @@ int region_create(region_t *rg, const config_t *cfg)
             memcpy(r->groups[i].name, cfg->groups[i].path, sizeof r->groups[i].name);
             r->groups[i].limit = cfg->groups[i].limit;
         }
-        atomic_store(&r->ngroups, cfg->ngroups);
+        /* Per-user limits (config "user NAME limit SIZE") are groups too, after the cgroup ones: the ledger adds
+         * up each user's processes there. */
+        for (unsigned i = 0; i < cfg->nusers && cfg->ngroups + i < ROTA_MAX_GROUPS; i++) {
+            rota_group_t *g = &r->groups[cfg->ngroups + i];
+            snprintf(g->name, sizeof g->name, "user %u", (unsigned)cfg->users[i].uid);
+            g->limit = cfg->users[i].limit;
+        }
+        unsigned n = cfg->ngroups + cfg->nusers;
+        atomic_store(&r->ngroups, n < ROTA_MAX_GROUPS ? n : ROTA_MAX_GROUPS);
     }
     rg->r = r;
     rg->fd = fd;
     rg->ro_fd = ro;
     rg->b = b;
     rg->board_fd = bfd;
+    rg->board_ro_fd = bro;
     return 0;
 
 out_close_ro:
@@ -96,6 +132,7 @@ void region_destroy(region_t *rg)
     close(rg->fd);
     close(rg->ro_fd);
     close(rg->board_fd);
+    close(rg->board_ro_fd);
     rg->r = NULL;
     rg->b = NULL;
 }
@@ -103,7 +140,7 @@ void region_destroy(region_t *rg)
 int region_channel_create(uint32_t slot, uint32_t gen, rota_channel_t **map, int *fd)
 {
     void *p;
-    int f = region_memfd("rota-channel", ROTA_CHANNEL_MAP_SIZE, &p);
+    int f = region_memfd("rota-channel", ROTA_CHANNEL_MAP_SIZE, 0, 0600, &p);
     if (f < 0) return f;
     rota_channel_t *c = p;
     c->magic = ROTA_CHANNEL_MAGIC;

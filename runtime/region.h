@@ -10,10 +10,11 @@
 
 typedef struct region {
     rota_region_t *r;  /* rotad's writable mapping */
-    int fd;            /* the memfd (read-write, sealed against resizing) */
+    int fd;            /* the memfd (sealed against resizing and F_SEAL_FUTURE_WRITE: rotad's map is the only writable one) */
     int ro_fd;         /* a read-only file description of it: what clients get */
     rota_board_t *b;   /* the board (abi.h): rotad's mapping */
-    int board_fd;      /* read-write: what clients get (they write it too) */
+    int board_fd;      /* read-write: what high clients get (they write it too) */
+    int board_ro_fd;   /* read-only: what normal and low clients get */
 } region_t;
 
 /* Creates the region (groups from cfg, which may be NULL) and the board. Returns 0 or -errno. */

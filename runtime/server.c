@@ -35,12 +35,17 @@ typedef struct client {
     uint32_t gen;
     pid_t pid;
     uid_t uid;
+    gid_t gid;
+    uint64_t accepted_ns;  /* CLOCK_MONOTONIC of accept: HELLO is due within hello-timeout-ms */
+    bool capped;           /* counted in its user's connections (not root, not rotad's user) */
+    bool slot_counted;     /* counted in its user's clients */
     unsigned role;         /* 0 until HELLO */
     unsigned prio;
     rota_channel_t *ch;
     uint32_t devmask;      /* GPUs this client asked for */
     bool doomed;           /* to be dropped at the end of this batch of events */
     bool channel_warned;
+    bool reserved;         /* sent a RESERVE */
     struct client *prev, *next;
 } client_t;
 
@@ -57,6 +62,17 @@ struct server {
     uint32_t next_gen;
     bool stopping;
     int listen_tag, signal_tag; /* their addresses are the epoll tags */
+    uint32_t uid_n, uid_cap;    /* per-user connections and clients (server_user), for the caps in config.h */
+    struct server_user {
+        uint32_t uid;
+        uint32_t conns, slots;
+    } *users;
+    unsigned nfresh;            /* connections that have not sent HELLO yet */
+    int reserve_fd;             /* spare descriptor: given up to accept-and-close when out of descriptors */
+    config_t defcfg;            /* when the caller passed none */
+    uint64_t log_window_ns;     /* server_log_limited: the current one-second window, its lines, those left out */
+    unsigned log_lines;
+    unsigned long log_dropped;
 };
 
 static void server_log(const server_t *s, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -71,6 +87,15 @@ static void server_log(const server_t *s, int level, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "rotad: %s: %s\n", names[level], line);
 }
+
+#define ROTA_STR1(x) #x
+#define ROTA_STR(x) ROTA_STR1(x)
+
+/* Warnings caused by clients: at most SERVER_LOG_BURST a second, then one line saying how many were left out, so a
+ * client (or thousands of connections) cannot flood the log or spend rotad's time on it. */
+#define SERVER_LOG_BURST 20
+static void server_log_client(server_t *s, const client_t *c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static int server_fail(char *err, size_t n, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int server_fail(char *err, size_t n, int code, const char *fmt, ...)
@@ -87,6 +112,71 @@ static uint64_t server_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A warning some client caused, within the rate limit (SERVER_LOG_BURST a second). */
+static void server_log_limited(server_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void server_log_limited(server_t *s, const char *fmt, ...)
+{
+    if (s->o.log_level < 0) return;
+    uint64_t now = server_now_ns();
+    if (now - s->log_window_ns >= 1000000000u) {
+        if (s->log_dropped)
+            server_log(s, 0, "%lu more warnings about clients in the last second left out", s->log_dropped);
+        s->log_window_ns = now;
+        s->log_lines = 0;
+        s->log_dropped = 0;
+    }
+    if (s->log_lines >= SERVER_LOG_BURST) {
+        s->log_dropped++;
+        return;
+    }
+    s->log_lines++;
+    char line[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    server_log(s, 0, "%s", line);
+}
+
+static void server_log_client(server_t *s, const client_t *c, const char *fmt, ...)
+{
+    char line[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (c->slot >= 0) server_log_limited(s, "client pid %d uid %u (slot %d): %s", (int)c->pid, (unsigned)c->uid,
+                                         c->slot, line);
+    else server_log_limited(s, "connection from pid %d uid %u: %s", (int)c->pid, (unsigned)c->uid, line);
+}
+
+/* The accounting entry of uid (created on first use), or NULL when out of memory. */
+static struct server_user *server_user(server_t *s, uint32_t uid)
+{
+    for (uint32_t i = 0; i < s->uid_n; i++)
+        if (s->users[i].uid == uid) return &s->users[i];
+    for (uint32_t i = 0; i < s->uid_n; i++) /* reuse an entry nobody counts on any more */
+        if (!s->users[i].conns && !s->users[i].slots) {
+            s->users[i].uid = uid;
+            return &s->users[i];
+        }
+    if (s->uid_n == s->uid_cap) {
+        uint32_t cap = s->uid_cap ? s->uid_cap * 2 : 16;
+        void *p = realloc(s->users, cap * sizeof *s->users);
+        if (!p) return NULL;
+        s->users = p;
+        s->uid_cap = cap;
+    }
+    s->users[s->uid_n] = (struct server_user){.uid = uid};
+    return &s->users[s->uid_n++];
+}
+
+/* Root and rotad's own user are not capped: they own the node (or this rotad). */
+static bool server_privileged(uid_t uid)
+{
+    return uid == 0 || uid == geteuid();
 }
 
 /* ---- startup ------------------------------------------------------------------------------------------- */
@@ -216,7 +306,12 @@ int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen
     server_t *s = calloc(1, sizeof *s);
     if (!s) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "out of memory");
     s->o = *o;
+    if (!s->o.cfg) {
+        config_init(&s->defcfg);
+        s->o.cfg = &s->defcfg;
+    }
     s->lock_fd = s->listen_fd = s->epoll_fd = s->signal_fd = -1;
+    s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int rc;
     if (snprintf(s->path, sizeof s->path, "%s", o->socket_path) >= (int)sizeof s->path) {
         rc = server_fail(err, errlen, ROTAD_EXIT_USAGE, "socket path %s is too long", o->socket_path);
@@ -257,6 +352,7 @@ out_close:
     if (s->listen_fd >= 0) close(s->listen_fd);
     if (s->lock_fd >= 0) close(s->lock_fd);
 out_free:
+    if (s->reserve_fd >= 0) close(s->reserve_fd);
     free(s);
     return rc;
 }
@@ -272,12 +368,7 @@ static void server_doom(server_t *s, client_t *c, const char *why)
 {
     if (c->doomed) return;
     c->doomed = true;
-    if (why) {
-        if (c->slot >= 0)
-            server_log(s, 0, "client pid %d (slot %d): %s; disconnecting it", (int)c->pid, c->slot, why);
-        else
-            server_log(s, 0, "connection from pid %d: %s; disconnecting it", (int)c->pid, why);
-    }
+    if (why) server_log_client(s, c, "%s; disconnecting it", why);
 }
 
 static void server_send(server_t *s, client_t *c, const void *m, size_t n, const int *fds, int nfds)
@@ -390,9 +481,20 @@ static void server_refresh(server_t *s)
     }
 }
 
+/* Whether the client's user may run high priority (config.h: root, rotad's user, high-user and high-group lines). */
+static bool server_may_high(server_t *s, client_t *c)
+{
+    uint32_t gids[64];
+    socklen_t len = sizeof gids;
+    unsigned n = 0;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, gids, &len) == 0) n = len / sizeof gids[0];
+    return config_may_high(s->o.cfg, (uint32_t)c->uid, (uint32_t)c->gid, gids, n);
+}
+
 static void server_on_hello(server_t *s, client_t *c, const rota_msg_hello_t *h)
 {
     c->role = h->role;
+    if (s->nfresh) s->nfresh--;
     if (h->role == ROTA_ROLE_OBSERVER) {
         server_refresh(s);
         server_welcome(s, c, 0, NULL, &s->rg.ro_fd, 1);
@@ -410,6 +512,27 @@ static void server_on_hello(server_t *s, client_t *c, const rota_msg_hello_t *h)
         server_doom(s, c, "client table full");
         return;
     }
+    const config_t *cfg = s->o.cfg;
+    struct server_user *u = NULL;
+    if (!server_privileged(c->uid)) {
+        u = server_user(s, (uint32_t)c->uid);
+        if (!u || u->slots >= cfg->max_clients_per_user) {
+            char why[64];
+            snprintf(why, sizeof why, "this user has %u clients registered already (rotad's limit)",
+                     u ? u->slots : 0);
+            server_welcome(s, c, -EUSERS, why, NULL, 0);
+            server_doom(s, c, "over its user's client limit");
+            return;
+        }
+    }
+    unsigned prio = h->priority;
+    if (prio == ROTA_PRIO_HIGH && !server_may_high(s, c)) {
+        prio = ROTA_PRIO_NORMAL; /* its board is read-only: librota sees it and says so once */
+        server_log_client(s, c, "asked for high priority, which rotad's policy does not allow this user: runs as "
+                          "normal");
+    }
+    uint32_t weight = h->weight, wmax = cfg->max_weight * 1000u;
+    if (weight > wmax) weight = wmax;
     uint32_t gen = ++s->next_gen;
     int chfd;
     int rc = region_channel_create((uint32_t)slot, gen, &c->ch, &chfd);
@@ -420,18 +543,23 @@ static void server_on_hello(server_t *s, client_t *c, const rota_msg_hello_t *h)
     }
     c->slot = slot;
     c->gen = gen;
-    c->prio = h->priority;
+    c->prio = prio;
+    if (u) {
+        u->slots++;
+        c->slot_counted = true;
+    }
     s->by_slot[slot] = c;
     rota_slot_t *sl = &r->slots[slot];
     int group = -1;
     char cg[512];
-    if (s->o.cfg && s->o.cfg->ngroups && config_cgroup_of(c->pid, cg, sizeof cg) == 0)
-        group = config_match(s->o.cfg, cg);
+    if (cfg->ngroups && config_cgroup_of(c->pid, cg, sizeof cg) == 0) group = config_match(cfg, cg);
+    int ug = group < 0 ? config_user_of(cfg, (uint32_t)c->uid) : -1;
+    if (ug >= 0 && cfg->ngroups + (unsigned)ug < ROTA_MAX_GROUPS) group = (int)cfg->ngroups + ug;
     ST(&sl->gen, gen);
     ST(&sl->pid, (int32_t)c->pid);
     ST(&sl->uid, (uint32_t)c->uid);
-    ST(&sl->priority, h->priority);
-    ST(&sl->weight, h->weight);
+    ST(&sl->priority, prio);
+    ST(&sl->weight, weight);
     ST(&sl->max_inflight, h->max_inflight);
     ST(&sl->group, group);
     ST(&sl->device, -1);
@@ -448,12 +576,12 @@ static void server_on_hello(server_t *s, client_t *c, const rota_msg_hello_t *h)
     proto_sanitize(sl->comm, h->comm, sizeof sl->comm);
     atomic_store_explicit(&sl->state, ROTA_SLOT_LIVE, memory_order_release);
     ST(&r->nclients, LD(&r->nclients) + 1);
-    sched_client_add(s->sched, (unsigned)slot, c->ch, h->priority, h->weight);
-    int fds[3] = {s->rg.ro_fd, chfd, s->rg.board_fd};
+    sched_client_add(s->sched, (unsigned)slot, c->ch, prio, weight);
+    int fds[3] = {s->rg.ro_fd, chfd, c->prio == ROTA_PRIO_HIGH ? s->rg.board_fd : s->rg.board_ro_fd};
     server_welcome(s, c, 0, NULL, fds, 3);
     close(chfd);
     server_log(s, 2, "client pid %d uid %u registered in slot %d (gen %u, %s)", (int)c->pid, (unsigned)c->uid,
-               slot, gen, prio_name(h->priority));
+               slot, gen, prio_name(prio));
 }
 
 static void server_use_dev(server_t *s, client_t *c, int dev)
@@ -465,13 +593,28 @@ static void server_use_dev(server_t *s, client_t *c, int dev)
     ST(&d->clients, LD(&d->clients) + 1);
 }
 
+/* The region index of the GPU a RESERVE or ADOPT names. When rotad enumerated the node's GPUs itself (probe), those
+ * are the only ones: an unknown UUID is -ENODEV, so no client can add a device or choose its capacity. Only a
+ * rotad that knows no GPU of its own (--no-probe, or a driver without GPUs) learns them from its clients. */
+static int server_device(server_t *s, client_t *c, const rota_msg_mem_t *m)
+{
+    if (s->pl.known) {
+        int dev = ledger_find(s->rg.r, m->uuid);
+        if (dev < 0) server_log_client(s, c, "names a GPU this node does not have; refused");
+        return dev < 0 ? -ENODEV : dev;
+    }
+    int dev = ledger_device(s->rg.r, m->uuid, m->total_mem);
+    if (dev < 0) server_log_client(s, c, "more than " ROTA_STR(ROTA_MAX_DEVICES) " GPUs: not tracking another one");
+    return dev;
+}
+
 static void server_on_reserve(server_t *s, client_t *c, const rota_msg_mem_t *m)
 {
     rota_region_t *r = s->rg.r;
-    int dev = ledger_device(r, m->uuid, m->total_mem);
+    int dev = server_device(s, c, m);
+    c->reserved = true;
     if (dev < 0) {
-        server_log(s, 0, "more than %d GPUs: not tracking another one", ROTA_MAX_DEVICES);
-        server_result(s, c, m->h.seq, -ENOSPC, -1);
+        server_result(s, c, m->h.seq, dev, -1);
         return;
     }
     unsigned slot = (unsigned)c->slot, d = (unsigned)dev;
@@ -528,12 +671,27 @@ static void server_on_release(server_t *s, client_t *c, const rota_msg_mem_t *m)
     else server_grant_credit(s, c, (unsigned)dev); /* refill: an alloc/free loop stays on the fast path */
 }
 
+/* ADOPT: memory the client already holds (re-registration after a reconnect, or a driver-chosen pitch above what
+ * it reserved). It is bounded by the same rules as a RESERVE (capacity, process and group limits), after taking
+ * back unused credit: what does not fit is not charged (the client only loses its own accounting: a later
+ * RELEASE is clamped to what it holds), and cannot push the ledger past the GPU or a limit. */
 static void server_on_adopt(server_t *s, client_t *c, const rota_msg_mem_t *m)
 {
-    int dev = ledger_device(s->rg.r, m->uuid, m->total_mem);
+    rota_region_t *r = s->rg.r;
+    int dev = server_device(s, c, m);
     if (dev < 0) return;
+    unsigned slot = (unsigned)c->slot, d = (unsigned)dev;
     server_use_dev(s, c, dev);
-    ledger_charge(s->rg.r, (unsigned)c->slot, (unsigned)dev, m->bytes);
+    int rc = ledger_check(r, slot, d, m->bytes);
+    if (rc) {
+        server_revoke(s, d);
+        rc = ledger_check(r, slot, d, m->bytes);
+    }
+    if (rc) {
+        server_log_client(s, c, "re-registered more memory than its GPU or limits allow; not charged");
+        return;
+    }
+    ledger_charge(r, slot, d, m->bytes);
     server_log(s, 2, "pid %d re-registered %llu bytes on GPU %d", (int)c->pid, (unsigned long long)m->bytes, dev);
 }
 
@@ -662,6 +820,12 @@ static void server_drop(server_t *s, client_t *c)
         ST(&r->nclients, LD(&r->nclients) - 1);
         server_log(s, 2, "client pid %d left slot %d", (int)c->pid, c->slot);
     }
+    if (c->capped || c->slot_counted) {
+        struct server_user *u = server_user(s, (uint32_t)c->uid);
+        if (u && c->capped && u->conns) u->conns--;
+        if (u && c->slot_counted && u->slots) u->slots--;
+    }
+    if (!c->role && s->nfresh) s->nfresh--;
     place_wait_drop(&s->pl, c); /* a rota run that gave up waiting */
     region_channel_destroy(c->ch);
     close(c->fd);
@@ -687,20 +851,34 @@ static void server_sweep(server_t *s)
     }
 }
 
+/* Out of descriptors: accept the next connection on the spare one and close it at once, so the listening socket
+ * does not stay readable (a busy loop) while nothing can be accepted. Returns whether one was taken. */
+static bool server_accept_shed(server_t *s, int err)
+{
+    if (s->reserve_fd < 0) return false;
+    close(s->reserve_fd);
+    int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd >= 0) close(fd);
+    s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    server_log_limited(s, "unable to accept a client: %s; connections are refused until some close", strerror(err));
+    return fd >= 0;
+}
+
 static void server_accept(server_t *s)
 {
-    for (;;) {
+    for (int n = 0; n < 256; n++) { /* a bounded batch: other events get their turn in a storm */
         int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
-            if (errno != EAGAIN) server_log(s, 0, "unable to accept a client: %s", strerror(errno));
+            if ((errno == EMFILE || errno == ENFILE) && server_accept_shed(s, errno)) continue;
+            if (errno != EAGAIN) server_log_limited(s, "unable to accept a client: %s", strerror(errno));
             return;
         }
         struct ucred cr;
         socklen_t len = sizeof cr;
         client_t *c = calloc(1, sizeof *c);
         if (!c || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
-            server_log(s, 0, "unable to take a client: %s", c ? strerror(errno) : "out of memory");
+            server_log_limited(s, "unable to take a client: %s", c ? strerror(errno) : "out of memory");
             free(c);
             close(fd);
             continue;
@@ -709,17 +887,50 @@ static void server_accept(server_t *s)
         c->slot = -1;
         c->pid = cr.pid;
         c->uid = cr.uid;
+        c->gid = cr.gid;
+        c->accepted_ns = server_now_ns();
+        struct server_user *u = NULL;
+        if (!server_privileged(cr.uid)) {
+            u = server_user(s, (uint32_t)cr.uid);
+            if (!u || u->conns >= s->o.cfg->max_conns_per_user) {
+                server_log_limited(s, "connection from pid %d uid %u: over its user's %u connections; closed",
+                                   (int)cr.pid, (unsigned)cr.uid, s->o.cfg->max_conns_per_user);
+                free(c);
+                close(fd);
+                continue;
+            }
+        }
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-            server_log(s, 0, "unable to watch a client: %s", strerror(errno));
+            server_log_limited(s, "unable to watch a client: %s", strerror(errno));
             free(c);
             close(fd);
             continue;
         }
+        if (u) {
+            u->conns++;
+            c->capped = true;
+        }
+        s->nfresh++;
         c->next = s->clients;
         if (s->clients) s->clients->prev = c;
         s->clients = c;
     }
+}
+
+/* Drops connections that sent no HELLO within hello-timeout-ms; returns the next such deadline (UINT64_MAX:
+ * none). */
+static uint64_t server_expire_fresh(server_t *s, uint64_t now)
+{
+    if (!s->nfresh) return UINT64_MAX;
+    uint64_t lim = (uint64_t)s->o.cfg->hello_timeout_ms * 1000000u, next = UINT64_MAX;
+    for (client_t *c = s->clients; c; c = c->next) {
+        if (c->role || c->doomed) continue;
+        uint64_t due = c->accepted_ns + lim;
+        if (now >= due) server_doom(s, c, "sent no hello in time");
+        else if (due < next) next = due;
+    }
+    return next;
 }
 
 int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t errlen)
@@ -757,6 +968,9 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
             if (pnext > recheck) pnext = recheck;
             if (pnext < next) next = pnext;
         }
+        uint64_t fnext = server_expire_fresh(s, server_now_ns());
+        if (fnext < next) next = fnext;
+        server_sweep(s);
         int timeout = -1;
         if (next != UINT64_MAX) {
             uint64_t now = server_now_ns();
@@ -815,5 +1029,7 @@ void server_close(server_t *s)
     sched_stop(s->sched);
     region_destroy(&s->rg);
     if (s->lock_fd >= 0) close(s->lock_fd);
+    if (s->reserve_fd >= 0) close(s->reserve_fd);
+    free(s->users);
     free(s);
 }

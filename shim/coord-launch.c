@@ -525,7 +525,7 @@ uint64_t launch_complete(uint64_t busy_ns, uint64_t now_ns)
      * Ring, so rotad looks now rather than at its next tick; the tracker thread pays the syscall, never a
      * launch. A lower client rings only when someone else on its GPU is held: nobody waits otherwise. */
     if (ch && !atomic_load(&ls.work.inflight)) {
-        bool high = rota_options()->priority == ROTA_PRIO_HIGH;
+        bool high = rota_options()->priority == ROTA_PRIO_HIGH && conn_high(c);
         uint32_t key = LD(&ch->sched_dev);
         const rota_region_t *r = conn_region(c);
         uint32_t self = LD(&r->slots[conn_slot(c)].hold) != 0; /* held itself: not among the others */
@@ -584,6 +584,7 @@ CUresult coord_launch_gate(CUstream stream)
         if (c) coord_conn_unlock();
         return CUDA_SUCCESS; /* uncoordinated: nothing gated, nothing tracked */
     }
+    high = high && conn_high(c); /* rotad's policy may have made it normal (then its board is read-only) */
     /* launch_setup ran when this connection was made (launch_warm, before coord.c publishes it). */
     CUcontext ctx = NULL;
     ROTA_REAL(cuCtxGetCurrent)(&ctx);

@@ -68,6 +68,7 @@ static struct {
     _Atomic bool tried;            /* a first connection attempt was made in this process */
     _Atomic bool abi_mismatch;     /* rotad speaks another ABI: stay in pass-through */
     _Atomic bool warned_absent, warned_lost;
+    bool warned_demoted;           /* said once that rotad runs this high client as normal */
     _Atomic bool require_failed;
     _Atomic uint64_t last_attempt_ns;
     _Atomic uint64_t next_probe_ns;
@@ -172,6 +173,10 @@ static void coord_connect_locked(bool first)
         return;
     }
     coord.require_failed = false;
+    if (co.priority == ROTA_PRIO_HIGH && !conn_high(c) && !coord.warned_demoted) {
+        coord_log(ROTA_LOG_WARN, "rotad's policy does not let this user run high priority: running as normal");
+        coord.warned_demoted = true;
+    }
     pthread_mutex_lock(&coord.mu);
     for (int i = 0; i < COORD_MAX_DEVS; i++) {
         coord_dev_t *d = &coord.devs[i];

@@ -6,6 +6,7 @@
 #include "runtime/lib/sockpath.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +46,7 @@ struct conn {
     const rota_region_t *region;
     rota_channel_t *channel;
     rota_board_t *board;
+    bool high;             /* the board came read-write: rotad registered this client as high priority */
     uint32_t slot, gen;
 };
 
@@ -90,32 +93,71 @@ static int conn_map(int fd, size_t size, int prot, void **out)
     return 0;
 }
 
+bool conn_peer_trusted(uid_t uid)
+{
+    return uid == 0 || uid == geteuid();
+}
+
+/* Connects to path and checks who listens there (SO_PEERCRED: root or this user). 0 or -errno with err set. */
+static int conn_connect(int fd, const char *path, char *err, size_t errlen)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    memcpy(sun.sun_path, path, strlen(path) + 1);
+    if (connect(fd, (struct sockaddr *)&sun, sizeof sun) < 0) {
+        int rc = -errno;
+        if (rc == -ENOENT || rc == -ECONNREFUSED)
+            conn_err(err, errlen, "rotad is not running (nothing listens on %s)", path);
+        else
+            conn_err(err, errlen, "unable to connect to rotad at %s: %s", path, strerror(errno));
+        return rc;
+    }
+    /* Anyone may create a socket where a per-user rotad would be (/tmp/rota-UID when XDG_RUNTIME_DIR is unset,
+     * before that user's rotad): only a rotad of root or of this user is believed. */
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
+        int rc = -errno;
+        conn_err(err, errlen, "unable to check who listens on %s: %s", path, strerror(errno));
+        return rc;
+    }
+    if (!conn_peer_trusted(cr.uid)) {
+        conn_err(err, errlen, "refusing the rotad at %s: it runs as uid %u, neither root nor this user (uid %u)",
+                 path, (unsigned)cr.uid, (unsigned)geteuid());
+        return -EPERM;
+    }
+    return 0;
+}
+
 int conn_open(const conn_opts_t *o, conn_t **out, char *err, size_t errlen)
 {
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    int rc = sockpath_resolve(o->socket, path, sizeof path);
-    if (rc) {
+    char paths[2][SOCKPATH_MAX];
+    int npaths = 1, rc;
+    if (o->socket && o->socket[0]) rc = sockpath_resolve(o->socket, paths[0], sizeof paths[0]);
+    else rc = npaths = sockpath_candidates(paths, 2);
+    if (rc < 0) {
         conn_err(err, errlen, "socket path is too long");
         return rc;
     }
     unsigned timeout = o->timeout_ms ? o->timeout_ms : 5000;
     conn_t *c = calloc(1, sizeof *c);
     if (!c) return -ENOMEM;
-    c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (c->fd < 0) {
-        rc = -errno;
-        conn_err(err, errlen, "unable to create a socket: %s", strerror(errno));
+    const char *path = NULL;
+    for (int i = 0; i < npaths; i++) {
+        path = paths[i];
+        c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (c->fd < 0) {
+            rc = -errno;
+            conn_err(err, errlen, "unable to create a socket: %s", strerror(errno));
+            goto out_free;
+        }
+        /* The node-wide socket first: not there (or refused) means the next candidate; the last one's error is
+         * the one reported. */
+        rc = conn_connect(c->fd, path, err, errlen);
+        if (!rc) break;
+        close(c->fd);
+        c->fd = -1;
+        if (i + 1 < npaths && (rc == -ENOENT || rc == -ECONNREFUSED || rc == -EACCES || rc == -EPERM)) continue;
         goto out_free;
-    }
-    struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    memcpy(sun.sun_path, path, strlen(path) + 1);
-    if (connect(c->fd, (struct sockaddr *)&sun, sizeof sun) < 0) {
-        rc = -errno;
-        if (rc == -ENOENT || rc == -ECONNREFUSED)
-            conn_err(err, errlen, "rotad is not running (nothing listens on %s)", path);
-        else
-            conn_err(err, errlen, "unable to connect to rotad at %s: %s", path, strerror(errno));
-        goto out_close;
     }
     rota_msg_hello_t h = {0};
     proto_hdr_init(&h.h, ROTA_MSG_HELLO, sizeof h, 0);
@@ -173,6 +215,7 @@ int conn_open(const conn_opts_t *o, conn_t **out, char *err, size_t errlen)
         goto out_fds;
     }
     void *region = NULL, *channel = NULL, *board = NULL;
+    bool high = false;
     rc = conn_map(fds[0], ROTA_REGION_MAP_SIZE, PROT_READ, &region);
     if (rc) {
         conn_err(err, errlen, "unable to map rotad's region: %s", strerror(-rc));
@@ -194,7 +237,10 @@ int conn_open(const conn_opts_t *o, conn_t **out, char *err, size_t errlen)
             conn_err(err, errlen, "rotad's channel is unusable: %s", why);
             goto out_unmap_channel;
         }
-        rc = conn_map(fds[2], ROTA_BOARD_MAP_SIZE, PROT_READ | PROT_WRITE, &board);
+        /* Only high clients write the board; rotad hands the others a read-only descriptor. */
+        int fl = fcntl(fds[2], F_GETFL);
+        high = fl >= 0 && (fl & O_ACCMODE) == O_RDWR;
+        rc = conn_map(fds[2], ROTA_BOARD_MAP_SIZE, high ? PROT_READ | PROT_WRITE : PROT_READ, &board);
         if (rc) {
             conn_err(err, errlen, "unable to map rotad's board: %s", strerror(-rc));
             goto out_unmap_channel;
@@ -216,6 +262,7 @@ int conn_open(const conn_opts_t *o, conn_t **out, char *err, size_t errlen)
     c->region = region;
     c->channel = channel;
     c->board = board;
+    c->high = high;
     c->slot = u.w.slot;
     c->gen = u.w.gen;
     *out = c;
@@ -417,6 +464,7 @@ bool conn_alive(conn_t *c)
 const rota_region_t *conn_region(const conn_t *c) { return c->region; }
 rota_channel_t *conn_channel(const conn_t *c) { return c->channel; }
 rota_board_t *conn_board(const conn_t *c) { return c->board; }
+bool conn_high(const conn_t *c) { return c->high; }
 uint32_t conn_slot(const conn_t *c) { return c->slot; }
 uint32_t conn_gen(const conn_t *c) { return c->gen; }
 int conn_fd(const conn_t *c) { return c->fd; }

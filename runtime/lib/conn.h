@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 typedef struct conn conn_t;
 
@@ -22,9 +23,15 @@ typedef struct conn_opts {
 
 /* Connects and registers. Returns 0 and *out, or -errno with a sentence in err:
  *   -ENOENT / -ECONNREFUSED  no rotad listening there     -EACCES    no permission on the socket
+ *   -EPERM                   a rotad of another user (neither root nor this user) listens there
+ * Without opts->socket it tries the node-wide socket, then (not root) the user's own (sockpath_candidates).
  *   -EPROTO                  rotad speaks another ABI      -EUSERS    rotad's client table is full
  *   -EBADMSG                 rotad sent something invalid  -ETIMEDOUT no answer in time */
 int conn_open(const conn_opts_t *opts, conn_t **out, char *err, size_t errlen);
+
+/* Whether a rotad running as uid may be believed: root's or this user's own (conn_open checks SO_PEERCRED and
+ * refuses any other with -EPERM). */
+bool conn_peer_trusted(uid_t uid);
 
 /* Reserves bytes on the GPU with this UUID (total_mem: what the driver reports for it), queueing up to wait_ms.
  * Returns 0, -ENOMEM (does not fit: no wait or timed out), -EDQUOT (over this process's or its group's limit),
@@ -66,7 +73,10 @@ bool conn_credit_take(conn_t *c, int dev, uint64_t bytes);
 bool conn_alive(conn_t *c);
 const rota_region_t *conn_region(const conn_t *c);
 rota_channel_t *conn_channel(const conn_t *c); /* NULL for observers */
-rota_board_t *conn_board(const conn_t *c);     /* NULL for observers */
+rota_board_t *conn_board(const conn_t *c);     /* NULL for observers; read-only unless conn_high */
+/* Whether rotad registered this client as high priority (it may refuse high to a client its policy does not
+ * allow, abi.h): only then is the board mapped writable. */
+bool conn_high(const conn_t *c);
 uint32_t conn_slot(const conn_t *c);
 uint32_t conn_gen(const conn_t *c);
 int conn_fd(const conn_t *c);

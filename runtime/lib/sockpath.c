@@ -17,7 +17,7 @@ static int sockpath_put(size_t cap, int n)
 
 int sockpath_default(char *out, size_t cap)
 {
-    if (geteuid() == 0) return sockpath_put(cap, snprintf(out, cap, "/run/rota/rotad.sock"));
+    if (geteuid() == 0) return sockpath_put(cap, snprintf(out, cap, SOCKPATH_NODE));
     const char *xdg = getenv("XDG_RUNTIME_DIR");
     if (xdg && xdg[0] == '/')
         return sockpath_put(cap, snprintf(out, cap, "%s/rota/rotad.sock", xdg));
@@ -28,4 +28,13 @@ int sockpath_resolve(const char *explicit_path, char *out, size_t cap)
 {
     if (explicit_path && explicit_path[0]) return sockpath_put(cap, snprintf(out, cap, "%s", explicit_path));
     return sockpath_default(out, cap);
+}
+
+int sockpath_candidates(char (*out)[SOCKPATH_MAX], int max)
+{
+    if (max < 1) return 0;
+    snprintf(out[0], SOCKPATH_MAX, "%s", SOCKPATH_NODE);
+    if (geteuid() == 0 || max < 2) return 1;
+    int rc = sockpath_default(out[1], SOCKPATH_MAX);
+    return rc ? rc : 2;
 }

@@ -1,0 +1,266 @@
+/* security-t.c - TAP tests for rotad's trust boundary (issue 21): what a client can and cannot do to rotad. */
+#include "runtime/abi.h"
+#include "runtime/lib/conn.h"
+#include "runtime/lib/proto.h"
+#include "runtime/lib/sockpath.h"
+#include "tests/runtime/rotad-helpers.h"
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#define LD(p) atomic_load(p)
+/* Polls a condition on the region for up to 2 s (rotad's changes are asynchronous). */
+#define WAIT_FOR_REGION(cond)                                                             \
+    ({                                                                                     \
+        bool wf_ok_ = false;                                                               \
+        for (int wf_i_ = 0; wf_i_ < 2000 && !(wf_ok_ = (cond)); wf_i_++) usleep(1000);     \
+        wf_ok_;                                                                            \
+    })
+
+static const uint8_t U0[16] = {0xaa, 1, 2, 3};
+static const uint8_t UX[16] = {0xee, 0xee, 0xee};
+static const uint64_t CAP = 1000;
+
+static int raw_connect(void)
+{
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    memcpy(sun.sun_path, th_sock, strlen(th_sock) + 1);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof sun) < 0) bail("raw connect: %s", strerror(errno));
+    return fd;
+}
+
+/* A raw registration: the descriptors rotad hands a client (region, channel, board) into fds[]. */
+typedef struct raw_client {
+    int fd;
+    int fds[3];
+    int nfds;
+    rota_msg_welcome_t w;
+} raw_client_t;
+
+static void raw_register(raw_client_t *rc, unsigned prio, uint64_t limit)
+{
+    rc->fd = raw_connect();
+    rota_msg_hello_t h = {0};
+    proto_hdr_init(&h.h, ROTA_MSG_HELLO, sizeof h, 0);
+    h.role = ROTA_ROLE_CLIENT;
+    h.priority = prio;
+    h.weight = 1000;
+    h.mem_limit = limit;
+    snprintf(h.comm, sizeof h.comm, "security-t");
+    if (proto_send(rc->fd, &h, sizeof h, NULL, 0)) bail("send hello");
+    char buf[ROTA_MSG_MAX];
+    rc->nfds = 3;
+    struct pollfd p = {.fd = rc->fd, .events = POLLIN};
+    if (poll(&p, 1, 5000) != 1) bail("no welcome");
+    ssize_t n = proto_recv(rc->fd, buf, sizeof buf, rc->fds, &rc->nfds, 0);
+    if (n != (ssize_t)sizeof rc->w) bail("welcome: %zd", n);
+    memcpy(&rc->w, buf, sizeof rc->w);
+    if (rc->w.status || rc->nfds != 3) bail("registration refused: %s", rc->w.reason);
+}
+
+static void raw_close(raw_client_t *rc)
+{
+    for (int i = 0; i < rc->nfds; i++) close(rc->fds[i]);
+    close(rc->fd);
+}
+
+static void raw_mem(raw_client_t *rc, unsigned type, const uint8_t *uuid, uint64_t total, uint64_t bytes)
+{
+    rota_msg_mem_t m = {0};
+    proto_hdr_init(&m.h, type, sizeof m, 7);
+    memcpy(m.uuid, uuid, ROTA_UUID_LEN);
+    m.total_mem = total;
+    m.bytes = bytes;
+    if (proto_send(rc->fd, &m, sizeof m, NULL, 0)) bail("send mem message");
+}
+
+/* Sends a RESERVE and returns the RESULT's status. */
+static int raw_reserve(raw_client_t *rc, const uint8_t *uuid, uint64_t total, uint64_t bytes)
+{
+    raw_mem(rc, ROTA_MSG_RESERVE, uuid, total, bytes);
+    char buf[ROTA_MSG_MAX];
+    struct pollfd p = {.fd = rc->fd, .events = POLLIN};
+    if (poll(&p, 1, 5000) != 1) bail("no result");
+    ssize_t n = proto_recv(rc->fd, buf, sizeof buf, NULL, NULL, 0);
+    if (n != (ssize_t)sizeof(rota_msg_result_t)) bail("result: %zd", n);
+    return ((rota_msg_result_t *)buf)->status;
+}
+
+/* rotad has handled everything sent before: one round trip through a PLACE among the GPUs rotad knows itself,
+ * which touches no ledger. */
+static void raw_sync(raw_client_t *rc, const uint8_t *uuid)
+{
+    (void)uuid;
+    rota_msg_place_t m = {0};
+    proto_hdr_init(&m.h, ROTA_MSG_PLACE, sizeof m, 9);
+    m.flags = ROTA_PLACE_KNOWN;
+    if (proto_send(rc->fd, &m, sizeof m, NULL, 0)) bail("send place");
+    char buf[ROTA_MSG_MAX];
+    struct pollfd p = {.fd = rc->fd, .events = POLLIN};
+    if (poll(&p, 1, 5000) != 1) bail("no place result");
+    if (proto_recv(rc->fd, buf, sizeof buf, NULL, NULL, 0) != (ssize_t)sizeof(rota_msg_result_t)) bail("place result");
+}
+
+static const rota_region_t *map_region(int fd)
+{
+    void *p = mmap(NULL, ROTA_REGION_MAP_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) bail("map region: %s", strerror(errno));
+    return p;
+}
+
+/* Item 1: nothing a client can do makes the region writable: not its descriptor, not a re-open of it. */
+static void test_region_readonly(void)
+{
+    raw_client_t rc;
+    raw_register(&rc, ROTA_PRIO_NORMAL, 0);
+    void *p = mmap(NULL, ROTA_REGION_MAP_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, rc.fds[0], 0);
+    ok(p == MAP_FAILED, "the region descriptor cannot be mapped writable");
+    if (p != MAP_FAILED) munmap(p, ROTA_REGION_MAP_SIZE);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", rc.fds[0]);
+    int rw = open(path, O_RDWR | O_CLOEXEC);
+    /* As root the re-open itself may succeed (the mode is 0400): the seal must stop the mapping and writes. */
+    bool mapped = false, wrote = false;
+    if (rw >= 0) {
+        p = mmap(NULL, ROTA_REGION_MAP_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, rw, 0);
+        mapped = p != MAP_FAILED;
+        if (mapped) munmap(p, ROTA_REGION_MAP_SIZE);
+        uint64_t x = 1;
+        wrote = pwrite(rw, &x, sizeof x, 4096) > 0;
+        close(rw);
+    }
+    ok(!mapped, "a read-write re-open through /proc/self/fd cannot be mapped writable (F_SEAL_FUTURE_WRITE)");
+    ok(!wrote, "nor written with pwrite");
+    /* the read-only mapping still can't be upgraded */
+    const rota_region_t *r = map_region(rc.fds[0]);
+    ok(mprotect((void *)r, ROTA_PAGE, PROT_READ | PROT_WRITE) < 0, "nor can a read-only mapping be made writable");
+    munmap((void *)r, ROTA_REGION_MAP_SIZE);
+    int fl = fcntl(rc.fds[2], F_GETFL);
+    ok(fl >= 0 && (fl & O_ACCMODE) == O_RDONLY, "a normal client's board descriptor is read-only");
+    p = mmap(NULL, ROTA_BOARD_MAP_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, rc.fds[2], 0);
+    ok(p == MAP_FAILED, "and cannot be mapped writable");
+    if (p != MAP_FAILED) munmap(p, ROTA_BOARD_MAP_SIZE);
+    raw_close(&rc);
+    raw_register(&rc, ROTA_PRIO_HIGH, 0);
+    fl = fcntl(rc.fds[2], F_GETFL);
+    ok(fl >= 0 && (fl & O_ACCMODE) == O_RDWR, "a high client's board descriptor is read-write (it marks the board)");
+    raw_close(&rc);
+}
+
+/* Item 2: ADOPT is bounded like a RESERVE and the ledger saturates. */
+static void test_adopt_bounded(void)
+{
+    raw_client_t a;
+    raw_register(&a, ROTA_PRIO_NORMAL, 0);
+    is_int(raw_reserve(&a, U0, CAP, 100), 0, "a client reserves 100 of 1000");
+    const rota_region_t *r = map_region(a.fds[0]);
+    int d = -1;
+    for (unsigned i = 0; i < LD(&r->ndevices); i++)
+        if (!memcmp(r->devices[i].uuid, U0, 16)) d = (int)i;
+    if (d < 0) bail("device not in the region");
+    uint64_t before = LD(&r->devices[d].reserved);
+    raw_mem(&a, ROTA_MSG_ADOPT, U0, CAP, ROTA_MAX_BYTES);
+    raw_sync(&a, U0);
+    is_uint(LD(&r->devices[d].reserved), before, "ADOPT of 2^56 bytes on a 1000-byte GPU is not charged");
+    for (int i = 0; i < 256; i++) raw_mem(&a, ROTA_MSG_ADOPT, U0, CAP, ROTA_MAX_BYTES);
+    raw_sync(&a, U0);
+    is_uint(LD(&r->devices[d].reserved), before, "256 such ADOPTs neither charge nor wrap the ledger");
+    is_int(raw_reserve(&a, U0, CAP, 2000), -ENOMEM, "a RESERVE over capacity is still refused");
+    raw_mem(&a, ROTA_MSG_ADOPT, U0, CAP, 50);
+    raw_sync(&a, U0);
+    is_uint(LD(&r->devices[d].reserved), before + 50, "an ADOPT that fits is charged");
+    raw_close(&a);
+    munmap((void *)r, ROTA_REGION_MAP_SIZE);
+
+    raw_client_t b;
+    raw_register(&b, ROTA_PRIO_NORMAL, 300);
+    r = map_region(b.fds[0]);
+    ok(WAIT_FOR_REGION(LD(&r->devices[d].reserved) == 0), "the first client's exit returns everything");
+    raw_mem(&b, ROTA_MSG_ADOPT, U0, CAP, 500);
+    raw_sync(&b, U0);
+    is_uint(LD(&r->slots[b.w.slot].used[d]), 0, "ADOPT over the process limit (500 > 300) is not charged");
+    raw_mem(&b, ROTA_MSG_ADOPT, U0, CAP, 300);
+    raw_sync(&b, U0);
+    is_uint(LD(&r->slots[b.w.slot].used[d]), 300, "ADOPT within it is");
+    raw_close(&b);
+    munmap((void *)r, ROTA_REGION_MAP_SIZE);
+}
+
+/* Item 9 (phantom GPUs): a rotad that enumerated the node's GPUs takes no other from a client. */
+static void test_phantom_gpu(void)
+{
+    char node[80];
+    snprintf(node, sizeof node, "security-t-%d", (int)getpid());
+    setenv("SIMCUDA_NODE", node, 1);
+    setenv("SIMCUDA_DEVICES", "2", 1);
+    setenv("SIMCUDA_MEM", "1G", 1);
+    unsetenv("ROTA_REAL_LIBCUDA");
+    th_rotad_probe = true;
+    pid_t rotad = th_rotad_start();
+    th_rotad_probe = false;
+    raw_client_t a;
+    raw_register(&a, ROTA_PRIO_NORMAL, 0);
+    const rota_region_t *r = map_region(a.fds[0]);
+    unsigned n = LD(&r->ndevices);
+    is_uint(n, 2, "rotad probed the node's two GPUs");
+    is_int(raw_reserve(&a, UX, ROTA_MAX_BYTES, 4096), -ENODEV, "a RESERVE on an unknown UUID is refused");
+    raw_mem(&a, ROTA_MSG_ADOPT, UX, ROTA_MAX_BYTES, 4096);
+    raw_reserve(&a, UX, ROTA_MAX_BYTES, 1);
+    is_uint(LD(&r->ndevices), 2, "neither it nor an ADOPT adds a device");
+    raw_close(&a);
+    munmap((void *)r, ROTA_REGION_MAP_SIZE);
+    is_int(th_rotad_stop(rotad), 0, "the probing rotad stops cleanly");
+    th_node_remove(node);
+}
+
+/* Item 5: a client accepts only a rotad running as root or as its own user. */
+static void test_peer_check(void)
+{
+    ok(conn_peer_trusted(0), "a root rotad is trusted");
+    ok(conn_peer_trusted(geteuid()), "a rotad of the client's own user is trusted");
+    if (geteuid() != 12345) ok(!conn_peer_trusted(12345), "a rotad of another user is not");
+    else ok(!conn_peer_trusted(12346), "a rotad of another user is not");
+}
+
+/* Item 6: a non-root client looks for the node-wide rotad first, then its own. */
+static void test_discovery(void)
+{
+    char paths[2][108];
+    int n = sockpath_candidates(paths, 2);
+    if (geteuid() == 0) {
+        is_int(n, 1, "root: one candidate");
+        is_str(paths[0], "/run/rota/rotad.sock", "the node-wide socket");
+    } else {
+        is_int(n, 2, "a user: two candidates");
+        is_str(paths[0], "/run/rota/rotad.sock", "the node-wide socket first");
+    }
+    /* as another user, in a child */
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (geteuid() == 0 && setuid(65534) < 0) _exit(3);
+        unsetenv("XDG_RUNTIME_DIR");
+        int k = sockpath_candidates(paths, 2);
+        char want[64];
+        snprintf(want, sizeof want, "/tmp/rota-%u/rotad.sock", (unsigned)geteuid());
+        _exit(k == 2 && !strcmp(paths[0], "/run/rota/rotad.sock") && !strcmp(paths[1], want) ? 0 : 1);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "an unprivileged user: /run/rota/rotad.sock, then /tmp/rota-UID");
+}
+
+int main(void)
+{
+    th_setup("security");
+    pid_t rotad = th_rotad_start();
+    test_region_readonly();
+    test_adopt_bounded();
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+    test_phantom_gpu();
+    test_peer_check();
+    test_discovery();
+    th_cleanup();
+    return done_testing();
+}
