@@ -6,6 +6,8 @@
 #include "tests/runtime/rotad-helpers.h"
 
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -251,6 +253,164 @@ static void test_discovery(void)
     ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "an unprivileged user: /run/rota/rotad.sock, then /tmp/rota-UID");
 }
 
+
+/* A config file in the test's directory with these lines; returns its path. */
+static const char *write_conf(const char *name, const char *text)
+{
+    static char conf[160];
+    snprintf(conf, sizeof conf, "%s/%s", th_dir, name);
+    FILE *f = fopen(conf, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f)) bail("cannot write %s", conf);
+    return conf;
+}
+
+/* Whether rotad closes fd within ms (EOF). */
+static bool closed_within(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, ms) != 1) return false;
+    char b[256];
+    return recv(fd, b, sizeof b, MSG_DONTWAIT) == 0 || (p.revents & POLLHUP);
+}
+
+static long proc_cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    unsigned long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2) return -1;
+    return (long)(ut + st);
+}
+
+/* As uid 65534, in a child: the result of fn as its exit status (0 = every check held). */
+static int as_nobody(int (*fn)(void))
+{
+    pid_t pid = fork();
+    if (pid < 0) bail("fork");
+    if (pid == 0) {
+        if (setgid(65534) < 0 || setuid(65534) < 0) _exit(100);
+        _exit(fn());
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* nobody opens 6 connections with a cap of 4: the 5th and 6th are closed at once, the first 4 are not. */
+static int nobody_conns(void)
+{
+    int fds[6], bad = 0;
+    for (int i = 0; i < 6; i++) fds[i] = raw_connect();
+    for (int i = 0; i < 6; i++) {
+        bool closed = closed_within(fds[i], i < 4 ? 50 : 1000);
+        if (closed != (i >= 4)) bad |= 1 << (i < 4 ? 0 : 1);
+    }
+    for (int i = 0; i < 6; i++) close(fds[i]);
+    return bad;
+}
+
+/* nobody: 2 clients at most; high priority refused (runs as normal); weight capped; 300 bytes per user. */
+static int nobody_clients(void)
+{
+    int bad = 0;
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = ROTA_PRIO_HIGH, .weight = 5000};
+    conn_t *a = NULL, *b = NULL, *c = NULL;
+    char err[256];
+    if (conn_open(&o, &a, err, sizeof err)) {
+        fprintf(stderr, "# %s\n", err);
+        return 1;
+    }
+    o.priority = ROTA_PRIO_NORMAL;
+    if (conn_open(&o, &b, err, sizeof err)) {
+        fprintf(stderr, "# %s\n", err);
+        return 2;
+    }
+    if (conn_open(&o, &c, err, sizeof err) != -EUSERS) bad |= 4;
+    const rota_region_t *r = conn_region(a);
+    const rota_slot_t *sl = &r->slots[conn_slot(a)];
+    if (conn_high(a) || LD(&sl->priority) != ROTA_PRIO_NORMAL) bad |= 8;
+    if (LD(&sl->weight) != 2000) bad |= 16;
+    if (conn_reserve(a, U0, CAP, 200, 0, NULL, NULL)) bad |= 32;
+    if (conn_reserve(b, U0, CAP, 200, 0, NULL, NULL) != -EDQUOT) bad |= 64;
+    conn_close(a);
+    conn_close(b);
+    if (c) conn_close(c);
+    return bad;
+}
+
+/* Items 3 and 8: admission and policy from rotad's config. */
+static void test_admission(void)
+{
+    if (geteuid() != 0) {
+        for (int i = 0; i < 8; i++) skip("not root: cannot run clients as another user");
+        return;
+    }
+    chmod(th_dir, 0755); /* nobody reaches the socket */
+    const char *conf = write_conf("admission.conf", "hello-timeout-ms 300\nmax-connections-per-user 4\n"
+                                                    "max-clients-per-user 2\nmax-weight 2\nuser 65534 limit 300\n"
+                                                    "credit 0\n");
+    const char *args[] = {"--config", conf, NULL};
+    pid_t rotad = th_rotad_start_args(args);
+    int fd = raw_connect();
+    double t0 = th_now_ms();
+    bool closed = closed_within(fd, 3000);
+    double dt = th_now_ms() - t0;
+    ok(closed && dt < 2000, "a connection that sends no HELLO is closed after hello-timeout-ms (%.0f ms)", dt);
+    close(fd);
+    int rc = as_nobody(nobody_conns);
+    ok(!(rc & 1), "another user's first 4 connections are kept (max-connections-per-user 4)");
+    ok(!(rc & 2) && rc < 100, "its 5th and 6th are closed at once (status %d)", rc);
+    rc = as_nobody(nobody_clients);
+    bool reg = rc < 100 && !(rc & 3);
+    ok(reg && !(rc & 4), "a user's third client is refused (max-clients-per-user 2; status %d)", rc);
+    ok(reg && !(rc & 8), "a user not allowed high priority runs as normal, with a read-only board");
+    ok(reg && !(rc & 16), "a weight over max-weight is lowered to it");
+    ok(reg && !(rc & 96), "a user's processes share its memory limit (user 65534 limit 300)");
+    is_int(th_rotad_stop(rotad), 0, "rotad with a policy config stops cleanly");
+}
+
+/* Item 3: out of descriptors, rotad neither spins nor stops serving. */
+static void test_emfile(void)
+{
+    if (geteuid() != 0) {
+        for (int i = 0; i < 2; i++) skip("not root: cannot raise the descriptor limit back");
+        return;
+    }
+    struct rlimit low = {.rlim_cur = 48, .rlim_max = 48};
+    const char *conf = write_conf("emfile.conf", "hello-timeout-ms 500\n");
+    const char *args[] = {"--config", conf, NULL};
+    pid_t rotad = th_rotad_start_args(args);
+    if (prlimit(rotad, RLIMIT_NOFILE, &low, NULL)) bail("prlimit: %s", strerror(errno));
+    int fds[120];
+    for (int i = 0; i < 120; i++) fds[i] = raw_connect();
+    usleep(100000);
+    long c0 = proc_cpu_ticks(rotad);
+    usleep(400000);
+    long c1 = proc_cpu_ticks(rotad);
+    long hz = sysconf(_SC_CLK_TCK);
+    double cpu = c0 < 0 || c1 < 0 ? -1 : (double)(c1 - c0) / (double)hz;
+    ok(cpu >= 0 && cpu < 0.2, "with 120 idle connections over a 48-descriptor limit rotad is not busy (%.2f s CPU in 0.4 s)",
+       cpu);
+    for (int i = 0; i < 120; i++) close(fds[i]);
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = ROTA_PRIO_NORMAL, .weight = 1000};
+    conn_t *c = NULL;
+    char err[256];
+    int rc = -1;
+    for (int i = 0; i < 40 && rc; i++) {
+        rc = conn_open(&o, &c, err, sizeof err);
+        if (rc) usleep(50000);
+    }
+    is_int(rc, 0, "and registers a client once they are gone");
+    if (!rc) conn_close(c);
+    th_rotad_stop(rotad);
+}
+
 int main(void)
 {
     th_setup("security");
@@ -261,6 +421,8 @@ int main(void)
     test_phantom_gpu();
     test_peer_check();
     test_discovery();
+    test_admission();
+    test_emfile();
     th_cleanup();
     return done_testing();
 }
