@@ -40,6 +40,12 @@ typedef struct sched_client {
     uint64_t vtime;       /* device time * 1000 / weight, ns */
     uint64_t contended_ns; /* last tick that found it contended (slot.track) */
     uint64_t track_on_ns;  /* when slot.track last went to 1: its in-flight count is live after its next launch */
+    /* progress of a high client (issue 21): the counters last seen and when they last moved */
+    uint64_t seen_launches, seen_busy, progress_ns;
+    bool stalled;          /* active without progress for high_stall_ns: holds nobody until it moves again */
+    /* doorbell rate limit: the value last heard, wake-ups in the current one-second window */
+    uint32_t bell_seen, bell_count;
+    uint64_t bell_window_ns;
     /* the channel's hold statistics as last added to its GPU (high clients) */
     uint64_t hold_events, hold_sum;
     uint32_t hold_hist[ROTA_LAT_BUCKETS];
@@ -235,7 +241,22 @@ static bool sched_tick(sched_t *s, uint64_t now)
         c->active = act != 0;
         inflight[i] = infl;
         any_active |= c->active || infl;
-        if (c->active && c->prio == ROTA_PRIO_HIGH) hi[c->pool] = true;
+        if (c->prio == ROTA_PRIO_HIGH) {
+            /* Progress: a launch or a completion. A high client that is active (or claims work in flight) but
+             * neither launches nor completes anything for high_stall_ns (stopped, hung, or lying about
+             * inflight) holds nobody until it moves again. */
+            if (la != c->seen_launches || bu != c->seen_busy || !c->active) {
+                c->seen_launches = la;
+                c->seen_busy = bu;
+                c->progress_ns = now;
+            }
+            bool stalled = c->active && now - c->progress_ns >= s->o.high_stall_ns;
+            if (stalled != c->stalled && s->o.log_level >= 1)
+                fprintf(stderr, "rotad: info: high client in slot %u %s\n", i,
+                        stalled ? "made no progress: lower classes are not held for it" : "makes progress again");
+            c->stalled = stalled;
+            if (c->active && !stalled) hi[c->pool] = true;
+        }
         if (infl) nbusy[c->pool]++;
         /* An uncontended client is not tracked (slot.track 0): nothing in flight shows, but while it launches
          * (active) its GPU is as good as busy; placement and rota top read this. */
@@ -391,11 +412,26 @@ static void *sched_main(void *arg)
         unsigned n = 0;
         wv[n++] = (struct futex_waitv){.val = atomic_load(&s->ctl), .uaddr = (uintptr_t)&s->ctl,
                                        .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG};
-        /* High clients' doorbells first: they are what must be heard at once. */
+        /* High clients' doorbells first: they are what must be heard at once. A client whose doorbell woke us
+         * more than doorbell_max_hz times this second is not listened to until the next: it is heard at the
+         * tick, and ringing in a loop costs rotad no more than that. */
+        uint64_t t0 = sched_now_ns();
+        for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+            sched_client_t *c = &s->c[i];
+            if (!c->live) continue;
+            uint32_t bell = atomic_load(&c->ch->doorbell);
+            if (t0 - c->bell_window_ns >= 1000000000u) {
+                c->bell_window_ns = t0;
+                c->bell_count = 0;
+            }
+            if (bell != c->bell_seen && c->bell_count < UINT32_MAX) c->bell_count++;
+            c->bell_seen = bell;
+        }
         for (int pass = 0; pass < 2; pass++)
             for (unsigned i = 0; i < ROTA_MAX_CLIENTS && n <= SCHED_WAITV_MAX; i++) {
                 sched_client_t *c = &s->c[i];
                 if (!c->live || (pass == 0) != (c->prio == ROTA_PRIO_HIGH)) continue;
+                if (c->bell_count > s->o.doorbell_max_hz) continue;
                 wv[n++] = (struct futex_waitv){.val = atomic_load(&c->ch->doorbell), .uaddr = (uintptr_t)&c->ch->doorbell,
                                                .flags = FUTEX_32};
             }
@@ -439,6 +475,8 @@ int sched_start(rota_region_t *r, rota_board_t *b, const sched_opts_t *o, sched_
     s->o = *o;
     if (!s->o.idle_ns) s->o.idle_ns = SCHED_IDLE_NS_DEFAULT;
     if (!s->o.tick_ns) s->o.tick_ns = SCHED_TICK_NS_DEFAULT;
+    if (!s->o.high_stall_ns) s->o.high_stall_ns = SCHED_HIGH_STALL_NS_DEFAULT;
+    if (!s->o.doorbell_max_hz) s->o.doorbell_max_hz = SCHED_DOORBELL_HZ_DEFAULT;
     if (!s->o.low_factor) s->o.low_factor = SCHED_LOW_FACTOR_DEFAULT;
     /* A high client applies the same idle rule when it releases its GPU's lower classes itself (abi.h). */
     atomic_store(&r->high_idle_ns, s->o.idle_ns);

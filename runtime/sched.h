@@ -50,9 +50,13 @@ typedef struct sched_opts {
     uint64_t quantum_ns;     /* the "quantum" policy's quantum (0: SCHED_QUANTUM_NS_DEFAULT with it) */
     unsigned low_factor;     /* a low client's device time counts this many times in the share (0: default) */
     int log_level;           /* 0 warnings, 1 info, 2 debug */
+    uint64_t high_stall_ns;  /* an active high client without progress this long holds nobody (0: default 1 s) */
+    unsigned doorbell_max_hz; /* doorbell wake-ups heard per client and second; beyond, it waits for the tick */
 } sched_opts_t;
 
 #define SCHED_IDLE_NS_DEFAULT 2000000ull
+#define SCHED_HIGH_STALL_NS_DEFAULT 1000000000ull
+#define SCHED_DOORBELL_HZ_DEFAULT 2000u
 #define SCHED_TICK_NS_DEFAULT 1000000ull
 #define SCHED_LOW_FACTOR_DEFAULT 2u
 #define SCHED_QUANTUM_NS_DEFAULT 20000000ull

@@ -949,6 +949,9 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
         epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->signal_fd, &sev) < 0)
         return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to set up the event loop: %s", strerror(errno));
     /* The scheduler thread starts here, in the process that serves (rotad detaches between open and loop). */
+    /* Bounds from the config file (issue 21) join the scheduling options. */
+    s->o.sched.high_stall_ns = (uint64_t)s->o.cfg->high_stall_ms * 1000000u;
+    s->o.sched.doorbell_max_hz = s->o.cfg->doorbell_max_hz;
     int se = sched_start(s->rg.r, s->rg.b, &s->o.sched, &s->sched);
     if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start the scheduler: %s", strerror(-se));
     server_log(s, 1, "listening on %s (pid %d, rota ABI %u)", s->path, (int)getpid(), ROTA_ABI_VERSION);

@@ -5,7 +5,10 @@
 #include "runtime/lib/sockpath.h"
 #include "tests/runtime/rotad-helpers.h"
 
+#include <linux/futex.h>
+#include <pthread.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
@@ -411,6 +414,76 @@ static void test_emfile(void)
     th_rotad_stop(rotad);
 }
 
+static _Atomic bool ringing;
+
+static void *ring_loop(void *arg)
+{
+    rota_channel_t *ch = arg;
+    while (atomic_load(&ringing)) {
+        atomic_fetch_add(&ch->doorbell, 1);
+        syscall(SYS_futex, &ch->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+    }
+    return NULL;
+}
+
+/* Items 7 and 9: a stopped or lying high client holds others for a bounded time; a doorbell storm is cheap. */
+static void test_sched_bounds(void)
+{
+    const char *conf = write_conf("sched.conf", "high-stall-ms 300\n");
+    const char *args[] = {"--config", conf, NULL};
+    pid_t rotad = th_rotad_start_args(args);
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = ROTA_PRIO_HIGH, .weight = 1000};
+    conn_t *hi, *lo;
+    char err[256];
+    if (conn_open(&o, &hi, err, sizeof err)) bail("high client: %s", err);
+    o.priority = ROTA_PRIO_LOW;
+    if (conn_open(&o, &lo, err, sizeof err)) bail("low client: %s", err);
+    const rota_region_t *r = conn_region(lo);
+    const rota_slot_t *ls = &r->slots[conn_slot(lo)];
+    rota_channel_t *hc = conn_channel(hi);
+    /* the high client claims work in flight that never completes (as if stopped with SIGSTOP) */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    atomic_store(&hc->last_launch_ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+    atomic_store(&hc->inflight, UINT32_MAX);
+    atomic_store(&hc->launches, 1);
+    atomic_store(&hc->active, 1);
+    atomic_fetch_add(&hc->doorbell, 1);
+    syscall(SYS_futex, &hc->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+    ok(WAIT_FOR_REGION(LD(&ls->hold) & ROTA_HOLD_PRIO), "an active high client holds the low one");
+    double t0 = th_now_ms();
+    bool released = false;
+    while (!released && th_now_ms() - t0 < 3000) {
+        released = !(LD(&ls->hold) & ROTA_HOLD_PRIO);
+        usleep(1000);
+    }
+    double held = th_now_ms() - t0;
+    ok(released && held < 1500, "without progress (inflight=UINT32_MAX, no launch, no completion) it holds nobody "
+                                "after high-stall-ms 300 (released after %.0f ms)", held);
+    atomic_fetch_add(&hc->launches, 1);
+    ok(WAIT_FOR_REGION(LD(&ls->hold) & ROTA_HOLD_PRIO), "a launch (progress) makes it hold again");
+    atomic_store(&hc->inflight, 0);
+    atomic_store(&hc->active, 0);
+    conn_close(hi);
+    ok(WAIT_FOR_REGION(!(LD(&ls->hold) & ROTA_HOLD_PRIO)), "and its exit releases the low client");
+
+    /* the low client rings its doorbell in a loop for 1 s */
+    atomic_store(&ringing, true);
+    pthread_t th;
+    pthread_create(&th, NULL, ring_loop, conn_channel(lo));
+    usleep(100000);
+    long c0 = proc_cpu_ticks(rotad);
+    usleep(1000000);
+    long c1 = proc_cpu_ticks(rotad);
+    atomic_store(&ringing, false);
+    pthread_join(th, NULL);
+    double cpu = (double)(c1 - c0) / (double)sysconf(_SC_CLK_TCK);
+    ok(c0 >= 0 && c1 >= 0 && cpu < 0.3, "a client ringing its doorbell in a loop costs rotad %.2f s CPU per second "
+                                         "(doorbell-max-hz 2000)", cpu);
+    conn_close(lo);
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+}
+
 int main(void)
 {
     th_setup("security");
@@ -423,6 +496,7 @@ int main(void)
     test_discovery();
     test_admission();
     test_emfile();
+    test_sched_bounds();
     th_cleanup();
     return done_testing();
 }
