@@ -68,6 +68,8 @@ struct server {
         uint32_t conns, slots;
     } *users;
     unsigned nfresh;            /* connections that have not sent HELLO yet */
+    bool stale;                 /* the socket was left by a rotad that did not stop cleanly: its clients return */
+    uint64_t grace_end_ns;      /* until then, a RESERVE that fits waits (its clients re-register first) */
     int reserve_fd;             /* spare descriptor: given up to accept-and-close when out of descriptors */
     config_t defcfg;            /* when the caller passed none */
     uint64_t log_window_ns;     /* server_log_limited: the current one-second window, its lines, those left out */
@@ -282,6 +284,7 @@ static int server_bind(server_t *s, char *err, size_t errlen)
             return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to remove stale socket %s: %s", s->path,
                                strerror(errno));
         server_log(s, 1, "removed stale socket %s", s->path);
+        s->stale = true;
     }
     s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s->listen_fd < 0)
@@ -431,6 +434,12 @@ static void server_answer(void *ctx, const waiter_t *w, int status)
     server_log(s, 2, "pid %d: %s %llu bytes on GPU %u", (int)c->pid, status ? "refused" : "granted (queued)",
                (unsigned long long)w->bytes, w->dev);
     server_result(s, c, w->seq, status, (int)w->dev);
+}
+
+/* Serves dev's queue, except during the restart grace (server_grace serves it when that ends). */
+static void server_serve(server_t *s, unsigned dev)
+{
+    if (!s->grace_end_ns) waitq_serve(&s->q, dev, server_answer, s);
 }
 
 static void server_welcome(server_t *s, client_t *c, int status, const char *reason, const int *fds, int nfds)
@@ -624,7 +633,9 @@ static void server_on_reserve(server_t *s, client_t *c, const rota_msg_mem_t *m)
         server_result(s, c, m->h.seq, rc, dev);
         return;
     }
-    if (!waitq_count_dev(&s->q, d)) {
+    uint64_t now = server_now_ns();
+    bool grace = now < s->grace_end_ns && !ledger_check(r, slot, d, m->bytes);
+    if (!grace && !waitq_count_dev(&s->q, d)) {
         rc = ledger_check(r, slot, d, m->bytes);
         if (rc) {
             server_revoke(s, d); /* pressure: unused credit first */
@@ -643,7 +654,8 @@ static void server_on_reserve(server_t *s, client_t *c, const rota_msg_mem_t *m)
     }
     /* Queue behind earlier requests of the same or a better class, then serve: this request may be the one
      * that fits now. */
-    uint64_t deadline = server_now_ns() + (uint64_t)m->wait_ms * 1000000u;
+    uint64_t deadline = now + (uint64_t)m->wait_ms * 1000000u;
+    if (grace && deadline < s->grace_end_ns) deadline = s->grace_end_ns; /* answered when the grace ends */
     waiter_t *w = waitq_add(&s->q, slot, c->gen, m->h.seq, d, m->bytes, c->prio, deadline);
     if (!w) {
         server_result(s, c, m->h.seq, -ENOMEM, dev);
@@ -651,7 +663,8 @@ static void server_on_reserve(server_t *s, client_t *c, const rota_msg_mem_t *m)
     }
     server_log(s, 2, "pid %d: queued %llu bytes on GPU %d for %u ms", (int)c->pid,
                (unsigned long long)m->bytes, dev, m->wait_ms);
-    waitq_serve(&s->q, d, server_answer, s);
+    if (grace) return;
+    server_serve(s, d);
     if (!m->wait_ms && waitq_contains(&s->q, w)) {
         waitq_remove(&s->q, w);
         server_result(s, c, m->h.seq, -ENOMEM, dev);
@@ -667,7 +680,7 @@ static void server_on_release(server_t *s, client_t *c, const rota_msg_mem_t *m)
         server_log(s, 2, "pid %d released %llu bytes but held only %llu", (int)c->pid,
                    (unsigned long long)m->bytes, (unsigned long long)back);
     if (!back) return;
-    if (waitq_count_dev(&s->q, (unsigned)dev)) waitq_serve(&s->q, (unsigned)dev, server_answer, s);
+    if (waitq_count_dev(&s->q, (unsigned)dev)) server_serve(s, (unsigned)dev);
     else server_grant_credit(s, c, (unsigned)dev); /* refill: an alloc/free loop stays on the fast path */
 }
 
@@ -834,7 +847,7 @@ static void server_drop(server_t *s, client_t *c)
     if (c->next) c->next->prev = c->prev;
     free(c);
     for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++)
-        if (mask & (1u << d)) waitq_serve(&s->q, d, server_answer, s);
+        if (mask & (1u << d)) server_serve(s, d);
 }
 
 static void server_sweep(server_t *s)
@@ -933,6 +946,15 @@ static uint64_t server_expire_fresh(server_t *s, uint64_t now)
     return next;
 }
 
+/* Once the restart grace is over, serves what waited for it, in order. */
+static void server_grace(server_t *s)
+{
+    if (!s->grace_end_ns || server_now_ns() < s->grace_end_ns) return;
+    s->grace_end_ns = 0;
+    for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++)
+        if (waitq_count_dev(&s->q, d)) waitq_serve(&s->q, d, server_answer, s);
+}
+
 int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t errlen)
 {
     sigset_t set;
@@ -955,6 +977,13 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
     int se = sched_start(s->rg.r, s->rg.b, &s->o.sched, &s->sched);
     if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start the scheduler: %s", strerror(-se));
     server_log(s, 1, "listening on %s (pid %d, rota ABI %u)", s->path, (int)getpid(), ROTA_ABI_VERSION);
+    /* After a crash, the clients of the rotad before re-register what they hold (their trackers reconnect within
+     * about a second): until they had grace-ms to, a RESERVE that fits is not granted, or it might be granted
+     * memory those clients hold. */
+    if (s->stale && s->o.cfg->grace_ms) {
+        s->grace_end_ns = server_now_ns() + (uint64_t)s->o.cfg->grace_ms * 1000000u;
+        server_log(s, 1, "restarted over a stale socket: granting memory in %u ms", s->o.cfg->grace_ms);
+    }
     for (int i = 0; i < nnotify; i++) {
         ssize_t w;
         do {
@@ -973,6 +1002,8 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
         }
         uint64_t fnext = server_expire_fresh(s, server_now_ns());
         if (fnext < next) next = fnext;
+        server_grace(s);
+        if (s->grace_end_ns && s->grace_end_ns < next) next = s->grace_end_ns;
         server_sweep(s);
         int timeout = -1;
         if (next != UINT64_MAX) {
@@ -1002,6 +1033,7 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
                 else if (evs[i].events & (EPOLLHUP | EPOLLERR)) server_doom(s, c, NULL);
             }
         }
+        server_grace(s); /* before expiring: what waited for the grace's end is served first */
         waitq_expire(&s->q, server_now_ns(), server_answer, s);
         server_sweep(s);
         if (s->pl.waiters) place_wait_serve(&s->pl, s->rg.r, server_now_ns(), server_place_answer, s);

@@ -35,6 +35,12 @@ void track_event_put(CUevent ev, CUcontext ctx);
 /* Hands a recorded event to the tracker, which calls launch_complete once it completed. false: the tracker could
  * not be started or queue the event (the caller then treats the launch as complete). */
 bool track_push(CUevent ev, CUcontext ctx, uint64_t launch_ns);
+/* Starts the tracker thread if it is not running: a process holding memory needs it to reconnect to a restarted
+ * rotad on its own (coord_watch), launches or not. */
+void track_start(void);
+/* coord.c, tracker thread, about once a second while idle: a process that holds memory and lost rotad reconnects
+ * and re-registers it, without waiting for its next allocation. Returns whether it should be called again. */
+bool coord_watch(void);
 
 /* coord-idleprobe.c: whether a high client's launching thread sleeps waiting for input, which ends its idle window. */
 /* Notes the calling thread as the one that made the client's last high launch (a relaxed store; no syscall but

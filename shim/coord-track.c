@@ -32,6 +32,7 @@
  */
 
 #define TRACK_POOL_MAX 64
+#define TRACK_WATCH_NS 1000000000ull /* coord_watch's period while the thread has nothing else to do */
 
 typedef struct track_entry {
     CUevent ev;
@@ -45,6 +46,7 @@ static struct {
     track_entry_t *q;       /* ring */
     size_t cap, head, len;
     bool started, failed, sleeping;
+    _Atomic bool watch;     /* call coord_watch when idle (track_start) */
     track_entry_t pool[TRACK_POOL_MAX];
     size_t npool;
     uint64_t last_done_ns;  /* tracker thread only */
@@ -73,7 +75,7 @@ static void track_atfork_child(void)
     free(tk.q);
     tk.q = NULL;
     tk.cap = tk.head = tk.len = 0;
-    tk.started = tk.failed = tk.sleeping = false;
+    tk.started = tk.failed = tk.sleeping = tk.watch = false;
     tk.npool = 0;
     tk.last_done_ns = 0;
     tk.due_ns = 0;
@@ -126,7 +128,21 @@ static void *track_main(void *arg)
         while (!tk.len) {
             tk.sleeping = true;
             if (!tk.due_ns) {
-                pthread_cond_wait(&tk.cv, &tk.mu);
+                /* Idle: wake once a second to check the connection to rotad (coord_watch), as long as this
+                 * process holds memory rotad should know about. */
+                if (!tk.watch) {
+                    pthread_cond_wait(&tk.cv, &tk.mu);
+                    continue;
+                }
+                struct timespec ws;
+                clock_gettime(CLOCK_MONOTONIC, &ws);
+                ws.tv_sec += (time_t)(TRACK_WATCH_NS / 1000000000u);
+                if (pthread_cond_timedwait(&tk.cv, &tk.mu, &ws) != ETIMEDOUT || tk.len) continue;
+                tk.sleeping = false;
+                pthread_mutex_unlock(&tk.mu);
+                bool again = coord_watch();
+                pthread_mutex_lock(&tk.mu);
+                tk.watch = again;
                 continue;
             }
             struct timespec ts = {.tv_sec = (time_t)(tk.due_ns / 1000000000u),
@@ -160,31 +176,48 @@ static void *track_main(void *arg)
     return NULL;
 }
 
+/* With tk.mu held: the thread runs (true), or could not be started. */
+static bool track_start_locked(void)
+{
+    if (tk.failed) return false;
+    if (tk.started) return true;
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    /* The tracker inherits no signal mask worth keeping; it blocks everything so signals go elsewhere. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int e = pthread_create(&th, &at, track_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&at);
+    if (e) {
+        tk.failed = true;
+        rota_log(ROTA_LOG_WARN, "unable to start the launch tracker thread; launches are not bounded");
+        return false;
+    }
+    tk.started = true;
+    return true;
+}
+
+void track_start(void)
+{
+    if (atomic_load_explicit(&tk.watch, memory_order_relaxed)) return; /* every allocation asks: one load */
+    pthread_once(&track_once, track_setup);
+    pthread_mutex_lock(&tk.mu);
+    if (!tk.watch && track_start_locked()) {
+        tk.watch = true;
+        if (tk.sleeping) pthread_cond_signal(&tk.cv); /* from an untimed wait to the watch period */
+    }
+    pthread_mutex_unlock(&tk.mu);
+}
+
 bool track_push(CUevent ev, CUcontext ctx, uint64_t launch_ns)
 {
     pthread_once(&track_once, track_setup);
     pthread_mutex_lock(&tk.mu);
-    bool ok = !tk.failed;
-    if (ok && !tk.started) {
-        pthread_t th;
-        pthread_attr_t at;
-        pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        /* The tracker inherits no signal mask worth keeping; it blocks everything so signals go elsewhere. */
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        int e = pthread_create(&th, &at, track_main, NULL);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&at);
-        if (e) {
-            tk.failed = true;
-            ok = false;
-            rota_log(ROTA_LOG_WARN, "unable to start the launch tracker thread; launches are not bounded");
-        } else {
-            tk.started = true;
-        }
-    }
+    bool ok = track_start_locked();
     if (ok && tk.len == tk.cap) {
         size_t cap = tk.cap ? tk.cap * 2 : 64;
         track_entry_t *n = malloc(cap * sizeof *n);

@@ -225,6 +225,17 @@ static void coord_maybe_connect(void)
     pthread_rwlock_unlock(&coord.rw);
 }
 
+bool coord_watch(void)
+{
+    if (coord_off() || coord.abi_mismatch) return false;
+    bool holds = false;
+    pthread_mutex_lock(&coord.mu);
+    for (int i = 0; i < COORD_MAX_DEVS && !holds; i++) holds = coord.devs[i].usable && coord.devs[i].used;
+    pthread_mutex_unlock(&coord.mu);
+    if (holds) coord_maybe_connect(); /* rate-limited; re-registers everything it holds (ADOPT) */
+    return true;
+}
+
 /* ROTA_REQUIRE=1 without rotad: the error cuInit and every memory hook return. */
 static CUresult coord_require_error(void)
 {
@@ -427,6 +438,7 @@ void coord_mem_commit(coord_resv_t *r, uint64_t key, uint64_t actual_bytes)
     if (!r->token) return;
     int di = coord_dev_index(r->dev);
     if (di < 0) return;
+    track_start(); /* it re-registers this memory with a restarted rotad, allocations or not (coord_watch) */
     if (actual_bytes && actual_bytes != r->bytes && actual_bytes <= ROTA_MAX_BYTES) {
         /* The driver chose the size (pitch): give back the excess, or charge the shortfall (ADOPT: the memory
          * is already allocated, rotad cannot refuse it). */

@@ -484,8 +484,78 @@ static void test_sched_bounds(void)
     is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
 }
 
+/* ---- a librota client (this program re-executed): "init 0", then "alloc MIB" -> "alloc RC" ---------------- */
+
+static int child_main(void)
+{
+    if (!th_cuda_load()) return 2;
+    CUdevice dev;
+    CUresult rc = th_cuda_ctx(&dev);
+    printf("init %d\n", (int)rc);
+    fflush(stdout);
+    CUresult (*alloc)(CUdeviceptr *, size_t) = th_sym("cuMemAlloc_v2");
+    char line[128];
+    while (fgets(line, sizeof line, stdin)) {
+        unsigned long mib;
+        if (sscanf(line, "alloc %lu", &mib) == 1) {
+            CUdeviceptr p;
+            printf("alloc %d\n", (int)alloc(&p, (size_t)mib << 20));
+            fflush(stdout);
+        }
+    }
+    return 0;
+}
+
+/* Item 4: after rotad restarts, a client that holds memory but allocates nothing more re-registers on its own
+ * (its tracker thread), and the new rotad grants nothing that fits before its clients had grace-ms to return. */
+static void test_reregister(void)
+{
+    const char *conf = write_conf("rereg.conf", "credit 0\ngrace-ms 2000\n");
+    const char *args[] = {"--config", conf, NULL};
+    pid_t rotad = th_rotad_start_args(args);
+    char node[64];
+    snprintf(node, sizeof node, "security-t-rereg-%d", (int)getpid());
+    th_child_t ch;
+    th_spawn(&ch, "SECURITY_T_CHILD", "security-t-child", node, "info", NULL);
+    th_ready(&ch, "the client's driver setup failed");
+    is_str(th_say(&ch, "alloc 600", 5000), "alloc 0", "a client allocates 600 MiB of its GPU's 1 GiB");
+    raw_client_t a;
+    raw_register(&a, ROTA_PRIO_NORMAL, 0);
+    const rota_region_t *r = map_region(a.fds[0]);
+    uint8_t uuid[16];
+    memcpy(uuid, r->devices[0].uuid, 16);
+    uint64_t cap = LD(&r->devices[0].capacity);
+    is_uint(LD(&r->devices[0].reserved), UINT64_C(600) << 20, "rotad's ledger has them");
+    munmap((void *)r, ROTA_REGION_MAP_SIZE);
+    raw_close(&a);
+    kill(rotad, SIGKILL);
+    waitpid(rotad, NULL, 0);
+    rotad = th_rotad_start_args(args);
+    double t0 = th_now_ms();
+    raw_register(&a, ROTA_PRIO_NORMAL, 0);
+    int rc = raw_reserve(&a, uuid, cap, UINT64_C(600) << 20);
+    double dt = th_now_ms() - t0;
+    is_int(rc, -ENOMEM, "right after the restart, another 600 MiB is refused, not granted over the holder's (%.0f ms)",
+           dt);
+    r = map_region(a.fds[0]);
+    int d = -1;
+    for (unsigned i = 0; i < LD(&r->ndevices); i++)
+        if (!memcmp(r->devices[i].uuid, uuid, 16)) d = (int)i;
+    uint64_t others = 0;
+    for (unsigned i = 0; d >= 0 && i < ROTA_MAX_CLIENTS; i++)
+        if (i != a.w.slot && LD(&r->slots[i].state) == ROTA_SLOT_LIVE) others += LD(&r->slots[i].used[d]);
+    is_uint(others, UINT64_C(600) << 20, "the holder re-registered its 600 MiB on its own, without allocating");
+    munmap((void *)r, ROTA_REGION_MAP_SIZE);
+    raw_close(&a);
+    th_finish(&ch);
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+    th_node_remove(node);
+    th_cleanup_children();
+}
+
 int main(void)
 {
+    if (getenv("SECURITY_T_CHILD")) return child_main();
     th_setup("security");
     pid_t rotad = th_rotad_start();
     test_region_readonly();
@@ -497,6 +567,7 @@ int main(void)
     test_admission();
     test_emfile();
     test_sched_bounds();
+    test_reregister();
     th_cleanup();
     return done_testing();
 }
