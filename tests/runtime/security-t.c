@@ -553,8 +553,91 @@ static void test_reregister(void)
     th_cleanup_children();
 }
 
+/* ---- attacks run by tests/runtime/multiuser.t as an unprivileged user (SECURITY_T_ATTACK=MODE, ROTA_SOCKET) ---- */
+
+/* region: re-open the region and the board read-write through /proc/self/fd; 0 when every way is refused. */
+static int attack_region(void)
+{
+    raw_client_t rc;
+    raw_register(&rc, ROTA_PRIO_NORMAL, 0);
+    int bad = 0;
+    for (int k = 0; k < 3; k += 2) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", rc.fds[k]);
+        int rw = open(path, O_RDWR | O_CLOEXEC);
+        size_t len = k ? ROTA_BOARD_MAP_SIZE : ROTA_REGION_MAP_SIZE;
+        if (rw >= 0) {
+            void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, rw, 0);
+            if (p != MAP_FAILED) bad |= k ? 2 : 1;
+            uint64_t x = 0;
+            if (pwrite(rw, &x, sizeof x, 64) > 0) bad |= k ? 8 : 4;
+            close(rw);
+        }
+        printf("%s re-open read-write: %s\n", k ? "board" : "region", rw < 0 ? strerror(errno) : "opened");
+    }
+    raw_close(&rc);
+    return bad;
+}
+
+/* adopt: 256 ADOPTs of 2^56 bytes; 0 when the GPU's reserved stays within its capacity. */
+static int attack_adopt(void)
+{
+    raw_client_t a;
+    raw_register(&a, ROTA_PRIO_NORMAL, 0);
+    raw_reserve(&a, U0, CAP, 1);
+    const rota_region_t *r = map_region(a.fds[0]);
+    uint64_t cap = LD(&r->devices[0].capacity), most = 0;
+    for (int i = 0; i < 256; i++) { /* 256 * 2^56 = 2^64: the old ledger wrapped back to where it started */
+        raw_mem(&a, ROTA_MSG_ADOPT, U0, CAP, ROTA_MAX_BYTES);
+        raw_sync(&a, U0);
+        uint64_t res = LD(&r->devices[0].reserved);
+        if (res > most) most = res;
+    }
+    printf("reserved at most %llu of %llu\n", (unsigned long long)most, (unsigned long long)cap);
+    return most <= cap ? 0 : 1;
+}
+
+/* high: asks for high priority; 0 when rotad runs it as normal (read-only board). */
+static int attack_high(void)
+{
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = ROTA_PRIO_HIGH, .weight = 1000};
+    conn_t *c;
+    char err[256];
+    if (conn_open(&o, &c, err, sizeof err)) {
+        printf("%s\n", err);
+        return 2;
+    }
+    unsigned prio = LD(&conn_region(c)->slots[conn_slot(c)].priority);
+    printf("registered as %s\n", prio == ROTA_PRIO_HIGH ? "high" : "normal");
+    return !conn_high(c) && prio == ROTA_PRIO_NORMAL ? 0 : 1;
+}
+
+/* connect: registers; 0 on success, 3 when refused as another user's rotad (-EPERM), 1 otherwise. */
+static int attack_connect(void)
+{
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = ROTA_PRIO_NORMAL, .weight = 1000};
+    conn_t *c;
+    char err[256];
+    int rc = conn_open(&o, &c, err, sizeof err);
+    printf("%s\n", rc ? err : "registered");
+    return rc == 0 ? 0 : rc == -EPERM ? 3 : 1;
+}
+
+static int attack_main(const char *mode)
+{
+    const char *sock = getenv("ROTA_SOCKET");
+    if (!sock) return 100;
+    snprintf(th_sock, sizeof th_sock, "%s", sock);
+    if (!strcmp(mode, "region")) return attack_region();
+    if (!strcmp(mode, "adopt")) return attack_adopt();
+    if (!strcmp(mode, "high")) return attack_high();
+    if (!strcmp(mode, "connect")) return attack_connect();
+    return 100;
+}
+
 int main(void)
 {
+    if (getenv("SECURITY_T_ATTACK")) return attack_main(getenv("SECURITY_T_ATTACK"));
     if (getenv("SECURITY_T_CHILD")) return child_main();
     th_setup("security");
     pid_t rotad = th_rotad_start();

@@ -1,0 +1,91 @@
+#!/bin/sh
+# multiuser.t - a root rotad serving two unprivileged users (issue 21): from their accounts, the region and the
+# board cannot be made writable, ADOPT is bounded, high priority needs the policy's permission, and a client refuses
+# a rotad run by another user. Creates two users with useradd (unique names) and removes them on exit.
+set -u
+: "${ROTA_BUILD:?ROTA_BUILD must name the build folder}"
+ROTAD=$ROTA_BUILD/bin/rotad
+SECT=$ROTA_BUILD/tests/runtime/security-t
+if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null || ! command -v userdel >/dev/null ||
+    ! command -v setpriv >/dev/null; then
+    echo "1..0 # SKIP needs root, useradd, userdel and setpriv"
+    exit 0
+fi
+T=$(mktemp -d /tmp/rota-multiuser-t.XXXXXX)
+chmod 755 "$T"
+UA=rotat$$a
+UB=rotat$$b
+PIDS=""
+USERS=""
+n=0
+fail=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
+cleanup() {
+    for p in $PIDS; do kill -9 "$p" 2>/dev/null; done
+    for p in $PIDS; do wait "$p" 2>/dev/null; done
+    for u in $USERS; do userdel "$u" 2>/dev/null; done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+for u in $UA $UB; do
+    useradd -M -N -s /bin/false "$u" || { echo "Bail out! useradd $u failed"; exit 1; }
+    USERS="$USERS $u"
+done
+# The attacker program, where both users can run it.
+cp "$SECT" "$T/security-t" && chmod 755 "$T/security-t"
+as() { u=$1; shift; setpriv --reuid="$u" --regid="$(id -g "$u")" --clear-groups env HOME="$T" "$@"; }
+
+# Starts a rotad (as user $1, or root) on socket $2 in the foreground, readiness on fd 3; sets RPID.
+start() {
+    who=$1 sock=$2; shift 2
+    rm -f "$T/ready"; mkfifo "$T/ready"; chmod 666 "$T/ready"
+    if [ "$who" = root ]; then
+        ROTA_LOG=warn "$ROTAD" --foreground --no-probe --socket "$sock" --notify-fd 3 "$@" 3>"$T/ready" 2>>"$T/log" &
+    else
+        # setpriv execs env, which execs rotad: $! is rotad's pid (a shell function here would be a subshell)
+        setpriv --reuid="$who" --regid="$(id -g "$who")" --clear-groups env ROTA_LOG=warn "$ROTAD" --foreground \
+            --no-probe --socket "$sock" --notify-fd 3 "$@" 3>"$T/ready" 2>>"$T/log" &
+    fi
+    RPID=$!
+    PIDS="$PIDS $RPID"
+    line=$(timeout 10 head -c 1 "$T/ready" | od -An -c | tr -d ' ')
+    [ "$line" = '\n' ]
+}
+
+S=$T/rotad.sock
+start root "$S"; ok $? "a root rotad serves $S"
+
+out=$(as "$UA" env SECURITY_T_ATTACK=region ROTA_SOCKET="$S" "$T/security-t" 2>&1); rc=$?
+ok $rc "user $UA cannot map the region or the board writable, re-opened or not (status $rc: $(echo $out))"
+out=$(as "$UA" env SECURITY_T_ATTACK=adopt ROTA_SOCKET="$S" "$T/security-t" 2>&1); rc=$?
+ok $rc "user $UA's ADOPTs of 2^56 bytes leave the ledger within the GPU ($out)"
+sleep 1.1 # the ADOPT warnings above used this second's share of rotad's rate-limited log
+out=$(as "$UA" env SECURITY_T_ATTACK=high ROTA_SOCKET="$S" "$T/security-t" 2>&1); rc=$?
+ok $rc "user $UA asking for high priority runs as normal under the default policy ($out)"
+grep -q "uid $(id -u "$UA").*asked for high priority" "$T/log"; ok $? "rotad logs the refusal"
+
+# The policy may allow it: a rotad with 'high-user UA' on another socket.
+echo "high-user $UA" > "$T/policy.conf"
+S2=$T/rotad2.sock
+start root "$S2" --config "$T/policy.conf"; ok $? "a root rotad with 'high-user $UA'"
+out=$(as "$UA" env SECURITY_T_ATTACK=high ROTA_SOCKET="$S2" "$T/security-t" 2>&1); rc=$?
+[ "$rc" = 1 ] && [ "$out" = "registered as high" ]; ok $? "lets $UA run high ($out)"
+out=$(as "$UB" env SECURITY_T_ATTACK=high ROTA_SOCKET="$S2" "$T/security-t" 2>&1); rc=$?
+ok $rc "but not $UB ($out)"
+
+# Impersonation: UB runs a rotad and opens its socket to everyone; UA's client and root's refuse it.
+mkdir "$T/b" && chown "$UB" "$T/b" && chmod 755 "$T/b"
+start "$UB" "$T/b/rotad.sock"; ok $? "user $UB runs a rotad of its own"
+chmod 666 "$T/b/rotad.sock"
+out=$(as "$UA" env SECURITY_T_ATTACK=connect ROTA_SOCKET="$T/b/rotad.sock" "$T/security-t" 2>&1); rc=$?
+[ "$rc" = 3 ] && echo "$out" | grep -q "refusing the rotad at .* it runs as uid $(id -u "$UB")"
+ok $? "user $UA's client refuses $UB's rotad with one clear line ($out)"
+out=$(SECURITY_T_ATTACK=connect ROTA_SOCKET="$T/b/rotad.sock" "$T/security-t" 2>&1); rc=$?
+[ "$rc" = 3 ]; ok $? "so does root's ($out)"
+out=$(as "$UB" env SECURITY_T_ATTACK=connect ROTA_SOCKET="$T/b/rotad.sock" "$T/security-t" 2>&1); rc=$?
+ok $rc "while $UB's own client uses it ($out)"
+
+echo "1..$n"
+exit $fail
