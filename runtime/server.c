@@ -299,7 +299,7 @@ static int server_bind(server_t *s, char *err, size_t errlen)
     /* Root serves every user of the node (each identified by SO_PEERCRED); a user's rotad only that user. */
     if (chmod(s->path, geteuid() == 0 ? 0666 : 0600) < 0)
         return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to chmod %s: %s", s->path, strerror(errno));
-    if (listen(s->listen_fd, 4096) < 0)
+    if (listen(s->listen_fd, 512) < 0)
         return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to listen on %s: %s", s->path, strerror(errno));
     return 0;
 }
@@ -879,7 +879,7 @@ static bool server_accept_shed(server_t *s, int err)
 
 static void server_accept(server_t *s)
 {
-    for (int n = 0; n < 256; n++) { /* a bounded batch: other events get their turn in a storm */
+    for (int n = 0; n < 64; n++) { /* a bounded batch: other events get their turn in a storm */
         int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED) continue;
@@ -1016,10 +1016,11 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
             if (errno == EINTR) continue;
             return server_fail(err, errlen, ROTAD_EXIT_FAIL, "epoll_wait: %s", strerror(errno));
         }
+        bool accept = false;
         for (int i = 0; i < n; i++) {
             void *tag = evs[i].data.ptr;
             if (tag == &s->listen_tag) {
-                server_accept(s);
+                accept = true; /* after the clients' events: a storm of connections does not delay them */
             } else if (tag == &s->signal_tag) {
                 struct signalfd_siginfo si;
                 while (read(s->signal_fd, &si, sizeof si) == sizeof si) {
@@ -1033,6 +1034,7 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
                 else if (evs[i].events & (EPOLLHUP | EPOLLERR)) server_doom(s, c, NULL);
             }
         }
+        if (accept) server_accept(s);
         server_grace(s); /* before expiring: what waited for the grace's end is served first */
         waitq_expire(&s->q, server_now_ns(), server_answer, s);
         server_sweep(s);

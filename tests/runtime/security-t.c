@@ -553,6 +553,171 @@ static void test_reregister(void)
     th_cleanup_children();
 }
 
+/* Load: 1000 clients say HELLO at once (512 fit the table, the rest get a clear "table full"); every one is
+ * answered. Then a connection storm (connect and close in a loop) while a well-behaved client registers. */
+typedef struct storm_arg {
+    _Atomic bool *stop;
+    long n;
+} storm_arg_t;
+
+static void *storm_loop(void *arg)
+{
+    storm_arg_t *a = arg;
+    while (!atomic_load(a->stop)) {
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sun = {.sun_family = AF_UNIX};
+        memcpy(sun.sun_path, th_sock, strlen(th_sock) + 1);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&sun, sizeof sun) == 0) a->n++;
+        if (fd >= 0) close(fd);
+    }
+    return NULL;
+}
+
+static void test_load(void)
+{
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < 2200 && rl.rlim_max >= 2200) {
+        rl.rlim_cur = 2200;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur < 2200) {
+        skip("descriptor limit %lu: cannot open 1000 connections", (unsigned long)rl.rlim_cur);
+        skip("no load figures");
+        skip("no storm figures");
+        return;
+    }
+    pid_t rotad = th_rotad_start();
+    enum { N = 1000 };
+    static int fds[N];
+    rota_msg_hello_t h = {0};
+    proto_hdr_init(&h.h, ROTA_MSG_HELLO, sizeof h, 0);
+    h.role = ROTA_ROLE_CLIENT;
+    h.priority = ROTA_PRIO_NORMAL;
+    h.weight = 1000;
+    for (int i = 0; i < N; i++) fds[i] = raw_connect();
+    double t0 = th_now_ms();
+    for (int i = 0; i < N; i++)
+        if (proto_send(fds[i], &h, sizeof h, NULL, 0)) bail("hello %d", i);
+    int accepted = 0, full = 0, other = 0;
+    for (int i = 0; i < N; i++) {
+        char buf[ROTA_MSG_MAX];
+        int got[3], ng = 3;
+        struct pollfd p = {.fd = fds[i], .events = POLLIN};
+        ssize_t n = poll(&p, 1, 10000) == 1 ? proto_recv(fds[i], buf, sizeof buf, got, &ng, 0) : -1;
+        for (int k = 0; n > 0 && k < ng; k++) close(got[k]);
+        if (n != (ssize_t)sizeof(rota_msg_welcome_t)) other++;
+        else if (((rota_msg_welcome_t *)buf)->status == 0) accepted++;
+        else if (((rota_msg_welcome_t *)buf)->status == -EUSERS) full++;
+        else other++;
+    }
+    double dt = th_now_ms() - t0;
+    ok(accepted == ROTA_MAX_CLIENTS && full == N - ROTA_MAX_CLIENTS && !other,
+       "1000 simultaneous HELLOs: %d registered, %d told the table is full, %d unanswered", accepted, full, other);
+    diag("1000 simultaneous registrations answered in %.1f ms (goal < 1000 ms)", dt);
+    if (TH_SANITIZED) skip("sanitized build: no timing goal");
+    else ok(dt < 1000, "all answered within 1 s (%.1f ms)", dt);
+    for (int i = 0; i < N; i++) close(fds[i]);
+    usleep(200000);
+
+    _Atomic bool stop = false;
+    storm_arg_t sa[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        sa[i] = (storm_arg_t){.stop = &stop};
+        pthread_create(&th[i], NULL, storm_loop, &sa[i]);
+    }
+    usleep(200000);
+    double worst = 0;
+    for (int i = 0; i < 20; i++) {
+        conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = ROTA_PRIO_NORMAL, .weight = 1000};
+        conn_t *c;
+        char err[256];
+        double a = th_now_ms();
+        int rc = conn_open(&o, &c, err, sizeof err);
+        double b = th_now_ms() - a;
+        if (rc) bail("registration during the storm: %s", err);
+        if (b > worst) worst = b;
+        conn_close(c);
+        usleep(20000);
+    }
+    atomic_store(&stop, true);
+    long storm = 0;
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        storm += sa[i].n;
+    }
+    diag("connection storm: %ld connections in about 0.6 s; the slowest of 20 registrations took %.1f ms", storm,
+         worst);
+    if (TH_SANITIZED) skip("sanitized build: no timing goal");
+    else ok(worst < 100, "a storm of connections delays a registration by at most 100 ms (worst %.1f ms)", worst);
+    th_rotad_stop(rotad);
+}
+
+/* Fault injection: clients and rotad killed with SIGKILL at random points, in a bounded loop. After each round
+ * rotad's ledger equals what the live clients hold (every byte they allocated, re-registered after a rotad
+ * restart). */
+static void test_fault_loop(void)
+{
+    const char *conf = write_conf("fault.conf", "credit 0\ngrace-ms 1500\n");
+    const char *args[] = {"--config", conf, NULL};
+    pid_t rotad = th_rotad_start_args(args);
+    char node[64];
+    snprintf(node, sizeof node, "security-t-fault-%d", (int)getpid());
+    enum { K = 3, ROUNDS = 8 };
+    th_child_t ch[K];
+    unsigned held[K] = {0};
+    bool live[K] = {0};
+    unsigned seed = (unsigned)getpid();
+    int exact = 0, rounds = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int k = 0; k < K; k++) {
+            if (!live[k]) {
+                th_spawn(&ch[k], "SECURITY_T_CHILD", "security-t-child", node, "warn", NULL);
+                th_ready(&ch[k], "fault loop: client setup failed");
+                live[k] = true;
+                held[k] = 0;
+            }
+            unsigned mib = 1 + rand_r(&seed) % 40;
+            char cmd[32];
+            snprintf(cmd, sizeof cmd, "alloc %u", mib);
+            if (!strcmp(th_say(&ch[k], cmd, 5000), "alloc 0")) held[k] += mib;
+        }
+        int victim = round % 3 == 2 ? K : rand_r(&seed) % K; /* K: rotad, every third round */
+        if (victim < K) {
+            th_kill9(&ch[victim]);
+            live[victim] = false;
+        } else {
+            kill(rotad, SIGKILL);
+            waitpid(rotad, NULL, 0);
+            rotad = th_rotad_start_args(args);
+        }
+        uint64_t want = 0;
+        for (int k = 0; k < K; k++)
+            if (live[k]) want += (uint64_t)held[k] << 20;
+        raw_client_t a;
+        raw_register(&a, ROTA_PRIO_NORMAL, 0);
+        const rota_region_t *r = map_region(a.fds[0]);
+        bool same = false;
+        for (int i = 0; i < 4000 && !same; i++) {
+            uint64_t got = LD(&r->ndevices) ? LD(&r->devices[0].reserved) : 0;
+            same = got == want;
+            if (!same) usleep(1000);
+        }
+        munmap((void *)r, ROTA_REGION_MAP_SIZE);
+        raw_close(&a);
+        exact += same;
+        rounds++;
+        if (!same) diag("round %d (killed %s): the ledger does not match %llu bytes", round,
+                        victim < K ? "a client" : "rotad", (unsigned long long)want);
+    }
+    is_int(exact, rounds, "kill -9 of a client or rotad, %d rounds: the ledger is exact after every one", rounds);
+    for (int k = 0; k < K; k++)
+        if (live[k]) th_finish(&ch[k]);
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly after the loop");
+    th_node_remove(node);
+}
+
 /* ---- attacks run by tests/runtime/multiuser.t as an unprivileged user (SECURITY_T_ATTACK=MODE, ROTA_SOCKET) ---- */
 
 /* region: re-open the region and the board read-write through /proc/self/fd; 0 when every way is refused. */
@@ -651,6 +816,8 @@ int main(void)
     test_emfile();
     test_sched_bounds();
     test_reregister();
+    test_fault_loop();
+    test_load();
     th_cleanup();
     return done_testing();
 }
