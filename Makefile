@@ -100,7 +100,7 @@ PROGS     := $(patsubst tools/simcuda/%-main.c,$(B)/bin/%,$(SIM_MAIN_SRC)) \
              $(patsubst tools/bench/%.c,$(B)/bin/%,$(wildcard tools/bench/*.c))
 TESTS     := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 
-.PHONY: all test install uninstall clean demo bench
+.PHONY: all test install uninstall clean demo bench fuzz
 all: $(SIMCUDA) $(B)/lib/libcuda.so $(if $(SHIM_SRC),$(LIBROTA)) $(PROGS) $(TESTS)
 
 # ---- objects ---------------------------------------------------------------------------------------------
@@ -210,6 +210,11 @@ SAN_CLANG := $(if $(SANITIZER),$(findstring clang,$(shell $(CC) --version 2>/dev
 export ROTA_SANITIZER_RT := $(if $(SAN_CLANG),$(shell $(CC) -print-file-name=libclang_rt.$(SAN_RT_$(SANITIZER))-$$($(CC) -dumpmachine | cut -d- -f1).so))
 test: all
 	LD_LIBRARY_PATH=$(abspath $(B))/lib prove -f -e '' $(sort $(TESTS)) $(sort $(TEST_SH))
+
+# ---- fuzzing: the libFuzzer harnesses tests/fuzz/fuzz-*.c (clang); make test runs each for 10 s (fuzz.t) ----
+FUZZ_SECONDS ?= 300
+fuzz:
+	FUZZ_T_SECONDS=$(FUZZ_SECONDS) ROTA_SRCDIR=$(CURDIR) tests/fuzz/fuzz.t
 
 # ---- the demo and the benchmark suite: scripts/bench writes results/<timestamp>/ (report.md, plots, traces) --
 DEMO_FLAGS  ?=

@@ -8,18 +8,20 @@
  *   socket   a UNIX SOCK_SEQPACKET socket (one message per packet; EOF = the peer is gone, kill -9 included).
  *            Every message starts with rota_msg_hdr_t; rotad checks magic, ABI version, type and exact size
  *            of every packet and drops a client that sends anything else.
- *   region   one memfd, written by rotad only. Clients get a read-only file description of it (re-opened
- *            O_RDONLY, so they cannot map it writable) in the WELCOME reply and map it PROT_READ: devices,
- *            ledger totals, groups, the client table, and (issue 5) scheduling words.
+ *   region   one memfd, written by rotad only, sealed with F_SEAL_FUTURE_WRITE once rotad mapped it (ABI 8):
+ *            no process can map it writable or write(2) it, whatever descriptor it opens, /proc/PID/fd
+ *            re-opens included. Clients get a read-only file description of it in the WELCOME reply and map it
+ *            PROT_READ: devices, ledger totals, groups, the client table, and (issue 5) scheduling words.
  *   channel  one memfd per client, written by that client only (rotad maps it too and validates every
  *            value it reads: a client scribbling over its channel only ever hurts itself).
- *   board    one memfd, writable by every client and by rotad: the only words clients write for each other
- *            (issue 5, priority holds without a round trip through rotad). It carries no ledger state and no
- *            pointer or index anyone trusts; rotad rewrites it at every scheduling tick. A client scribbling
- *            over it can only delay other clients' lower-class launches until rotad's next tick, which any
- *            client can do anyway by declaring itself high priority, or let lower-class launches through a
- *            priority hold until the high client's next launch (high_idle), which is no more than a client
- *            can do by launching without librota.
+ *   board    one memfd, writable by rotad and by the clients rotad registered as high priority: the only words
+ *            clients write for each other (issue 5, priority holds without a round trip through rotad). Since
+ *            ABI 8 only high clients get a read-write descriptor; normal and low clients get a read-only one
+ *            (the memfd is mode 0600, so a client of another user cannot re-open it read-write) and map it
+ *            PROT_READ. It carries no ledger state and no pointer or index anyone trusts; rotad rewrites it at
+ *            every scheduling tick. A high client scribbling over it can only delay other clients' lower-class
+ *            launches until rotad's next tick, which its class allows anyway, or let lower-class launches
+ *            through a priority hold until its next launch (high_idle).
  *
  * Every shared structure starts with magic, ABI version and size; fields are fixed-width; fields that change
  * while others read them are _Atomic (lock-free on every supported target, checked below). A reader that finds
@@ -30,11 +32,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROTA_ABI_VERSION 7u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
+#define ROTA_ABI_VERSION 8u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
                              * dev.normal_clients; 5: board.high_idle, region.high_idle_ns (direct release);
                              * 6: region.high_idle_learn, channel.idle_from_ns, channel.idle_win_ns, slot.idle_win_ns
                              * (the learned idle window); 7: place.wait_ms (a job that fits nowhere waits),
-                             * region.place_waiting..., the idle window counted from channel.idle_from_ns always */
+                             * region.place_waiting..., the idle window counted from channel.idle_from_ns always;
+                             * 8: the region sealed against writes, the board read-only for normal and low
+                             * clients (issue 21) */
 #define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
 #define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
 #define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
