@@ -84,7 +84,8 @@ static int config_policy(config_t *cfg, char **word, int nw, const char *path, u
         *(uint32_t *)((char *)cfg + n->off) = (uint32_t)v;
         return 0;
     }
-    bool hu = !strcmp(word[0], "high-user"), hg = !strcmp(word[0], "high-group");
+    bool hu = !strcmp(word[0], "high-user");
+    bool hg = !strcmp(word[0], "high-group");
     if (hu || hg) {
         uint32_t id;
         unsigned *cnt = hu ? &cfg->nhigh_uids : &cfg->nhigh_gids;

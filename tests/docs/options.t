@@ -47,7 +47,10 @@ same() {
 
 grep -o '{"ROTA_[A-Z_]*"' "$S/shim/options.c" | tr -d '{"' | sort -u > "$T/rota-env"
 grep -o '"SIMCUDA_[A-Z_]*"' "$S/tools/simcuda/config.c" | tr -d '"' | sort -u > "$T/simcuda-env"
-sed -n 's/.*strcmp(word\[0\], "\([a-z]*\)").*/\1/p' "$S/runtime/config.c" | sort -u > "$T/rotad-conf"
+{ # directives compared by name, and the rows of config.c's table of numbers (config_nums)
+    sed -n 's/.*strcmp(word\[0\], "\([a-z-]*\)").*/\1/p' "$S/runtime/config.c"
+    sed -n 's/^ *{"\([a-z-]*\)", offsetof(config_t.*/\1/p' "$S/runtime/config.c"
+} | sort -u > "$T/rotad-conf"
 help_opts "$B/rotad" > "$T/rotad"
 help_opts "$B/rota" > "$T/rota"
 help_opts "$B/rota" run > "$T/run"
