@@ -484,24 +484,42 @@ static void test_sched_bounds(void)
     is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
 }
 
-/* ---- a librota client (this program re-executed): "init 0", then "alloc MIB" -> "alloc RC" ---------------- */
+/* ---- a librota client (this program re-executed): "init 0", then commands, each answered with one line:
+ *      "alloc MIB" -> "alloc RC"; "spin N NS" (N spin kernels of NS ns, async) -> "spin RC"; "sync" -> "sync RC" */
 
 static int child_main(void)
 {
     if (!th_cuda_load()) return 2;
     CUdevice dev;
+    CUfunction spin = NULL;
+    CUstream st = NULL;
     CUresult rc = th_cuda_ctx(&dev);
+    if (!rc) rc = th_cuda_spin(&spin, &st);
     printf("init %d\n", (int)rc);
     fflush(stdout);
     CUresult (*alloc)(CUdeviceptr *, size_t) = th_sym("cuMemAlloc_v2");
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                       void **, void **) = th_sym("cuLaunchKernel");
+    CUresult (*sync)(CUstream) = th_sym("cuStreamSynchronize");
     char line[128];
     while (fgets(line, sizeof line, stdin)) {
-        unsigned long mib;
+        unsigned long mib, n;
+        unsigned long long ns;
         if (sscanf(line, "alloc %lu", &mib) == 1) {
             CUdeviceptr p;
             printf("alloc %d\n", (int)alloc(&p, (size_t)mib << 20));
-            fflush(stdout);
+        } else if (sscanf(line, "spin %lu %llu", &n, &ns) == 2) {
+            CUresult r = CUDA_SUCCESS;
+            for (unsigned long i = 0; i < n && !r; i++) {
+                uint64_t arg = ns;
+                void *args[] = {&arg};
+                r = launch(spin, 1, 1, 1, 1, 1, 1, 0, st, args, NULL);
+            }
+            printf("spin %d\n", (int)r);
+        } else if (!strncmp(line, "sync", 4)) {
+            printf("sync %d\n", (int)sync(st));
         }
+        fflush(stdout);
     }
     return 0;
 }
@@ -551,6 +569,40 @@ static void test_reregister(void)
     is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
     th_node_remove(node);
     th_cleanup_children();
+}
+
+/* Item 7 with real clients: a high client stopped with SIGSTOP while its kernel is in flight holds a low client's
+ * launches for at most about high-stall-ms, not until it is continued. */
+static void test_sigstop_high(void)
+{
+    const char *conf = write_conf("stop.conf", "high-stall-ms 300\n");
+    const char *args[] = {"--config", conf, NULL};
+    pid_t rotad = th_rotad_start_args(args);
+    char node[64];
+    snprintf(node, sizeof node, "security-t-stop-%d", (int)getpid());
+    th_child_t hi, lo;
+    const char *eh[] = {"ROTA_PRIORITY=high", NULL}, *el[] = {"ROTA_PRIORITY=low", NULL};
+    th_spawn(&hi, "SECURITY_T_CHILD", "security-t-high", node, "warn", eh);
+    th_spawn(&lo, "SECURITY_T_CHILD", "security-t-low", node, "warn", el);
+    th_ready(&hi, "high client setup failed");
+    th_ready(&lo, "low client setup failed");
+    is_str(th_say(&lo, "spin 1 1000000", 5000), "spin 0", "the low client launches");
+    is_str(th_say(&lo, "sync", 5000), "sync 0", "and syncs");
+    is_str(th_say(&hi, "spin 1 3000000000", 5000), "spin 0", "the high client launches a 3 s kernel");
+    usleep(50000);
+    kill(hi.pid, SIGSTOP);
+    double t0 = th_now_ms();
+    const char *l = th_say(&lo, "spin 1 1000000", 5000);
+    bool launched = !strcmp(l, "spin 0");
+    double dt = th_now_ms() - t0;
+    ok(launched && dt < 1500, "with the high client stopped, the low client's launch passes after %.0f ms "
+                              "(high-stall-ms 300; it was held until SIGCONT before)", dt);
+    kill(hi.pid, SIGCONT);
+    if (!launched) th_say(&lo, NULL, 5000);
+    th_finish(&hi);
+    th_finish(&lo);
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+    th_node_remove(node);
 }
 
 /* Load: 1000 clients say HELLO at once (512 fit the table, the rest get a clear "table full"); every one is
@@ -874,6 +926,7 @@ int main(void)
     test_admission();
     test_emfile();
     test_sched_bounds();
+    test_sigstop_high();
     test_reregister();
     test_fault_loop();
     test_message_fuzz();
