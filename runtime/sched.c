@@ -61,6 +61,8 @@ struct sched {
     _Atomic bool stop;
     bool waitv_ok;
     uint64_t last_tick;
+    uint64_t log_window_ns;  /* sched_log_ok's one-second window and its lines */
+    unsigned log_lines;
     uint64_t next_idle;   /* earliest time an active client with nothing in flight turns idle (0: none) */
     bool hi[SCHED_POOLS];
     uint64_t win_start[SCHED_POOLS], win_busy[SCHED_POOLS];
@@ -174,6 +176,16 @@ static bool sched_in_group(const sched_t *s, const sched_client_t *c, unsigned p
     return c->live && c->pool == p && sched_group(s, c) == k;
 }
 
+/* Client-caused lines from the scheduler thread: at most 10 a second. */
+static bool sched_log_ok(sched_t *s, uint64_t now)
+{
+    if (now - s->log_window_ns >= 1000000000u) {
+        s->log_window_ns = now;
+        s->log_lines = 0;
+    }
+    return s->log_lines++ < 10;
+}
+
 /* Refreshes activity of every client, samples device time, and decides holds. With s->mu held. */
 static bool sched_tick(sched_t *s, uint64_t now)
 {
@@ -251,7 +263,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
                 c->progress_ns = now;
             }
             bool stalled = c->active && now - c->progress_ns >= s->o.high_stall_ns;
-            if (stalled != c->stalled && s->o.log_level >= 1)
+            if (stalled != c->stalled && s->o.log_level >= 1 && sched_log_ok(s, now))
                 fprintf(stderr, "rotad: info: high client in slot %u %s\n", i,
                         stalled ? "made no progress: lower classes are not held for it" : "makes progress again");
             c->stalled = stalled;

@@ -473,7 +473,7 @@ static void server_refresh(server_t *s)
         rota_slot_t *sl = &s->rg.r->slots[c->slot];
         if (bad) {
             if (!c->channel_warned)
-                server_log(s, 0, "client pid %d (slot %d): %s; ignoring its channel", (int)c->pid, c->slot, why);
+                server_log_client(s, c, "%s; ignoring its channel", why);
             c->channel_warned = true;
             continue;
         }
@@ -757,8 +757,8 @@ static void server_on_message(server_t *s, client_t *c, const void *buf, size_t 
         char reason[64];
         snprintf(reason, sizeof reason, "rotad speaks rota ABI version %u, not %u", ROTA_ABI_VERSION, abi);
         server_welcome(s, c, -EPROTO, reason, NULL, 0);
-        server_log(s, 0, "pid %d speaks rota ABI version %u, rotad version %u: refused (it runs uncoordinated)",
-                   (int)c->pid, abi, ROTA_ABI_VERSION);
+        server_log_client(s, c, "speaks rota ABI version %u, rotad version %u: refused (it runs uncoordinated)", abi,
+                          ROTA_ABI_VERSION);
         server_doom(s, c, NULL);
         return;
     }
