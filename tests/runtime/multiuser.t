@@ -30,7 +30,10 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
 for u in $UA $UB; do
-    useradd -M -N -s /bin/false "$u" || { echo "Bail out! useradd $u failed"; exit 1; }
+    if ! useradd -M -N -s /bin/false "$u" 2>"$T/useradd.err"; then
+        echo "1..0 # SKIP useradd $u failed: $(cat "$T/useradd.err")"
+        exit 0
+    fi
     USERS="$USERS $u"
 done
 # The attacker program, where both users can run it.
