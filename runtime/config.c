@@ -98,6 +98,20 @@ static int config_policy(config_t *cfg, char **word, int nw, const char *path, u
         (hu ? cfg->high_uids : cfg->high_gids)[(*cnt)++] = id;
         return 0;
     }
+    if (!strcmp(word[0], "high-cgroup")) {
+        if (nw != 2) return config_fail(err, errlen, "%s:%u: expected 'high-cgroup CGROUP-PATH'", path, lineno);
+        if (word[1][0] != '/' || strlen(word[1]) >= ROTA_GROUP_NAME)
+            return config_fail(err, errlen, "%s:%u: cgroup path '%s' must be absolute, at most %d characters", path,
+                               lineno, word[1], ROTA_GROUP_NAME - 1);
+        if (cfg->nhigh_cgroups == CONFIG_MAX_IDS)
+            return config_fail(err, errlen, "%s:%u: too many high-cgroup lines (at most %d)", path, lineno,
+                               CONFIG_MAX_IDS);
+        char *dst = cfg->high_cgroups[cfg->nhigh_cgroups++];
+        snprintf(dst, ROTA_GROUP_NAME, "%s", word[1]);
+        size_t nl = strlen(dst);
+        while (nl > 1 && dst[nl - 1] == '/') dst[--nl] = 0;
+        return 0;
+    }
     if (!strcmp(word[0], "user")) {
         uint32_t uid;
         uint64_t limit;
@@ -129,7 +143,15 @@ int config_user_of(const config_t *cfg, uint32_t uid)
     return -1;
 }
 
-bool config_may_high(const config_t *cfg, uint32_t uid, uint32_t gid, const uint32_t *gids, unsigned n)
+/* Whether cgroup is prefix or lies below it. */
+static bool config_under(const char *prefix, const char *cgroup)
+{
+    size_t n = strlen(prefix);
+    return !strcmp(prefix, "/") || (!strncmp(cgroup, prefix, n) && (cgroup[n] == 0 || cgroup[n] == '/'));
+}
+
+bool config_may_high(const config_t *cfg, uint32_t uid, uint32_t gid, const uint32_t *gids, unsigned n,
+                     const char *cgroup)
 {
     if (uid == 0 || uid == (uint32_t)geteuid()) return true;
     if (!cfg) return false;
@@ -140,6 +162,8 @@ bool config_may_high(const config_t *cfg, uint32_t uid, uint32_t gid, const uint
         for (unsigned k = 0; k < n; k++)
             if (cfg->high_gids[i] == gids[k]) return true;
     }
+    for (unsigned i = 0; cgroup && i < cfg->nhigh_cgroups; i++)
+        if (config_under(cfg->high_cgroups[i], cgroup)) return true;
     return false;
 }
 

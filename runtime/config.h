@@ -37,9 +37,10 @@
  *
  *   high-user USER              USER (name or uid) may run high priority; repeatable
  *   high-group GROUP            members of GROUP (name or gid) may; repeatable
+ *   high-cgroup CGROUP-PATH     processes whose cgroup v2 path is CGROUP-PATH or below it may; repeatable
  *   user USER limit SIZE        the processes of USER together hold at most SIZE per GPU (like a group)
  *
- * Who may run high: root, rotad's own user, and the users and groups named. Anyone else asking for high priority
+ * Who may run high: root, rotad's own user, and the users, groups and cgroups named. Anyone else asking for high priority
  * runs as normal (rotad logs it once, and rota status shows the class rotad applied).
  */
 #define CONFIG_CREDIT_DEFAULT (UINT64_C(64) << 20)
@@ -67,6 +68,8 @@ typedef struct config {
     uint32_t high_uids[CONFIG_MAX_IDS];
     uint32_t high_gids[CONFIG_MAX_IDS];
     config_user_t users[CONFIG_MAX_IDS]; /* their region groups follow the cgroup ones (region.c) */
+    unsigned nhigh_cgroups;
+    char high_cgroups[CONFIG_MAX_IDS][ROTA_GROUP_NAME];
 } config_t;
 
 /* Sets the defaults. */
@@ -75,8 +78,10 @@ void config_init(config_t *cfg);
 int config_load(const char *path, config_t *cfg, char *err, size_t errlen);
 /* Index of the group a cgroup path belongs to (longest matching prefix), or -1. */
 int config_match(const config_t *cfg, const char *cgroup);
-/* Whether a client of uid (primary gid and supplementary gids[0..n)) may run high priority. */
-bool config_may_high(const config_t *cfg, uint32_t uid, uint32_t gid, const uint32_t *gids, unsigned n);
+/* Whether a client of uid (primary gid and supplementary gids[0..n), cgroup v2 path cgroup or NULL) may run high
+ * priority. */
+bool config_may_high(const config_t *cfg, uint32_t uid, uint32_t gid, const uint32_t *gids, unsigned n,
+                     const char *cgroup);
 /* Index of uid's entry in users[], or -1. */
 int config_user_of(const config_t *cfg, uint32_t uid);
 /* The cgroup v2 path of a process into out; 0 or -errno (-ENOENT: no such process or no v2 line). */

@@ -497,7 +497,9 @@ static bool server_may_high(server_t *s, client_t *c)
     socklen_t len = sizeof gids;
     unsigned n = 0;
     if (getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, gids, &len) == 0) n = len / sizeof gids[0];
-    return config_may_high(s->o.cfg, (uint32_t)c->uid, (uint32_t)c->gid, gids, n);
+    char cg[512];
+    bool have_cg = s->o.cfg->nhigh_cgroups && config_cgroup_of(c->pid, cg, sizeof cg) == 0;
+    return config_may_high(s->o.cfg, (uint32_t)c->uid, (uint32_t)c->gid, gids, n, have_cg ? cg : NULL);
 }
 
 static void server_on_hello(server_t *s, client_t *c, const rota_msg_hello_t *h)

@@ -1,5 +1,6 @@
 /* security-t.c - TAP tests for rotad's trust boundary (issue 21): what a client can and cannot do to rotad. */
 #include "runtime/abi.h"
+#include "runtime/config.h"
 #include "runtime/lib/conn.h"
 #include "runtime/lib/proto.h"
 #include "runtime/lib/sockpath.h"
@@ -376,6 +377,42 @@ static void test_admission(void)
     ok(reg && !(rc & 16), "a weight over max-weight is lowered to it");
     ok(reg && !(rc & 96), "a user's processes share its memory limit (user 65534 limit 300)");
     is_int(th_rotad_stop(rotad), 0, "rotad with a policy config stops cleanly");
+}
+
+/* nobody asks for high priority: 0 when it runs high. */
+static int nobody_high(void)
+{
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = ROTA_PRIO_HIGH, .weight = 1000};
+    conn_t *c;
+    char err[256];
+    if (conn_open(&o, &c, err, sizeof err)) return 2;
+    int rc = conn_high(c) && LD(&conn_region(c)->slots[conn_slot(c)].priority) == ROTA_PRIO_HIGH ? 0 : 1;
+    conn_close(c);
+    return rc;
+}
+
+/* Item 8: high-cgroup lets the processes of a cgroup run high, whoever runs them. */
+static void test_high_cgroup(void)
+{
+    char cg[400], text[512];
+    if (geteuid() != 0 || config_cgroup_of(getpid(), cg, sizeof cg)) {
+        skip("not root, or no cgroup v2 path: high-cgroup not testable");
+        skip("not root, or no cgroup v2 path: high-cgroup not testable");
+        return;
+    }
+    snprintf(text, sizeof text, "high-cgroup %s\n", cg);
+    const char *conf = write_conf("cgroup.conf", text);
+    const char *args[] = {"--config", conf, NULL};
+    pid_t rotad = th_rotad_start_args(args);
+    is_int(as_nobody(nobody_high), 0, "uid 65534 in cgroup %s runs high under 'high-cgroup %s'", cg, cg);
+    th_rotad_stop(rotad);
+    snprintf(text, sizeof text, "high-cgroup %s%srota-security-t-elsewhere\n", cg, strcmp(cg, "/") ? "/" : "");
+    conf = write_conf("cgroup2.conf", text);
+    const char *args2[] = {"--config", conf, NULL};
+    rotad = th_rotad_start_args(args2);
+    text[strcspn(text, "\n")] = 0;
+    is_int(as_nobody(nobody_high), 1, "but not under a cgroup it is not in (%s)", text);
+    th_rotad_stop(rotad);
 }
 
 /* Item 3: out of descriptors, rotad neither spins nor stops serving. */
@@ -924,6 +961,7 @@ int main(void)
     test_peer_check();
     test_discovery();
     test_admission();
+    test_high_cgroup();
     test_emfile();
     test_sched_bounds();
     test_sigstop_high();
