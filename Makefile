@@ -169,6 +169,19 @@ $(KERNELS_C): $(B)/gen/kernels.ptx $(B)/bin/embed
 $(KERNELS_PTX_O): $(KERNELS_C)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+# A real nvcc fatbin (cubin + PTX) of tests/kernels/*.cu, embedded in the tests as rota_foreign_fatbin: what
+# cudart hands cuLibraryLoadData (tests/shim/library-t.c).
+FATBIN_ARCH ?= -gencode arch=compute_75,code=[sm_75,compute_75]
+FATBIN_O := $(O)/gen/foreign-fatbin.o
+$(B)/gen/foreign.fatbin: $(wildcard tests/kernels/*.cu)
+	@mkdir -p $(dir $@)
+	@test -x $(NVCC) || { echo "nvcc not found at $(NVCC): set CUDA_HOME or NVCC" >&2; exit 1; }
+	$(NVCC) -fatbin $(FATBIN_ARCH) -o $@ $^
+$(B)/gen/foreign-fatbin.c: $(B)/gen/foreign.fatbin $(B)/bin/embed
+	$(B)/bin/embed rota_foreign_fatbin $< > $@
+$(FATBIN_O): $(B)/gen/foreign-fatbin.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 # ---- tests -----------------------------------------------------------------------------------------------
 $(TAP_A): $(call obj,$(TAP_SRC))
@@ -190,10 +203,10 @@ TEST_DEPS_simcuda/node-t := $(SIM_OBJ)
 # The test's directory name (tests/runtime/x-t -> runtime); a function, since a literal % in a pattern
 # rule's prerequisites would be replaced by the stem.
 test_dir = $(patsubst %/,%,$(dir $(1)))
-$(B)/tests/%: $(O)/tests/%.o $(TAP_A) $(KERNELS_O) $(COMMON_A) $(SIMCUDA) \
+$(B)/tests/%: $(O)/tests/%.o $(TAP_A) $(KERNELS_O) $(FATBIN_O) $(COMMON_A) $(SIMCUDA) \
               $$(TEST_DEPS_$$(call test_dir,$$*)) $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(TEST_LIBS_$*) $(TEST_LIBS_$(call test_dir,$*)) $(KERNELS_O) $(TAP_A) \
+	$(CC) -o $@ $< $(TEST_LIBS_$*) $(TEST_LIBS_$(call test_dir,$*)) $(KERNELS_O) $(FATBIN_O) $(TAP_A) \
 	    $(COMMON_A) $(ALL_LDFLAGS) -ldl -lrt -lm
 
 # Tests find build outputs through these variables (never by guessing paths).

@@ -38,61 +38,131 @@ size_t api_kernel_arg_count(int id)
 
 #define DEFAULT_DYN_SMEM 49152
 
+/*
+ * A module or library holds the functions looked up in it, one handle per name, created at the first lookup:
+ * the built-in kernels resolve in every image; any other name resolves in an image simcuda cannot read (a
+ * cubin, an nvcc fatbin, a library file) and in PTX text that declares it (.entry NAME), and runs as
+ * API_KERNEL_OTHER. Each function is an allocation of its own, so no kernel handle ever equals the handle of
+ * its library or module. funcs_lock guards every owner's list (lookups are not on a hot path).
+ */
+typedef struct api_funcs {
+    api_func_t *head;
+    char *ptx;                   /* a copy of a PTX text image, NULL for a binary one (any name resolves) */
+} api_funcs_t;
+
 struct CUmod_st {
     CUcontext ctx;
-    struct CUfunc_st funcs[API_KERNEL_COUNT];
+    api_funcs_t funcs;
     struct CUmod_st *next;       /* in ctx->modules */
 };
 
 struct CUlib_st {
-    struct CUfunc_st funcs[API_KERNEL_COUNT];
+    api_funcs_t funcs;
 };
 
-static void funcs_fini(struct CUfunc_st *f)
+static pthread_mutex_t funcs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void funcs_fini(api_funcs_t *fs)
 {
-    for (int i = 0; i < API_KERNEL_COUNT; i++)
-        api_handle_del(&f[i]);   /* a handle never added is simply not found */
+    pthread_mutex_lock(&funcs_lock);
+    api_func_t *f = fs->head;
+    fs->head = NULL;
+    pthread_mutex_unlock(&funcs_lock);
+    while (f) {
+        api_func_t *next = f->next;
+        api_handle_del(f);
+        free(f->name);
+        free(f);
+        f = next;
+    }
+    free(fs->ptx);
+    fs->ptx = NULL;
 }
 
-static int funcs_init(struct CUfunc_st *f, CUcontext ctx, bool is_kernel)
+/* PTX text (starts, after blanks and comments, like PTX does: a directive), copied; NULL for anything else. */
+static int funcs_set_image(api_funcs_t *fs, const void *image)
 {
-    for (int i = 0; i < API_KERNEL_COUNT; i++) {
-        f[i].id = i;
-        f[i].ctx = ctx;
-        f[i].is_kernel = is_kernel;
-        f[i].max_dyn_smem = DEFAULT_DYN_SMEM;
-        if (api_handle_add(&f[i], API_KIND_FUNC) < 0) {
-            funcs_fini(f);
-            return -ENOMEM;
+    if (image == NULL || ptxver_of_image(image) <= 0)
+        return 0;
+    fs->ptx = strdup(image);
+    return fs->ptx ? 0 : -ENOMEM;
+}
+
+/* Whether PTX text declares an entry called name (".entry name" followed by '(' or a blank). */
+static bool ptx_has_entry(const char *ptx, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(ptx, ".entry"); p; p = strstr(p + 6, ".entry")) {
+        const char *q = p + 6;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (strncmp(q, name, n) == 0 && (q[n] == '(' || q[n] == ' ' || q[n] == '\t' || q[n] == '\n' ||
+                                          q[n] == '\r'))
+            return true;
+    }
+    return false;
+}
+
+/* The function called name in fs (created on first use): CUDA_SUCCESS, NOT_FOUND or OUT_OF_MEMORY. */
+static CUresult funcs_get(api_funcs_t *fs, const char *name, CUcontext ctx, bool is_kernel, api_func_t **out)
+{
+    int id = api_kernel_lookup(name);
+    if (id < 0) {
+        if (fs->ptx && !ptx_has_entry(fs->ptx, name))
+            return CUDA_ERROR_NOT_FOUND;
+        id = API_KERNEL_OTHER;
+    }
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&funcs_lock);
+    api_func_t *f;
+    for (f = fs->head; f; f = f->next)
+        if (strcmp(f->name, name) == 0)
+            break;
+    if (!f) {
+        f = api_calloc(1, sizeof(*f));
+        char *copy = f ? strdup(name) : NULL;
+        if (!copy || api_handle_add(f, API_KIND_FUNC) < 0) {
+            free(copy);
+            free(f);
+            f = NULL;
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            f->id = id;
+            f->name = copy;
+            f->ctx = ctx;
+            f->is_kernel = is_kernel;
+            f->max_dyn_smem = DEFAULT_DYN_SMEM;
+            f->next = fs->head;
+            fs->head = f;
         }
     }
-    return 0;
+    pthread_mutex_unlock(&funcs_lock);
+    *out = f;
+    return rc;
 }
 
-/* Fills funcs and registers obj (a module or library holding them) as a handle of kind: 0 or -ENOMEM,
- * with nothing left registered on failure. */
-static int funcs_owner_add(void *obj, int kind, struct CUfunc_st *funcs, CUcontext ctx, bool is_kernel)
+/* Registers obj (a module or library) as a handle of kind with a copy of its image: 0 or -ENOMEM. */
+static int funcs_owner_add(void *obj, int kind, api_funcs_t *fs, const void *image)
 {
-    if (funcs_init(funcs, ctx, is_kernel) < 0)
+    if (funcs_set_image(fs, image) < 0)
         return -ENOMEM;
     if (api_handle_add(obj, kind) < 0) {
-        funcs_fini(funcs);
+        funcs_fini(fs);
         return -ENOMEM;
     }
     return 0;
 }
 
 /* Undoes funcs_owner_add and frees obj. */
-static void funcs_owner_free(void *obj, struct CUfunc_st *funcs)
+static void funcs_owner_free(void *obj, api_funcs_t *fs)
 {
     api_handle_del(obj);
-    funcs_fini(funcs);
+    funcs_fini(fs);
     free(obj);
 }
 
-/* The checks that cuModuleGetFunction and cuLibraryGetKernel share: *id is the kernel called name in owner,
- * a handle of kind (a module or library). */
-static CUresult funcs_find(int *id, const void *out, const void *owner, int kind, const char *name)
+/* The checks that cuModuleGetFunction and cuLibraryGetKernel share: owner is a handle of kind. */
+static CUresult funcs_check(const void *out, const void *owner, int kind, const char *name)
 {
     CUresult rc = api_ready();
     if (rc != CUDA_SUCCESS)
@@ -101,12 +171,11 @@ static CUresult funcs_find(int *id, const void *out, const void *owner, int kind
         return CUDA_ERROR_INVALID_VALUE;
     if (!owner || !api_handle_is(owner, kind))
         return CUDA_ERROR_INVALID_HANDLE;
-    *id = api_kernel_lookup(name);
-    return *id < 0 ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
+    return CUDA_SUCCESS;
 }
 
-/* cuModuleGetFunctionCount and cuLibraryGetKernelCount: every module and library holds every kernel. */
-static CUresult funcs_count(unsigned int *count, const void *owner, int kind)
+/* cuModuleGetFunctionCount and cuLibraryGetKernelCount: the built-in kernels, or the entries of PTX text. */
+static CUresult funcs_count(unsigned int *count, const void *owner, int kind, const api_funcs_t *fs)
 {
     CUresult rc = api_ready();
     if (rc != CUDA_SUCCESS)
@@ -115,7 +184,11 @@ static CUresult funcs_count(unsigned int *count, const void *owner, int kind)
         return CUDA_ERROR_INVALID_VALUE;
     if (!owner || !api_handle_is(owner, kind))
         return CUDA_ERROR_INVALID_HANDLE;
-    *count = API_KERNEL_COUNT;
+    unsigned n = 0;
+    if (fs->ptx)
+        for (const char *p = strstr(fs->ptx, ".entry"); p; p = strstr(p + 6, ".entry"))
+            n++;
+    *count = n > API_KERNEL_COUNT ? n : API_KERNEL_COUNT;
     return CUDA_SUCCESS;
 }
 
@@ -138,7 +211,7 @@ static CUresult image_check(const void *image)
     return CUDA_SUCCESS;
 }
 
-static CUresult module_new(CUmodule *module)
+static CUresult module_new(CUmodule *module, const void *image)
 {
     CUcontext c;
     CUresult rc = api_ctx_current(&c);
@@ -148,7 +221,7 @@ static CUresult module_new(CUmodule *module)
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
     m->ctx = c;
-    if (funcs_owner_add(m, API_KIND_MODULE, m->funcs, c, false) < 0) {
+    if (funcs_owner_add(m, API_KIND_MODULE, &m->funcs, image) < 0) {
         free(m);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -173,7 +246,7 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int nu
         return rc;
     if ((rc = image_check(image)) != CUDA_SUCCESS)
         return rc;
-    return module_new(module);
+    return module_new(module, image);
 }
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image)
@@ -205,7 +278,7 @@ CUresult cuModuleLoad(CUmodule *module, const char *fname)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = file_readable(fname)) != CUDA_SUCCESS)
         return rc;
-    return module_new(module);
+    return module_new(module, NULL);
 }
 
 CUresult cuModuleUnload(CUmodule hmod)
@@ -224,7 +297,7 @@ CUresult cuModuleUnload(CUmodule hmod)
         }
     }
     pthread_mutex_unlock(&c->lock);
-    funcs_owner_free(hmod, hmod->funcs);
+    funcs_owner_free(hmod, &hmod->funcs);
     return CUDA_SUCCESS;
 }
 
@@ -236,27 +309,27 @@ void api_module_drop_ctx(CUcontext ctx)
     pthread_mutex_unlock(&ctx->lock);
     while (m) {
         struct CUmod_st *next = m->next;
-        funcs_owner_free(m, m->funcs);
+        funcs_owner_free(m, &m->funcs);
         m = next;
     }
 }
 
 CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
-    int id;
-    CUresult rc = funcs_find(&id, hfunc, hmod, API_KIND_MODULE, name);
-    if (rc == CUDA_SUCCESS)
-        *hfunc = &hmod->funcs[id];
+    CUresult rc = funcs_check(hfunc, hmod, API_KIND_MODULE, name);
+    api_func_t *f;
+    if (rc == CUDA_SUCCESS && (rc = funcs_get(&hmod->funcs, name, hmod->ctx, false, &f)) == CUDA_SUCCESS)
+        *hfunc = f;
     return rc;
 }
 
 CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
 {
-    return funcs_count(count, mod, API_KIND_MODULE);
+    return funcs_count(count, mod, API_KIND_MODULE, mod && api_handle_is(mod, API_KIND_MODULE) ? &mod->funcs : NULL);
 }
 
 /* ---- libraries (context-independent) ------------------------------------------------------------------ */
-static CUresult library_new(CUlibrary *library, unsigned int numJitOptions, CUjit_option *jitOptions,
+static CUresult library_new(CUlibrary *library, const void *image, unsigned int numJitOptions, CUjit_option *jitOptions,
                             void **jitOptionsValues, unsigned int numLibraryOptions,
                             CUlibraryOption *libraryOptions, void **libraryOptionValues)
 {
@@ -268,7 +341,7 @@ static CUresult library_new(CUlibrary *library, unsigned int numJitOptions, CUji
     struct CUlib_st *l = api_calloc(1, sizeof(*l));
     if (!l)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (funcs_owner_add(l, API_KIND_LIBRARY, l->funcs, NULL, true) < 0) {
+    if (funcs_owner_add(l, API_KIND_LIBRARY, &l->funcs, image) < 0) {
         free(l);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -287,7 +360,7 @@ CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *j
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = image_check(code)) != CUDA_SUCCESS)
         return rc;
-    return library_new(library, numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions, libraryOptions,
+    return library_new(library, code, numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions, libraryOptions,
                        libraryOptionValues);
 }
 
@@ -303,7 +376,7 @@ CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_o
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = file_readable(fileName)) != CUDA_SUCCESS)
         return rc;
-    return library_new(library, numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions, libraryOptions,
+    return library_new(library, NULL, numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions, libraryOptions,
                        libraryOptionValues);
 }
 
@@ -314,22 +387,22 @@ CUresult cuLibraryUnload(CUlibrary library)
         return rc;
     if (!library || !api_handle_is(library, API_KIND_LIBRARY))
         return CUDA_ERROR_INVALID_HANDLE;
-    funcs_owner_free(library, library->funcs);
+    funcs_owner_free(library, &library->funcs);
     return CUDA_SUCCESS;
 }
 
 CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
-    int id;
-    CUresult rc = funcs_find(&id, pKernel, library, API_KIND_LIBRARY, name);
-    if (rc == CUDA_SUCCESS)
-        *pKernel = (CUkernel)(void *)&library->funcs[id];
+    CUresult rc = funcs_check(pKernel, library, API_KIND_LIBRARY, name);
+    api_func_t *f;
+    if (rc == CUDA_SUCCESS && (rc = funcs_get(&library->funcs, name, NULL, true, &f)) == CUDA_SUCCESS)
+        *pKernel = (CUkernel)(void *)f;
     return rc;
 }
 
 CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
 {
-    return funcs_count(count, lib, API_KIND_LIBRARY);
+    return funcs_count(count, lib, API_KIND_LIBRARY, lib && api_handle_is(lib, API_KIND_LIBRARY) ? &lib->funcs : NULL);
 }
 
 static api_func_t *as_func(const void *h)
@@ -362,7 +435,7 @@ CUresult cuFuncGetName(const char **name, CUfunction hfunc)
     api_func_t *f = as_func(hfunc);
     if (!f)
         return CUDA_ERROR_INVALID_HANDLE;
-    *name = api_kernel_name(f->id);
+    *name = f->name;
     return CUDA_SUCCESS;
 }
 
