@@ -45,8 +45,18 @@ size_t api_kernel_arg_count(int id)
  * API_KERNEL_OTHER. Each function is an allocation of its own, so no kernel handle ever equals the handle of
  * its library or module. funcs_lock guards every owner's list (lookups are not on a hot path).
  */
+/* A __device__ variable (cuLibraryGetGlobal, cuModuleGetGlobal): API_GLOBAL_BYTES of zeroed device memory per
+ * name, since simcuda does not read variable sizes out of images; not charged to the device's memory. */
+#define API_GLOBAL_BYTES 4096
+typedef struct api_global {
+    char *name;
+    void *mem;
+    struct api_global *next;
+} api_global_t;
+
 typedef struct api_funcs {
     api_func_t *head;
+    api_global_t *globals;
     char *ptx;                   /* a copy of a PTX text image, NULL for a binary one (any name resolves) */
 } api_funcs_t;
 
@@ -75,8 +85,71 @@ static void funcs_fini(api_funcs_t *fs)
         free(f);
         f = next;
     }
+    while (fs->globals) {
+        api_global_t *g = fs->globals;
+        fs->globals = g->next;
+        api_range_remove((uintptr_t)g->mem, NULL);
+        free(g->mem);
+        free(g->name);
+        free(g);
+    }
     free(fs->ptx);
     fs->ptx = NULL;
+}
+
+/* Whether PTX text declares a .global variable called name. */
+static bool ptx_has_global(const char *ptx, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(ptx, ".global"); p; p = strstr(p + 7, ".global")) {
+        const char *eol = strchr(p, '\n');
+        for (const char *q = strstr(p, name); q && (!eol || q < eol); q = strstr(q + 1, name)) {
+            char before = q[-1], after = q[n];
+            if ((before == ' ' || before == '\t') && (after == '[' || after == ';' || after == ' ' || after == '='))
+                return true;
+        }
+    }
+    return false;
+}
+
+/* The variable called name in fs on device dev (physical), created on first use. */
+static CUresult globals_get(api_funcs_t *fs, const char *name, int dev, CUdeviceptr *dptr, size_t *bytes)
+{
+    if (fs->ptx && !ptx_has_global(fs->ptx, name))
+        return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&funcs_lock);
+    api_global_t *g;
+    for (g = fs->globals; g; g = g->next)
+        if (strcmp(g->name, name) == 0)
+            break;
+    if (!g) {
+        g = api_calloc(1, sizeof(*g));
+        void *mem = g ? aligned_alloc(256, API_GLOBAL_BYTES) : NULL;
+        char *copy = mem ? strdup(name) : NULL;
+        api_range_t r = { .base = (uintptr_t)mem, .size = API_GLOBAL_BYTES, .kind = API_RANGE_DEVICE, .dev = dev };
+        if (!copy || api_range_add(&r) < 0) {
+            free(copy);
+            free(mem);
+            free(g);
+            g = NULL;
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            memset(mem, 0, API_GLOBAL_BYTES);
+            g->name = copy;
+            g->mem = mem;
+            g->next = fs->globals;
+            fs->globals = g;
+        }
+    }
+    pthread_mutex_unlock(&funcs_lock);
+    if (g) {
+        if (dptr)
+            *dptr = (CUdeviceptr)(uintptr_t)g->mem;
+        if (bytes)
+            *bytes = API_GLOBAL_BYTES;
+    }
+    return rc;
 }
 
 /* PTX text (starts, after blanks and comments, like PTX does: a directive), copied; NULL for anything else. */
@@ -391,6 +464,31 @@ CUresult cuLibraryUnload(CUlibrary library)
     return CUDA_SUCCESS;
 }
 
+CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!name || (!dptr && !bytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!library || !api_handle_is(library, API_KIND_LIBRARY))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return globals_get(&library->funcs, name, c->dev, dptr, bytes);
+}
+
+CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!name || (!dptr && !bytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!hmod || !api_handle_is(hmod, API_KIND_MODULE))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return globals_get(&hmod->funcs, name, hmod->ctx->dev, dptr, bytes);
+}
+
 CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
     CUresult rc = funcs_check(pKernel, library, API_KIND_LIBRARY, name);
@@ -516,4 +614,4 @@ API_ALIAS(cuKernelGetAttribute); API_ALIAS(cuKernelGetFunction); API_ALIAS(cuKer
 API_ALIAS(cuLibraryGetKernel); API_ALIAS(cuLibraryGetKernelCount); API_ALIAS(cuLibraryLoadData);
 API_ALIAS(cuLibraryLoadFromFile); API_ALIAS(cuLibraryUnload); API_ALIAS(cuModuleGetFunction);
 API_ALIAS(cuModuleGetFunctionCount); API_ALIAS(cuModuleLoad); API_ALIAS(cuModuleLoadData);
-API_ALIAS(cuModuleLoadDataEx); API_ALIAS(cuModuleLoadFatBinary); API_ALIAS(cuModuleUnload);
+API_ALIAS(cuModuleLoadDataEx); API_ALIAS(cuLibraryGetGlobal); API_ALIAS(cuModuleGetGlobal_v2); API_ALIAS(cuModuleLoadFatBinary); API_ALIAS(cuModuleUnload);
