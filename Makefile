@@ -87,6 +87,7 @@ KERNEL_CU    := $(wildcard tools/kernels/*.cu)
 obj = $(patsubst %.c,$(O)/%.o,$(1))
 
 SIMCUDA   := $(B)/lib/libcuda.so.1
+SIMNVML   := $(B)/lib/libnvidia-ml.so.1
 LIBROTA   := $(B)/lib/librota.so
 COMMON_A  := $(B)/obj/librota-common.a
 TAP_A     := $(B)/obj/libtap.a
@@ -101,7 +102,7 @@ PROGS     := $(patsubst tools/simcuda/%-main.c,$(B)/bin/%,$(SIM_MAIN_SRC)) \
 TESTS     := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 
 .PHONY: all test install uninstall clean demo bench
-all: $(SIMCUDA) $(B)/lib/libcuda.so $(if $(SHIM_SRC),$(LIBROTA)) $(PROGS) $(TESTS)
+all: $(SIMCUDA) $(B)/lib/libcuda.so $(SIMNVML) $(if $(SHIM_SRC),$(LIBROTA)) $(PROGS) $(TESTS)
 
 # ---- objects ---------------------------------------------------------------------------------------------
 $(O)/%.o: %.c
@@ -118,6 +119,12 @@ $(SIMCUDA): $(SIM_OBJ) tools/simcuda/simcuda.map
 	    -Wl,-Bsymbolic-functions -o $@ $(SIM_OBJ) $(ALL_LDFLAGS) -ldl -lrt -lm
 $(B)/lib/libcuda.so: $(SIMCUDA)
 	ln -sf libcuda.so.1 $@
+# simcuda's libnvidia-ml.so.1 (tools/simnvml): NVML on the same simulated node, with its own copy of the model.
+NVML_OBJ  := $(call obj,$(wildcard tools/simnvml/*.c)) $(SIM_OBJ)
+$(SIMNVML): $(NVML_OBJ) tools/simnvml/nvml.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libnvidia-ml.so.1 -Wl,--version-script=tools/simnvml/nvml.map $(ZDEFS) \
+	    -Wl,-Bsymbolic-functions -o $@ $(NVML_OBJ) $(ALL_LDFLAGS) -ldl -lrt -lm
 $(B)/bin/%: $(O)/tools/simcuda/%-main.o $(SIM_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $< $(SIM_OBJ) $(ALL_LDFLAGS) -ldl -lrt -lm
@@ -246,8 +253,10 @@ install: all
 	for p in $(AUX_PROGS); do install -m 0755 $$p $(DESTDIR)$(LIBEXECDIR)/rota/; done
 	install -m 0755 $(SIMCUDA) $(DESTDIR)$(LIBDIR)/rota/libcuda.so.1
 	ln -sf libcuda.so.1 $(DESTDIR)$(LIBDIR)/rota/libcuda.so
+	install -m 0755 $(SIMNVML) $(DESTDIR)$(LIBDIR)/rota/libnvidia-ml.so.1
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/librota.so $(DESTDIR)$(LIBDIR)/rota/libcuda.so.1 $(DESTDIR)$(LIBDIR)/rota/libcuda.so
+	rm -f $(DESTDIR)$(LIBDIR)/rota/libnvidia-ml.so.1
 	rm -f $(foreach p,$(USER_PROGS),$(DESTDIR)$(BINDIR)/$(notdir $(p)))
 	rm -f $(foreach p,$(AUX_PROGS),$(DESTDIR)$(LIBEXECDIR)/rota/$(notdir $(p)))
 	-rmdir $(DESTDIR)$(LIBDIR)/rota $(DESTDIR)$(LIBEXECDIR)/rota 2>/dev/null

@@ -191,6 +191,8 @@ int simnode_dev_sweep(simnode_shm_t *shm, int fd, uint32_t d);
 void simnode_dev_lock(simnode_shm_t *shm, int fd, uint32_t d);
 void simnode_dev_unlock(simnode_shm_t *shm, uint32_t d);
 
+/* The identity of device d of node (name, UUID, PCI location, memory, SMs), as cuDeviceGet* reports it. */
+void simnode_devinfo_of(const char *node, const simnode_shm_t *shm, int d, simnode_devinfo_t *out);
 /* Attach read-only for tools (simcuda-stat): map an existing node without registering a process slot.
  * Returns 0, -ENOENT when the node does not exist, or -errno / -EPROTO (bad region) with simnode_error(). */
 int simnode_open_existing(const char *name, simnode_shm_t **shm, int *fd);
