@@ -119,12 +119,18 @@ int main(int argc, char **argv)
     fclose(lf);
     int missing = 0;
     for (int i = 0; i < nf; i++) missing += !facts[i].seen;
-    is_int(lookups, nf, "cudart made %d lookups through librota", lookups);
-    ok(unknown == 0 && missing == 0, "exactly the recorded ones (%d unknown, %d not made)", unknown, missing);
-    is_int(failed, 0, "every one was found");
-    ok(rota >= 40, "%d answered with librota's wrappers", rota);
     shim_dev_t d;
     shim_dev_init(&d);
+    if (d.simcuda) {
+        is_int(lookups, nf, "cudart made %d lookups through librota", lookups);
+        ok(unknown == 0 && missing == 0, "exactly the recorded ones (%d unknown, %d not made)", unknown, missing);
+        is_int(failed, 0, "every one was found");
+    } else { /* what cudart asks depends on the driver it finds */
+        ok(lookups > 0, "cudart made %d lookups through librota", lookups);
+        skip("the recorded set is CUDA 13.0's on simcuda");
+        skip("a real driver may lack names");
+    }
+    ok(rota >= 40, "%d answered with librota's wrappers", rota);
     if (d.simcuda)
         ok(export_table && rc == 801, "on simcuda it stops at cuGetExportTable's private tables: cudaGetDeviceCount %d",
            rc);
