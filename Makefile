@@ -87,6 +87,7 @@ KERNEL_CU    := $(wildcard tools/kernels/*.cu)
 obj = $(patsubst %.c,$(O)/%.o,$(1))
 
 SIMCUDA   := $(B)/lib/libcuda.so.1
+SIMNVML   := $(B)/lib/libnvidia-ml.so.1
 LIBROTA   := $(B)/lib/librota.so
 COMMON_A  := $(B)/obj/librota-common.a
 TAP_A     := $(B)/obj/libtap.a
@@ -101,7 +102,7 @@ PROGS     := $(patsubst tools/simcuda/%-main.c,$(B)/bin/%,$(SIM_MAIN_SRC)) \
 TESTS     := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 
 .PHONY: all test install uninstall clean demo bench fuzz
-all: $(SIMCUDA) $(B)/lib/libcuda.so $(if $(SHIM_SRC),$(LIBROTA)) $(PROGS) $(TESTS)
+all: $(SIMCUDA) $(B)/lib/libcuda.so $(SIMNVML) $(if $(SHIM_SRC),$(LIBROTA)) $(PROGS) $(TESTS)
 
 # ---- objects ---------------------------------------------------------------------------------------------
 $(O)/%.o: %.c
@@ -118,6 +119,12 @@ $(SIMCUDA): $(SIM_OBJ) tools/simcuda/simcuda.map
 	    -Wl,-Bsymbolic-functions -o $@ $(SIM_OBJ) $(ALL_LDFLAGS) -ldl -lrt -lm
 $(B)/lib/libcuda.so: $(SIMCUDA)
 	ln -sf libcuda.so.1 $@
+# simcuda's libnvidia-ml.so.1 (tools/simnvml): NVML on the same simulated node, with its own copy of the model.
+NVML_OBJ  := $(call obj,$(wildcard tools/simnvml/*.c)) $(SIM_OBJ)
+$(SIMNVML): $(NVML_OBJ) tools/simnvml/nvml.map
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libnvidia-ml.so.1 -Wl,--version-script=tools/simnvml/nvml.map $(ZDEFS) \
+	    -Wl,-Bsymbolic-functions -o $@ $(NVML_OBJ) $(ALL_LDFLAGS) -ldl -lrt -lm
 $(B)/bin/%: $(O)/tools/simcuda/%-main.o $(SIM_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $< $(SIM_OBJ) $(ALL_LDFLAGS) -ldl -lrt -lm
@@ -169,6 +176,19 @@ $(KERNELS_C): $(B)/gen/kernels.ptx $(B)/bin/embed
 $(KERNELS_PTX_O): $(KERNELS_C)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+# A real nvcc fatbin (cubin + PTX) of tests/kernels/*.cu, embedded in the tests as rota_foreign_fatbin: what
+# cudart hands cuLibraryLoadData (tests/shim/library-t.c).
+FATBIN_ARCH ?= -gencode arch=compute_75,code=[sm_75,compute_75]
+FATBIN_O := $(O)/gen/foreign-fatbin.o
+$(B)/gen/foreign.fatbin: $(wildcard tests/kernels/*.cu)
+	@mkdir -p $(dir $@)
+	@test -x $(NVCC) || { echo "nvcc not found at $(NVCC): set CUDA_HOME or NVCC" >&2; exit 1; }
+	$(NVCC) -fatbin $(FATBIN_ARCH) -o $@ $^
+$(B)/gen/foreign-fatbin.c: $(B)/gen/foreign.fatbin $(B)/bin/embed
+	$(B)/bin/embed rota_foreign_fatbin $< > $@
+$(FATBIN_O): $(B)/gen/foreign-fatbin.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 # ---- tests -----------------------------------------------------------------------------------------------
 $(TAP_A): $(call obj,$(TAP_SRC))
@@ -190,10 +210,10 @@ TEST_DEPS_simcuda/node-t := $(SIM_OBJ)
 # The test's directory name (tests/runtime/x-t -> runtime); a function, since a literal % in a pattern
 # rule's prerequisites would be replaced by the stem.
 test_dir = $(patsubst %/,%,$(dir $(1)))
-$(B)/tests/%: $(O)/tests/%.o $(TAP_A) $(KERNELS_O) $(COMMON_A) $(SIMCUDA) \
+$(B)/tests/%: $(O)/tests/%.o $(TAP_A) $(KERNELS_O) $(FATBIN_O) $(COMMON_A) $(SIMCUDA) \
               $$(TEST_DEPS_$$(call test_dir,$$*)) $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(TEST_LIBS_$*) $(TEST_LIBS_$(call test_dir,$*)) $(KERNELS_O) $(TAP_A) \
+	$(CC) -o $@ $< $(TEST_LIBS_$*) $(TEST_LIBS_$(call test_dir,$*)) $(KERNELS_O) $(FATBIN_O) $(TAP_A) \
 	    $(COMMON_A) $(ALL_LDFLAGS) -ldl -lrt -lm
 
 # Tests find build outputs through these variables (never by guessing paths).
@@ -238,8 +258,10 @@ install: all
 	for p in $(AUX_PROGS); do install -m 0755 $$p $(DESTDIR)$(LIBEXECDIR)/rota/; done
 	install -m 0755 $(SIMCUDA) $(DESTDIR)$(LIBDIR)/rota/libcuda.so.1
 	ln -sf libcuda.so.1 $(DESTDIR)$(LIBDIR)/rota/libcuda.so
+	install -m 0755 $(SIMNVML) $(DESTDIR)$(LIBDIR)/rota/libnvidia-ml.so.1
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/librota.so $(DESTDIR)$(LIBDIR)/rota/libcuda.so.1 $(DESTDIR)$(LIBDIR)/rota/libcuda.so
+	rm -f $(DESTDIR)$(LIBDIR)/rota/libnvidia-ml.so.1
 	rm -f $(foreach p,$(USER_PROGS),$(DESTDIR)$(BINDIR)/$(notdir $(p)))
 	rm -f $(foreach p,$(AUX_PROGS),$(DESTDIR)$(LIBEXECDIR)/rota/$(notdir $(p)))
 	-rmdir $(DESTDIR)$(LIBDIR)/rota $(DESTDIR)$(LIBEXECDIR)/rota 2>/dev/null

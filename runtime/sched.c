@@ -363,14 +363,20 @@ static bool sched_tick(sched_t *s, uint64_t now)
 
     unsigned held[SCHED_POOLS] = {0};
     bool changed[SCHED_POOLS] = {0};
+    unsigned nlive = 0;
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) nlive += s->c[i].live;
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         sched_client_t *c = &s->c[i];
         if (!c->live) continue;
         rota_slot_t *sl = &r->slots[i];
-        /* Uncontended (abi.h, slot.track): alone on a known GPU; clients of unknown GPUs contend everywhere. */
+        /* Uncontended (abi.h, slot.track): alone on a known GPU; clients of unknown GPUs contend everywhere. The
+         * only client rotad has is uncontended whatever its GPU, at once: tracked, its launches would wait in the
+         * gate's in-flight bound on the host, one after another, and its kernels on high-priority streams would
+         * lose the order the device gives them over those on its low-priority ones (issue 22). */
         unsigned p = c->pool, self = c->prio != ROTA_PRIO_HIGH && (c->active || inflight[i]);
         unsigned others = nhigh[p] + nbusylow[p] + (p ? nhigh[0] + nbusylow[0] : 0) - self;
-        if (p == 0 || others || hold[i] || c->prio == ROTA_PRIO_HIGH) c->contended_ns = now;
+        if (nlive == 1 && !hold[i] && c->prio != ROTA_PRIO_HIGH) c->contended_ns = 0;
+        else if (p == 0 || others || hold[i] || c->prio == ROTA_PRIO_HIGH) c->contended_ns = now;
         uint32_t track = now - c->contended_ns < SCHED_TRACK_CALM_NS;
         if (track && !LD(&sl->track)) c->track_on_ns = now;
         if (LD(&sl->track) != track) atomic_store(&sl->track, track); /* before the hold: a held client tracks */

@@ -46,6 +46,10 @@ ROTA_NO_SANITIZE void *dlsym(void *handle, const char *name)
         int i = rota_fn_find(name);
         if (i >= 0) return dlsym_wrapped(handle, name, NULL, i);
     }
+    if (ROTA_UNLIKELY(name[0] == 'n' && name[1] == 'v' && !rota_in_shim)) { /* NVML: shim/wrap-nvml.c */
+        void *p = rota_nvml_dlsym(handle, name, NULL);
+        if (p) return p;
+    }
     return rota_real_dlsym()(handle, name);
 }
 
@@ -54,6 +58,10 @@ ROTA_NO_SANITIZE void *dlvsym(void *handle, const char *name, const char *versio
     if (ROTA_UNLIKELY(name[0] == 'c' && name[1] == 'u')) { /* name is nonnull, as for libc */
         int i = rota_fn_find(name);
         if (i >= 0) return dlsym_wrapped(handle, name, version, i);
+    }
+    if (ROTA_UNLIKELY(name[0] == 'n' && name[1] == 'v' && !rota_in_shim)) { /* NVML: shim/wrap-nvml.c */
+        void *p = rota_nvml_dlsym(handle, name, version);
+        if (p) return p;
     }
     return rota_real_dlvsym()(handle, name, version);
 }

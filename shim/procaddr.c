@@ -60,6 +60,16 @@ static void *map_pfn(const char *symbol, void *pfn, int version, cuuint64_t flag
     return rota_real_present[i] ? rota_self[i] : pfn;
 }
 
+/* ROTA_LOG=debug: one line per lookup, in the form of ../shared/facts/cudart13-lookups.txt plus the answer
+ * (tests/shim/cudart-t checks a real libcudart's start-up against those facts). */
+static void log_lookup(const char *entry, const char *symbol, int version, cuuint64_t flags, CUresult rc,
+                       const void *pfn)
+{
+    if (rota_options()->log_level < ROTA_LOG_DEBUG) return;
+    rota_log(ROTA_LOG_DEBUG, "%s: %s ver=%d flags=%llu -> %d %s", entry, symbol ? symbol : "(null)", version,
+             (unsigned long long)flags, (int)rc, pfn == NULL ? "null" : is_wrapper(pfn) ? "rota" : "driver");
+}
+
 static bool test_counters_symbol(const char *symbol, void **pfn, CUdriverProcAddressQueryResult *status)
 {
     if (!rota_counting || symbol == NULL || pfn == NULL || strcmp(symbol, ROTA_TEST_COUNTERS_SYMBOL) != 0)
@@ -77,6 +87,7 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
     if (!test_counters_symbol(symbol, pfn, symbolStatus)) {
         rc = ROTA_REAL(cuGetProcAddress_v2)(symbol, pfn, cudaVersion, flags, symbolStatus);
         if (rc == CUDA_SUCCESS && pfn != NULL && symbol != NULL) *pfn = map_pfn(symbol, *pfn, cudaVersion, flags);
+        log_lookup("cuGetProcAddress_v2", symbol, cudaVersion, flags, rc, pfn ? *pfn : NULL);
     }
     ROTA_LEAVE();
     return rc;
@@ -90,6 +101,7 @@ CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersio
     if (!test_counters_symbol(symbol, pfn, NULL)) {
         rc = ROTA_REAL(cuGetProcAddress)(symbol, pfn, cudaVersion, flags);
         if (rc == CUDA_SUCCESS && pfn != NULL && symbol != NULL) *pfn = map_pfn(symbol, *pfn, cudaVersion, flags);
+        log_lookup("cuGetProcAddress", symbol, cudaVersion, flags, rc, pfn ? *pfn : NULL);
     }
     ROTA_LEAVE();
     return rc;

@@ -96,6 +96,9 @@ extern _Atomic int rota_mode;
 int rota_path_slow(unsigned idx);
 /* Resolves the driver (once per process image) without connecting to the coordinator; for dlsym. */
 void rota_driver_init(void);
+/* dlsym/dlvsym of an NVML name librota wraps (shim/nvml.def): its wrapper where the lookup finds the real one,
+ * else libc's answer; NULL for any other name (wrap-nvml.c). */
+void *rota_nvml_dlsym(void *handle, const char *name, const char *version);
 /* What the process settles in once initialised (ACTIVE, DISABLED, FAILED, NODRIVER); after rota_driver_init. */
 int rota_steady_mode(void);
 

@@ -743,6 +743,10 @@ int main(void)
             /* the spinner's class counts from its first launch (rotad publishes it with the track word) */
             for (int i = 0; k && i < 3000 && atomic_load(&d0->normal_clients) == 0; i++) usleep(1000);
             if (sl && wait_track(sl, 1, 3000)) {
+                if (!k) { /* alone it was not tracked (the only client rotad has): teach the bound now */
+                    th_say(&lo, "spin 4 50000000", 5000);
+                    th_say(&lo, "sync", 5000);
+                }
                 mx2[k] = max_inflight_during(&lo, sl, "spin 4 50000000", NULL);
                 th_say(&lo, "sync", 10000);
             }

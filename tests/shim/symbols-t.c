@@ -11,7 +11,7 @@
  * (librota's wrappers are definitions of those very names compiled against cuda.h, so a wrapper whose
  * prototype differed would not compile either.)
  * Run time: pt is 1 exactly for _ptsz/_ptds names and base prefixes name (a type cannot tell); the names
- * librota.so exports (nm -D --defined-only) are exactly the table's exported rows plus
+ * librota.so exports (nm -D --defined-only) are exactly the table's exported rows, the NVML names of shim/nvml.def plus
  * dlsym and dlvsym, all functions; shim/librota.map lists exactly the same names.
  */
 #define PFN_OF_0(base, ver) PFN_##base##_v##ver
@@ -98,6 +98,9 @@ int main(void)
     }
     set_add(&want, "dlsym");
     set_add(&want, "dlvsym");
+#define ROTA_NVML(name) set_add(&want, #name);
+#include "shim/nvml.def"
+#undef ROTA_NVML
     ok(!dup, "every row of wrappers.def names a different symbol (%zu rows)", NROWS);
 
     snprintf(cmd, sizeof(cmd), "nm -D --defined-only '%s'", shim_librota());

@@ -191,6 +191,12 @@ int main(void)
            "cuLibraryLoadData(NULL code)");
     need_cu(cuLibraryLoadData(&lib, rota_kernels_ptx, NULL, NULL, 0, NULL, NULL, 0));
     is_int(cuLibraryGetKernel(&k, lib, "nope"), CUDA_ERROR_NOT_FOUND, "cuLibraryGetKernel of an unknown name");
+    CUkernel spin_k;
+    ok_cu(cuLibraryGetKernel(&spin_k, lib, "spin_ns"));
+    ok((void *)spin_k != (void *)lib, "a library's first kernel is not the library's own handle");
+    uint64_t spin_for = 1000;
+    void *spin_a[] = { &spin_for };
+    ok_cu(cuLaunchKernel((CUfunction)spin_k, 1, 1, 1, 1, 1, 1, 0, NULL, spin_a, NULL));
     ok_cu(cuLibraryGetKernel(&k, lib, "fill_u32"));
     ok_cu(cuKernelGetFunction(&f, k));
     uint32_t eleven = 11;

@@ -106,7 +106,10 @@ enum api_op_kind {
     API_OP_WAIT_EVENT, API_OP_WAIT_STREAM, API_OP_POOL_FREE,
     API_OP_MEM_ALLOC, API_OP_MEM_FREE,   /* graph memory nodes (api-graphmem.c) */
 };
-enum api_kernel_id { API_KERNEL_SPIN = 0, API_KERNEL_FILL, API_KERNEL_ADD, API_KERNEL_COUNT };
+/* The built-in kernels simcuda runs, and API_KERNEL_OTHER: any other name, which only occupies the device for a
+ * modelled time (SIMCUDA_LAUNCH_NS + waves x SIMCUDA_WAVE_NS; its args[0] holds the waves). */
+enum api_kernel_id { API_KERNEL_SPIN = 0, API_KERNEL_FILL, API_KERNEL_ADD, API_KERNEL_COUNT,
+                     API_KERNEL_OTHER = API_KERNEL_COUNT };
 
 typedef struct api_capture api_capture_t;
 typedef struct api_op api_op_t;
@@ -207,6 +210,8 @@ bool api_event_done_locked(CUevent e, uint64_t gen);
 typedef struct CUfunc_st api_func_t;
 struct CUfunc_st {
     int id;                      /* enum api_kernel_id */
+    char *name;                  /* as looked up (cuFuncGetName) */
+    api_func_t *next;            /* in its module's or library's list */
     bool is_kernel;              /* a CUkernel of a library (context-independent) */
     CUcontext ctx;               /* owning context of a module's function */
     _Atomic int max_dyn_smem;    /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (set while others launch) */

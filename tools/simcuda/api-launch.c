@@ -28,6 +28,8 @@ static CUresult parse_params(int id, void **kernelParams, void **extra, uint64_t
     size_t n = api_kernel_arg_count(id);
     if (kernelParams && extra)
         return CUDA_ERROR_INVALID_VALUE;
+    if (id == API_KERNEL_OTHER)
+        return CUDA_SUCCESS;                  /* its parameters are not interpreted */
     if (kernelParams) {
         for (size_t i = 0; i < n; i++) {
             if (!kernelParams[i])
@@ -122,6 +124,12 @@ static CUresult launch(CUfunction f, launch_t *l, CUstream h, void **kernelParam
     if ((rc = parse_params(f->id, kernelParams, extra, op->u.k.args)) != CUDA_SUCCESS) {
         api_op_free(op);
         return rc;
+    }
+    if (f->id == API_KERNEL_OTHER) {
+        /* waves: passes of the grid over the device's resident threads (sm_count x 2048), at least one */
+        uint64_t threads = (uint64_t)l->grid[0] * l->grid[1] * l->grid[2] * l->block[0] * l->block[1] * l->block[2];
+        uint64_t per_wave = (uint64_t)(d && d->sm_count > 0 ? d->sm_count : 1) * 2048;
+        op->u.k.args[0] = threads / per_wave + (threads % per_wave != 0);
     }
     return api_launch_op(s, op, false);
 }
@@ -233,6 +241,8 @@ uint64_t api_kernel_ns(const api_op_t *op, bool *valid)
     case API_KERNEL_ADD:
         *valid = span_ok(a[0], a[3], 4) && span_ok(a[1], a[3], 4) && span_ok(a[2], a[3], 4);
         return launch_ns + (*valid ? simnode_mem_kernel_ns(12 * a[3]) : 0);
+    case API_KERNEL_OTHER:
+        return launch_ns + a[0] * (cfg ? cfg->wave_ns : 0);
     default:
         *valid = false;
         return 0;
@@ -242,7 +252,7 @@ uint64_t api_kernel_ns(const api_op_t *op, bool *valid)
 void api_kernel_exec(api_stream_t *s, api_op_t *op)
 {
     const uint64_t *a = op->u.k.args;
-    if (op->u.k.id < 0 || op->u.k.id >= API_KERNEL_COUNT)
+    if (op->u.k.id < 0 || op->u.k.id > API_KERNEL_OTHER)
         return;
     bool valid;
     uint64_t ns = api_kernel_ns(op, &valid);

@@ -468,6 +468,53 @@ CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdevi
     return pointer_attribute(data, attribute, &r, (uintptr_t)ptr);
 }
 
+/* The size of an attribute's value, for the defaults cuPointerGetAttributes writes. */
+static size_t pointer_attribute_size(CUpointer_attribute a)
+{
+    switch (a) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+        return 8;
+    case CU_POINTER_ATTRIBUTE_P2P_TOKENS:
+        return sizeof(CUDA_POINTER_ATTRIBUTE_P2P_TOKENS);
+    default:
+        return 4;
+    }
+}
+
+/* Never fails on a pointer CUDA does not know (PyTorch asks this of any tensor's data): each attribute then gets
+ * its empty value (NULL context, memory type 0, device ordinal -2), as does one that does not apply. */
+CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data,
+                                CUdeviceptr ptr)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (numAttributes == 0 || !attributes || !data)
+        return CUDA_ERROR_INVALID_VALUE;
+    api_range_t r;
+    bool known = ptr && api_range_find((uintptr_t)ptr, 0, &r);
+    for (unsigned i = 0; i < numAttributes; i++) {
+        if (!data[i])
+            return CUDA_ERROR_INVALID_VALUE;
+        if (known && pointer_attribute(data[i], attributes[i], &r, (uintptr_t)ptr) == CUDA_SUCCESS)
+            continue;
+        memset(data[i], 0, pointer_attribute_size(attributes[i]));
+        if (attributes[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL)
+            *(int *)data[i] = -2;
+    }
+    return CUDA_SUCCESS;
+}
+
 /* ---- copies and memsets ------------------------------------------------------------------------------- */
 static bool dev_ok(CUdeviceptr p, size_t n)
 {
@@ -688,6 +735,31 @@ CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N,
     return memset_any(dstDevice, ui, 4, N, hStream, true, true);
 }
 
+/* cuStreamWriteValue32: a 4-byte store ordered on the stream, as a one-word memset (flags only hint at
+ * memory ordering, which simcuda's in-order streams always give). */
+static CUresult write_value32(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags, bool ptds)
+{
+    if (flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)
+        return CUDA_ERROR_INVALID_VALUE;
+    return memset_any(addr, value, 4, 1, s, true, ptds);
+}
+CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    return write_value32(stream, addr, value, flags, false);
+}
+CUresult cuStreamWriteValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    return write_value32(stream, addr, value, flags, true);
+}
+CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    return write_value32(stream, addr, value, flags, false);
+}
+CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
+{
+    return write_value32(stream, addr, value, flags, true);
+}
+
 /* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
 API_ALIAS(cuMemAlloc); API_ALIAS(cuMemAllocHost); API_ALIAS(cuMemAllocHost_v2); API_ALIAS(cuMemAllocManaged);
 API_ALIAS(cuMemAllocPitch_v2); API_ALIAS(cuMemAlloc_v2); API_ALIAS(cuMemFree); API_ALIAS(cuMemFreeHost);
@@ -702,4 +774,6 @@ API_ALIAS(cuMemcpyHtoD_v2); API_ALIAS(cuMemcpyHtoD_v2_ptds); API_ALIAS(cuMemcpy_
 API_ALIAS(cuMemsetD16Async_ptsz); API_ALIAS(cuMemsetD16_v2); API_ALIAS(cuMemsetD16_v2_ptds);
 API_ALIAS(cuMemsetD32Async); API_ALIAS(cuMemsetD32Async_ptsz); API_ALIAS(cuMemsetD32_v2);
 API_ALIAS(cuMemsetD32_v2_ptds); API_ALIAS(cuMemsetD8Async); API_ALIAS(cuMemsetD8Async_ptsz);
-API_ALIAS(cuMemsetD8_v2); API_ALIAS(cuMemsetD8_v2_ptds); API_ALIAS(cuPointerGetAttribute);
+API_ALIAS(cuMemsetD8_v2); API_ALIAS(cuMemsetD8_v2_ptds); API_ALIAS(cuPointerGetAttribute); API_ALIAS(cuPointerGetAttributes);
+API_ALIAS(cuStreamWriteValue32); API_ALIAS(cuStreamWriteValue32_ptsz); API_ALIAS(cuStreamWriteValue32_v2);
+API_ALIAS(cuStreamWriteValue32_v2_ptsz);

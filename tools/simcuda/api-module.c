@@ -38,61 +38,204 @@ size_t api_kernel_arg_count(int id)
 
 #define DEFAULT_DYN_SMEM 49152
 
+/*
+ * A module or library holds the functions looked up in it, one handle per name, created at the first lookup:
+ * the built-in kernels resolve in every image; any other name resolves in an image simcuda cannot read (a
+ * cubin, an nvcc fatbin, a library file) and in PTX text that declares it (.entry NAME), and runs as
+ * API_KERNEL_OTHER. Each function is an allocation of its own, so no kernel handle ever equals the handle of
+ * its library or module. funcs_lock guards every owner's list (lookups are not on a hot path).
+ */
+/* A __device__ variable (cuLibraryGetGlobal, cuModuleGetGlobal): API_GLOBAL_BYTES of zeroed device memory per
+ * name, since simcuda does not read variable sizes out of images; not charged to the device's memory. */
+#define API_GLOBAL_BYTES 4096
+typedef struct api_global {
+    char *name;
+    void *mem;
+    struct api_global *next;
+} api_global_t;
+
+typedef struct api_funcs {
+    api_func_t *head;
+    api_global_t *globals;
+    char *ptx;                   /* a copy of a PTX text image, NULL for a binary one (any name resolves) */
+} api_funcs_t;
+
 struct CUmod_st {
     CUcontext ctx;
-    struct CUfunc_st funcs[API_KERNEL_COUNT];
+    api_funcs_t funcs;
     struct CUmod_st *next;       /* in ctx->modules */
 };
 
 struct CUlib_st {
-    struct CUfunc_st funcs[API_KERNEL_COUNT];
+    api_funcs_t funcs;
 };
 
-static void funcs_fini(struct CUfunc_st *f)
+static pthread_mutex_t funcs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void funcs_fini(api_funcs_t *fs)
 {
-    for (int i = 0; i < API_KERNEL_COUNT; i++)
-        api_handle_del(&f[i]);   /* a handle never added is simply not found */
+    pthread_mutex_lock(&funcs_lock);
+    api_func_t *f = fs->head;
+    fs->head = NULL;
+    pthread_mutex_unlock(&funcs_lock);
+    while (f) {
+        api_func_t *next = f->next;
+        api_handle_del(f);
+        free(f->name);
+        free(f);
+        f = next;
+    }
+    while (fs->globals) {
+        api_global_t *g = fs->globals;
+        fs->globals = g->next;
+        api_range_remove((uintptr_t)g->mem, NULL);
+        free(g->mem);
+        free(g->name);
+        free(g);
+    }
+    free(fs->ptx);
+    fs->ptx = NULL;
 }
 
-static int funcs_init(struct CUfunc_st *f, CUcontext ctx, bool is_kernel)
+/* Whether PTX text declares a .global variable called name. */
+static bool ptx_has_global(const char *ptx, const char *name)
 {
-    for (int i = 0; i < API_KERNEL_COUNT; i++) {
-        f[i].id = i;
-        f[i].ctx = ctx;
-        f[i].is_kernel = is_kernel;
-        f[i].max_dyn_smem = DEFAULT_DYN_SMEM;
-        if (api_handle_add(&f[i], API_KIND_FUNC) < 0) {
-            funcs_fini(f);
-            return -ENOMEM;
+    size_t n = strlen(name);
+    for (const char *p = strstr(ptx, ".global"); p; p = strstr(p + 7, ".global")) {
+        const char *eol = strchr(p, '\n');
+        for (const char *q = strstr(p, name); q && (!eol || q < eol); q = strstr(q + 1, name)) {
+            char before = q[-1], after = q[n];
+            if ((before == ' ' || before == '\t') && (after == '[' || after == ';' || after == ' ' || after == '='))
+                return true;
         }
     }
-    return 0;
+    return false;
 }
 
-/* Fills funcs and registers obj (a module or library holding them) as a handle of kind: 0 or -ENOMEM,
- * with nothing left registered on failure. */
-static int funcs_owner_add(void *obj, int kind, struct CUfunc_st *funcs, CUcontext ctx, bool is_kernel)
+/* The variable called name in fs on device dev (physical), created on first use. */
+static CUresult globals_get(api_funcs_t *fs, const char *name, int dev, CUdeviceptr *dptr, size_t *bytes)
 {
-    if (funcs_init(funcs, ctx, is_kernel) < 0)
+    if (fs->ptx && !ptx_has_global(fs->ptx, name))
+        return CUDA_ERROR_NOT_FOUND;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&funcs_lock);
+    api_global_t *g;
+    for (g = fs->globals; g; g = g->next)
+        if (strcmp(g->name, name) == 0)
+            break;
+    if (!g) {
+        g = api_calloc(1, sizeof(*g));
+        void *mem = g ? aligned_alloc(256, API_GLOBAL_BYTES) : NULL;
+        char *copy = mem ? strdup(name) : NULL;
+        api_range_t r = { .base = (uintptr_t)mem, .size = API_GLOBAL_BYTES, .kind = API_RANGE_DEVICE, .dev = dev };
+        if (!copy || api_range_add(&r) < 0) {
+            free(copy);
+            free(mem);
+            free(g);
+            g = NULL;
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            memset(mem, 0, API_GLOBAL_BYTES);
+            g->name = copy;
+            g->mem = mem;
+            g->next = fs->globals;
+            fs->globals = g;
+        }
+    }
+    pthread_mutex_unlock(&funcs_lock);
+    if (g) {
+        if (dptr)
+            *dptr = (CUdeviceptr)(uintptr_t)g->mem;
+        if (bytes)
+            *bytes = API_GLOBAL_BYTES;
+    }
+    return rc;
+}
+
+/* PTX text (starts, after blanks and comments, like PTX does: a directive), copied; NULL for anything else. */
+static int funcs_set_image(api_funcs_t *fs, const void *image)
+{
+    if (image == NULL || ptxver_of_image(image) <= 0)
+        return 0;
+    fs->ptx = strdup(image);
+    return fs->ptx ? 0 : -ENOMEM;
+}
+
+/* Whether PTX text declares an entry called name (".entry name" followed by '(' or a blank). */
+static bool ptx_has_entry(const char *ptx, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(ptx, ".entry"); p; p = strstr(p + 6, ".entry")) {
+        const char *q = p + 6;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (strncmp(q, name, n) == 0 && (q[n] == '(' || q[n] == ' ' || q[n] == '\t' || q[n] == '\n' ||
+                                          q[n] == '\r'))
+            return true;
+    }
+    return false;
+}
+
+/* The function called name in fs (created on first use): CUDA_SUCCESS, NOT_FOUND or OUT_OF_MEMORY. */
+static CUresult funcs_get(api_funcs_t *fs, const char *name, CUcontext ctx, bool is_kernel, api_func_t **out)
+{
+    int id = api_kernel_lookup(name);
+    if (id < 0) {
+        if (fs->ptx && !ptx_has_entry(fs->ptx, name))
+            return CUDA_ERROR_NOT_FOUND;
+        id = API_KERNEL_OTHER;
+    }
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&funcs_lock);
+    api_func_t *f;
+    for (f = fs->head; f; f = f->next)
+        if (strcmp(f->name, name) == 0)
+            break;
+    if (!f) {
+        f = api_calloc(1, sizeof(*f));
+        char *copy = f ? strdup(name) : NULL;
+        if (!copy || api_handle_add(f, API_KIND_FUNC) < 0) {
+            free(copy);
+            free(f);
+            f = NULL;
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            f->id = id;
+            f->name = copy;
+            f->ctx = ctx;
+            f->is_kernel = is_kernel;
+            f->max_dyn_smem = DEFAULT_DYN_SMEM;
+            f->next = fs->head;
+            fs->head = f;
+        }
+    }
+    pthread_mutex_unlock(&funcs_lock);
+    *out = f;
+    return rc;
+}
+
+/* Registers obj (a module or library) as a handle of kind with a copy of its image: 0 or -ENOMEM. */
+static int funcs_owner_add(void *obj, int kind, api_funcs_t *fs, const void *image)
+{
+    if (funcs_set_image(fs, image) < 0)
         return -ENOMEM;
     if (api_handle_add(obj, kind) < 0) {
-        funcs_fini(funcs);
+        funcs_fini(fs);
         return -ENOMEM;
     }
     return 0;
 }
 
 /* Undoes funcs_owner_add and frees obj. */
-static void funcs_owner_free(void *obj, struct CUfunc_st *funcs)
+static void funcs_owner_free(void *obj, api_funcs_t *fs)
 {
     api_handle_del(obj);
-    funcs_fini(funcs);
+    funcs_fini(fs);
     free(obj);
 }
 
-/* The checks that cuModuleGetFunction and cuLibraryGetKernel share: *id is the kernel called name in owner,
- * a handle of kind (a module or library). */
-static CUresult funcs_find(int *id, const void *out, const void *owner, int kind, const char *name)
+/* The checks that cuModuleGetFunction and cuLibraryGetKernel share: owner is a handle of kind. */
+static CUresult funcs_check(const void *out, const void *owner, int kind, const char *name)
 {
     CUresult rc = api_ready();
     if (rc != CUDA_SUCCESS)
@@ -101,12 +244,11 @@ static CUresult funcs_find(int *id, const void *out, const void *owner, int kind
         return CUDA_ERROR_INVALID_VALUE;
     if (!owner || !api_handle_is(owner, kind))
         return CUDA_ERROR_INVALID_HANDLE;
-    *id = api_kernel_lookup(name);
-    return *id < 0 ? CUDA_ERROR_NOT_FOUND : CUDA_SUCCESS;
+    return CUDA_SUCCESS;
 }
 
-/* cuModuleGetFunctionCount and cuLibraryGetKernelCount: every module and library holds every kernel. */
-static CUresult funcs_count(unsigned int *count, const void *owner, int kind)
+/* cuModuleGetFunctionCount and cuLibraryGetKernelCount: the built-in kernels, or the entries of PTX text. */
+static CUresult funcs_count(unsigned int *count, const void *owner, int kind, const api_funcs_t *fs)
 {
     CUresult rc = api_ready();
     if (rc != CUDA_SUCCESS)
@@ -115,7 +257,11 @@ static CUresult funcs_count(unsigned int *count, const void *owner, int kind)
         return CUDA_ERROR_INVALID_VALUE;
     if (!owner || !api_handle_is(owner, kind))
         return CUDA_ERROR_INVALID_HANDLE;
-    *count = API_KERNEL_COUNT;
+    unsigned n = 0;
+    if (fs->ptx)
+        for (const char *p = strstr(fs->ptx, ".entry"); p; p = strstr(p + 6, ".entry"))
+            n++;
+    *count = n > API_KERNEL_COUNT ? n : API_KERNEL_COUNT;
     return CUDA_SUCCESS;
 }
 
@@ -138,7 +284,7 @@ static CUresult image_check(const void *image)
     return CUDA_SUCCESS;
 }
 
-static CUresult module_new(CUmodule *module)
+static CUresult module_new(CUmodule *module, const void *image)
 {
     CUcontext c;
     CUresult rc = api_ctx_current(&c);
@@ -148,7 +294,7 @@ static CUresult module_new(CUmodule *module)
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
     m->ctx = c;
-    if (funcs_owner_add(m, API_KIND_MODULE, m->funcs, c, false) < 0) {
+    if (funcs_owner_add(m, API_KIND_MODULE, &m->funcs, image) < 0) {
         free(m);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -173,7 +319,7 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int nu
         return rc;
     if ((rc = image_check(image)) != CUDA_SUCCESS)
         return rc;
-    return module_new(module);
+    return module_new(module, image);
 }
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image)
@@ -205,7 +351,7 @@ CUresult cuModuleLoad(CUmodule *module, const char *fname)
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = file_readable(fname)) != CUDA_SUCCESS)
         return rc;
-    return module_new(module);
+    return module_new(module, NULL);
 }
 
 CUresult cuModuleUnload(CUmodule hmod)
@@ -224,7 +370,7 @@ CUresult cuModuleUnload(CUmodule hmod)
         }
     }
     pthread_mutex_unlock(&c->lock);
-    funcs_owner_free(hmod, hmod->funcs);
+    funcs_owner_free(hmod, &hmod->funcs);
     return CUDA_SUCCESS;
 }
 
@@ -236,27 +382,27 @@ void api_module_drop_ctx(CUcontext ctx)
     pthread_mutex_unlock(&ctx->lock);
     while (m) {
         struct CUmod_st *next = m->next;
-        funcs_owner_free(m, m->funcs);
+        funcs_owner_free(m, &m->funcs);
         m = next;
     }
 }
 
 CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
-    int id;
-    CUresult rc = funcs_find(&id, hfunc, hmod, API_KIND_MODULE, name);
-    if (rc == CUDA_SUCCESS)
-        *hfunc = &hmod->funcs[id];
+    CUresult rc = funcs_check(hfunc, hmod, API_KIND_MODULE, name);
+    api_func_t *f;
+    if (rc == CUDA_SUCCESS && (rc = funcs_get(&hmod->funcs, name, hmod->ctx, false, &f)) == CUDA_SUCCESS)
+        *hfunc = f;
     return rc;
 }
 
 CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
 {
-    return funcs_count(count, mod, API_KIND_MODULE);
+    return funcs_count(count, mod, API_KIND_MODULE, mod && api_handle_is(mod, API_KIND_MODULE) ? &mod->funcs : NULL);
 }
 
 /* ---- libraries (context-independent) ------------------------------------------------------------------ */
-static CUresult library_new(CUlibrary *library, unsigned int numJitOptions, CUjit_option *jitOptions,
+static CUresult library_new(CUlibrary *library, const void *image, unsigned int numJitOptions, CUjit_option *jitOptions,
                             void **jitOptionsValues, unsigned int numLibraryOptions,
                             CUlibraryOption *libraryOptions, void **libraryOptionValues)
 {
@@ -268,7 +414,7 @@ static CUresult library_new(CUlibrary *library, unsigned int numJitOptions, CUji
     struct CUlib_st *l = api_calloc(1, sizeof(*l));
     if (!l)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    if (funcs_owner_add(l, API_KIND_LIBRARY, l->funcs, NULL, true) < 0) {
+    if (funcs_owner_add(l, API_KIND_LIBRARY, &l->funcs, image) < 0) {
         free(l);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -287,7 +433,7 @@ CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *j
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = image_check(code)) != CUDA_SUCCESS)
         return rc;
-    return library_new(library, numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions, libraryOptions,
+    return library_new(library, code, numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions, libraryOptions,
                        libraryOptionValues);
 }
 
@@ -303,7 +449,7 @@ CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_o
         return CUDA_ERROR_INVALID_VALUE;
     if ((rc = file_readable(fileName)) != CUDA_SUCCESS)
         return rc;
-    return library_new(library, numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions, libraryOptions,
+    return library_new(library, NULL, numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions, libraryOptions,
                        libraryOptionValues);
 }
 
@@ -314,22 +460,47 @@ CUresult cuLibraryUnload(CUlibrary library)
         return rc;
     if (!library || !api_handle_is(library, API_KIND_LIBRARY))
         return CUDA_ERROR_INVALID_HANDLE;
-    funcs_owner_free(library, library->funcs);
+    funcs_owner_free(library, &library->funcs);
     return CUDA_SUCCESS;
+}
+
+CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary library, const char *name)
+{
+    CUcontext c;
+    CUresult rc = api_ctx_current(&c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!name || (!dptr && !bytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!library || !api_handle_is(library, API_KIND_LIBRARY))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return globals_get(&library->funcs, name, c->dev, dptr, bytes);
+}
+
+CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!name || (!dptr && !bytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!hmod || !api_handle_is(hmod, API_KIND_MODULE))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return globals_get(&hmod->funcs, name, hmod->ctx->dev, dptr, bytes);
 }
 
 CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
-    int id;
-    CUresult rc = funcs_find(&id, pKernel, library, API_KIND_LIBRARY, name);
-    if (rc == CUDA_SUCCESS)
-        *pKernel = (CUkernel)(void *)&library->funcs[id];
+    CUresult rc = funcs_check(pKernel, library, API_KIND_LIBRARY, name);
+    api_func_t *f;
+    if (rc == CUDA_SUCCESS && (rc = funcs_get(&library->funcs, name, NULL, true, &f)) == CUDA_SUCCESS)
+        *pKernel = (CUkernel)(void *)f;
     return rc;
 }
 
 CUresult cuLibraryGetKernelCount(unsigned int *count, CUlibrary lib)
 {
-    return funcs_count(count, lib, API_KIND_LIBRARY);
+    return funcs_count(count, lib, API_KIND_LIBRARY, lib && api_handle_is(lib, API_KIND_LIBRARY) ? &lib->funcs : NULL);
 }
 
 static api_func_t *as_func(const void *h)
@@ -362,7 +533,7 @@ CUresult cuFuncGetName(const char **name, CUfunction hfunc)
     api_func_t *f = as_func(hfunc);
     if (!f)
         return CUDA_ERROR_INVALID_HANDLE;
-    *name = api_kernel_name(f->id);
+    *name = f->name;
     return CUDA_SUCCESS;
 }
 
@@ -443,4 +614,4 @@ API_ALIAS(cuKernelGetAttribute); API_ALIAS(cuKernelGetFunction); API_ALIAS(cuKer
 API_ALIAS(cuLibraryGetKernel); API_ALIAS(cuLibraryGetKernelCount); API_ALIAS(cuLibraryLoadData);
 API_ALIAS(cuLibraryLoadFromFile); API_ALIAS(cuLibraryUnload); API_ALIAS(cuModuleGetFunction);
 API_ALIAS(cuModuleGetFunctionCount); API_ALIAS(cuModuleLoad); API_ALIAS(cuModuleLoadData);
-API_ALIAS(cuModuleLoadDataEx); API_ALIAS(cuModuleLoadFatBinary); API_ALIAS(cuModuleUnload);
+API_ALIAS(cuModuleLoadDataEx); API_ALIAS(cuLibraryGetGlobal); API_ALIAS(cuModuleGetGlobal_v2); API_ALIAS(cuModuleLoadFatBinary); API_ALIAS(cuModuleUnload);

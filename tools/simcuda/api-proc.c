@@ -1,6 +1,7 @@
 /* api-proc.c - cuGetProcAddress (the driver's symbol table: one row per name and ABI version, with its
  * per-thread-default-stream variant) and the error names and strings. */
 #include "tools/simcuda/api-internal.h"
+#include "tools/simcuda/api-stubs.h"
 
 #include <string.h>
 
@@ -223,13 +224,22 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
         if (r->version <= cudaVersion && (!best || r->version > best->version))
             best = r;
     }
+    /* The rest of CUDA 13's entry points (cuda-api.def): a newer variant than this table's, or a name it
+     * lacks, answers with the exported function of that variant (simcuda's, or its NOT_SUPPORTED stub). */
+    int gen_ver = 0;
+    void *gen_fn = NULL;
+    int gen = api_stubs_find(symbol, cudaVersion, ptds, &gen_ver, &gen_fn);
+    named = named || gen >= 0;
     *pfn = NULL;
-    if (!best) {
+    if (gen == 1 && (!best || gen_ver > best->version)) {
+        *pfn = gen_fn;
+    } else if (best) {
+        *pfn = ptds && best->pt && cudaVersion >= best->pt_version ? best->pt : best->fn;
+    } else {
         if (symbolStatus)
             *symbolStatus = named ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
         return CUDA_ERROR_NOT_FOUND;
     }
-    *pfn = ptds && best->pt && cudaVersion >= best->pt_version ? best->pt : best->fn;
     if (symbolStatus)
         *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
     return CUDA_SUCCESS;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@ typedef struct vmm_alloc {
     int dev;
     size_t size;
     unsigned refs;               /* 1 until cuMemRelease + 1 per mapping */
+    unsigned handle_refs;        /* cuMemCreate + cuMemRetainAllocationHandle - cuMemRelease; under vmm_lock */
 } vmm_alloc_t;
 
 typedef struct vmm_reserve {
@@ -104,6 +106,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
     a->dev = dev;
     a->size = size;
     a->refs = 1;
+    a->handle_refs = 1;
     if (api_handle_add(a, API_KIND_MEMHANDLE) < 0)
         goto out_free;
     *handle = (CUmemGenericAllocationHandle)(uintptr_t)a;
@@ -130,11 +133,54 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     vmm_alloc_t *a = as_alloc(handle);
     if (!a)
         return CUDA_ERROR_INVALID_VALUE;
-    /* Mappings keep the memory alive until they are unmapped. */
-    api_handle_del(a);
+    /* Mappings keep the memory alive until they are unmapped; the handle lives until its last release. */
     pthread_mutex_lock(&vmm_lock);
+    if (--a->handle_refs == 0)
+        api_handle_del(a);
     alloc_unref_locked(a);
     pthread_mutex_unlock(&vmm_lock);
+    return CUDA_SUCCESS;
+}
+
+/* The handle of the allocation mapped at addr, one more reference to it (released by cuMemRelease). */
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!handle || !addr)
+        return CUDA_ERROR_INVALID_VALUE;
+    api_range_t r;
+    pthread_mutex_lock(&vmm_lock);
+    if (!api_range_find((uintptr_t)addr, 0, &r) || r.kind != API_RANGE_VMM) {
+        pthread_mutex_unlock(&vmm_lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    vmm_alloc_t *a = ((vmm_map_t *)r.owner)->alloc;
+    if (a->handle_refs == 0 && api_handle_add(a, API_KIND_MEMHANDLE) < 0) {
+        pthread_mutex_unlock(&vmm_lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    a->handle_refs++;
+    a->refs++;
+    pthread_mutex_unlock(&vmm_lock);
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)a;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmemGenericAllocationHandle handle)
+{
+    CUresult rc = api_ready();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    vmm_alloc_t *a = as_alloc(handle);
+    if (!prop || !a)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(prop, 0, sizeof(*prop));
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = api_dev_visible(a->dev);
+    prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
     return CUDA_SUCCESS;
 }
 
@@ -304,4 +350,4 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
 /* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
 API_ALIAS(cuMemAddressFree); API_ALIAS(cuMemAddressReserve); API_ALIAS(cuMemCreate);
 API_ALIAS(cuMemGetAllocationGranularity); API_ALIAS(cuMemMap); API_ALIAS(cuMemRelease); API_ALIAS(cuMemSetAccess);
-API_ALIAS(cuMemUnmap);
+API_ALIAS(cuMemUnmap); API_ALIAS(cuMemGetAllocationPropertiesFromHandle); API_ALIAS(cuMemRetainAllocationHandle);

@@ -55,6 +55,12 @@ static const knob_t knobs[SIMNODE_K_COUNT] = {
     [SIMNODE_K_TIMELINE] = {"SIMCUDA_TIMELINE", KNOB_PATH, NULL, 1, sizeof ((simnode_config_t *)0)->timeline - 1, 1,
                             CFG(timeline), "an absolute directory path, at most 255 bytes",
                             "write the compute-engine segments this process retires to DIR/timeline-PID.txt"},
+    /* Per process: how long a foreign kernel (one an nvcc fatbin or a library brings, which simcuda cannot run)
+     * occupies the device: SIMCUDA_LAUNCH_NS plus this per wave, a wave being one pass of its grid over the
+     * device (sm_count x 2048 resident threads), so a bigger grid takes proportionally longer. */
+    [SIMNODE_K_WAVE] = {"SIMCUDA_WAVE_NS", KNOB_UINT, "10000", 0, 1000000000, 1, CFG(wave_ns),
+                        "nanoseconds, 0 to 1000000000",
+                        "device time per wave (sm_count x 2048 threads) of a kernel simcuda does not model"},
 };
 
 static char simnode_errbuf[512];
@@ -216,9 +222,9 @@ void simnode_config_log(const simnode_config_t *c)
     fprintf(stderr,
             "simcuda: pid %d: SIMCUDA_NODE=%s SIMCUDA_DEVICES=%d SIMCUDA_MEM=%llu SIMCUDA_TIMESLICE_US=%llu "
             "SIMCUDA_SWITCH_US=%llu SIMCUDA_LAUNCH_NS=%llu SIMCUDA_MEM_GBPS=%g SIMCUDA_COPY_GBPS=%g "
-            "SIMCUDA_COPY_LATENCY_NS=%llu SIMCUDA_DRIVER_VERSION=%llu SIMCUDA_TIMELINE=%s\n",
+            "SIMCUDA_COPY_LATENCY_NS=%llu SIMCUDA_DRIVER_VERSION=%llu SIMCUDA_WAVE_NS=%llu SIMCUDA_TIMELINE=%s\n",
             (int)getpid(), c->node, c->devices, (unsigned long long)c->mem_bytes,
             (unsigned long long)(c->timeslice_ns / 1000), (unsigned long long)(c->switch_ns / 1000),
             (unsigned long long)c->launch_ns, c->mem_gbps, c->copy_gbps, (unsigned long long)c->copy_latency_ns,
-            (unsigned long long)c->driver_version, c->timeline[0] ? c->timeline : "off");
+            (unsigned long long)c->driver_version, (unsigned long long)c->wave_ns, c->timeline[0] ? c->timeline : "off");
 }

@@ -164,6 +164,7 @@ extern simnode_local_t simnode_g;
 enum {
     SIMNODE_K_NODE, SIMNODE_K_DEVICES, SIMNODE_K_MEM, SIMNODE_K_TIMESLICE, SIMNODE_K_SWITCH, SIMNODE_K_LAUNCH,
     SIMNODE_K_MEM_GBPS, SIMNODE_K_COPY_GBPS, SIMNODE_K_COPY_LATENCY, SIMNODE_K_DRIVER, SIMNODE_K_TIMELINE,
+    SIMNODE_K_WAVE,
     SIMNODE_K_COUNT
 };
 int simnode_config_parse(simnode_config_t *cfg, bool is_set[SIMNODE_K_COUNT]);
@@ -190,6 +191,8 @@ int simnode_dev_sweep(simnode_shm_t *shm, int fd, uint32_t d);
 void simnode_dev_lock(simnode_shm_t *shm, int fd, uint32_t d);
 void simnode_dev_unlock(simnode_shm_t *shm, uint32_t d);
 
+/* The identity of device d of node (name, UUID, PCI location, memory, SMs), as cuDeviceGet* reports it. */
+void simnode_devinfo_of(const char *node, const simnode_shm_t *shm, int d, simnode_devinfo_t *out);
 /* Attach read-only for tools (simcuda-stat): map an existing node without registering a process slot.
  * Returns 0, -ENOENT when the node does not exist, or -errno / -EPROTO (bad region) with simnode_error(). */
 int simnode_open_existing(const char *name, simnode_shm_t **shm, int *fd);

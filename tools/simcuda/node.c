@@ -364,28 +364,30 @@ static int proc_register(simnode_shm_t *shm, int fd, uint32_t *slot)
 
 static void fill_devinfo(const char *node, const simnode_shm_t *shm)
 {
-    for (int d = 0; d < SIMNODE_MAX_DEVICES; d++) {
-        simnode_devinfo_t *i = &simnode_g.info[d];
-        memset(i, 0, sizeof *i);
-        snprintf(i->name, sizeof i->name, "simcuda device %d", d);
-        /* FNV-1a over the node name and ordinal, twice with different seeds: stable per node and ordinal. */
-        uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
-        for (int k = 0; k < 2; k++) {
-            for (const char *c = node; *c; c++) h[k] = (h[k] ^ (uint8_t)*c) * 0x100000001b3ull;
-            h[k] = (h[k] ^ (uint64_t)(d + 1)) * 0x100000001b3ull;
-            h[k] = (h[k] ^ (uint64_t)k) * 0x100000001b3ull;
-        }
-        memcpy(i->uuid, h, sizeof i->uuid);
-        i->uuid[6] = (uint8_t)((i->uuid[6] & 0x0f) | 0x40); /* RFC 4122 version 4 layout */
-        i->uuid[8] = (uint8_t)((i->uuid[8] & 0x3f) | 0x80);
-        i->total_mem = shm->cfg.mem_bytes;
-        i->pci_domain = 0;
-        i->pci_bus = 0x10 + d;
-        i->pci_device = 0;
-        i->sm_count = 132;
-        i->cc_major = 9;
-        i->cc_minor = 0;
+    for (int d = 0; d < SIMNODE_MAX_DEVICES; d++) simnode_devinfo_of(node, shm, d, &simnode_g.info[d]);
+}
+
+void simnode_devinfo_of(const char *node, const simnode_shm_t *shm, int d, simnode_devinfo_t *i)
+{
+    memset(i, 0, sizeof *i);
+    snprintf(i->name, sizeof i->name, "simcuda device %d", d);
+    /* FNV-1a over the node name and ordinal, twice with different seeds: stable per node and ordinal. */
+    uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+    for (int k = 0; k < 2; k++) {
+        for (const char *c = node; *c; c++) h[k] = (h[k] ^ (uint8_t)*c) * 0x100000001b3ull;
+        h[k] = (h[k] ^ (uint64_t)(d + 1)) * 0x100000001b3ull;
+        h[k] = (h[k] ^ (uint64_t)k) * 0x100000001b3ull;
     }
+    memcpy(i->uuid, h, sizeof i->uuid);
+    i->uuid[6] = (uint8_t)((i->uuid[6] & 0x0f) | 0x40); /* RFC 4122 version 4 layout */
+    i->uuid[8] = (uint8_t)((i->uuid[8] & 0x3f) | 0x80);
+    i->total_mem = shm->cfg.mem_bytes;
+    i->pci_domain = 0;
+    i->pci_bus = 0x10 + d;
+    i->pci_device = 0;
+    i->sm_count = 132;
+    i->cc_major = 9;
+    i->cc_minor = 0;
 }
 
 static void atfork_prepare(void)

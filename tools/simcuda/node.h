@@ -25,6 +25,8 @@ typedef struct simnode_config {
     uint64_t copy_latency_ns;/* SIMCUDA_COPY_LATENCY_NS: fixed cost of every copy, default 2000 */
     uint64_t driver_version; /* SIMCUDA_DRIVER_VERSION: the CUDA version this driver reports and whose PTX ISA
                               * it loads, default 13000 (per process, not a node knob) */
+    uint64_t wave_ns;        /* SIMCUDA_WAVE_NS: device time of one wave of a kernel simcuda does not model (any
+                              * name but spin_ns/fill_u32/add_f32), default 10000 ns (per process) */
     char timeline[256];      /* SIMCUDA_TIMELINE: absolute directory for timeline-PID.txt, "" = off (per process,
                               * not a node knob) */
 } simnode_config_t;
