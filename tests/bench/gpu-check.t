@@ -3,7 +3,8 @@
 # has neither a GPU nor PyTorch): its usage errors, then a --no-build run over this build whose four PyTorch
 # phases (inference and training alone, together, together under rota run) write the records its report reads,
 # and the report (B, B_max, gain, p50/p99 against solo, training rate, crashes, harvest, memory waits, what rotad
-# saw) is printed whole; then a run whose rota preloads nothing (the check must fail it), whose shared phase
+# saw) is printed whole, and its memory phases (two jobs that do not fit together: the second runs out of memory
+# without rota and waits under rota run); then a run whose rota preloads nothing (the check must fail it), whose shared phase
 # runs out of memory, and which has no prove. The Driver-API step finds no driver here and is reported as failed (exit 1), as the script
 # documents; on a machine with one it may pass.
 # The stand-ins' figures mean nothing and are never asserted: the real ones come from a GPU (README).
@@ -32,7 +33,7 @@ cat >"$T/py/torch/__init__.py" <<'PY'
 """The calls gpu-check's job.py makes, sleeping for device time. Its device work is a Driver-API child on
 simcuda (build/bin/workload, the training kind, while the importing process lives): it inherits what rota run
 sets (librota preloaded, the job's class), so rotad sees the job's launches as it would PyTorch's."""
-import atexit, os, signal, subprocess, sys, time
+import atexit, ctypes, os, signal, subprocess, sys, time
 _env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(os.environ["ROTA_BUILD"], "lib"),
             SIMCUDA_NODE=os.environ["GPUCHECK_T_NODE"])
 _child = subprocess.Popen([os.path.join(os.environ["ROTA_BUILD"], "bin", "workload"), "--kind", "train",
@@ -48,6 +49,8 @@ class _T:
     def sum(self): return self
     def item(self): time.sleep(0.001); return 0.0
     def backward(self): time.sleep(0.001)
+    def __matmul__(self, o): time.sleep(0.001); return self
+    def __truediv__(self, o): return self
 class _M:
     def __init__(self, *a): pass
     def to(self, d): return self
@@ -69,6 +72,38 @@ class cuda:
     def is_available(): return True
     @staticmethod
     def get_device_name(i): return "stand-in GPU"
+    @staticmethod
+    def get_device_properties(i):
+        n = ctypes.c_size_t()
+        _cu("cuDeviceTotalMem_v2", ctypes.byref(n), _dev())
+        return type("props", (), {"total_memory": n.value})
+    @staticmethod
+    def synchronize(): time.sleep(0.001)
+uint8, float32 = "uint8", "float32"
+# Memory is real on simcuda: the Driver API through ctypes (librota's wrappers where rota run preloads it), so a
+# job that does not fit runs out of memory without rota and waits under it.
+_lib = None
+def _cu(name, *args):
+    global _lib
+    if _lib is None:
+        try:
+            _lib = ctypes.CDLL("libcuda.so.1")  # rota run's job: simcuda is on its LD_LIBRARY_PATH
+        except OSError:
+            _lib = ctypes.CDLL(os.path.join(os.environ["ROTA_BUILD"], "lib", "libcuda.so.1"))
+        _cu("cuInit", 0)
+        ctx = ctypes.c_void_p()
+        _cu("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), 0)
+        _cu("cuCtxSetCurrent", ctx)
+    rc = getattr(_lib, name)(*args)
+    if rc == 2:  # CUDA_ERROR_OUT_OF_MEMORY
+        raise RuntimeError("CUDA out of memory. Tried to allocate (stand-in)")
+    if rc != 0:
+        raise RuntimeError("%s: CUresult %d" % (name, rc))
+def _dev(): return 0
+def empty(n, dtype=None, device=None):
+    p = ctypes.c_uint64()
+    _cu("cuMemAlloc_v2", ctypes.byref(p), ctypes.c_size_t(n))
+    return _T()
 class no_grad:
     def __enter__(self): return self
     def __exit__(self, *a): return False
@@ -85,9 +120,11 @@ PY
 export GPUCHECK_T_NODE="gpucheck-t-$$" GPUCHECK_T_DIR="$T"
 # rota run finds no driver here and uses simcuda: the same node as the stand-ins' jobs
 export SIMCUDA_NODE="$GPUCHECK_T_NODE"
+# 1G: two memory-phase jobs of 0.6 of it do not fit together
+export SIMCUDA_MEM=1G
 trap 'rm -rf "$T" "/dev/shm/$GPUCHECK_T_NODE"' EXIT
 
-echo 1..11
+echo 1..13
 "$SRC/scripts/gpu-check" 1x >/dev/null 2>"$T/err"; rc=$?
 [ $rc = 2 ] && grep -q "SECONDS must be a whole number" "$T/err"; ok $? "a bad SECONDS: usage error, exit 2"
 "$SRC/scripts/gpu-check" 1 2 >/dev/null 2>"$T/err"; rc=$?
@@ -117,6 +154,15 @@ grep -Eq "^rotad saw \(rota phase\): pid [0-9]+ (high|low) [1-9][0-9]* launches,
     grep "^rotad saw" "$T/out" | grep -q " high " && grep "^rotad saw" "$T/out" | grep -q " low " &&
     ! grep -q "librota did not see" "$T/out"
 ok $? "rotad saw both jobs' launches, high and low, in the rota phase: $(grep '^rotad saw' "$T/out")"
+# the memory phases (1G GPU, two jobs of 0.6 G): without rota the second runs out of memory; under rota run it
+# waits for the first to end (the first computes for the 2 s phase), with either allocator setting (the
+# stand-in's own workload child, 16M, waits too)
+grep -Eq "^shared +ok, memory after $num s +crashed: OOM, memory after $num s +1 +-$" "$T/out"
+ok $? "memory phase without rota: the second job crashes with OOM: $(grep '^shared .*memory after' "$T/out")"
+late='(1\.[0-9]|[2-9]\.[0-9]|[1-9][0-9]+\.[0-9])[0-9]*'
+grep -Eq "^rota +ok, memory after $num s +ok, memory after $late s +0 +[1-9][0-9]*, $late s$" "$T/out" &&
+    grep -Eq "^rota-expandable +ok, memory after $num s +ok, memory after $late s +0 +[1-9][0-9]*, $late s$" "$T/out"
+ok $? "under rota run the second job waits (>= 1 s) and succeeds: $(grep -E '^rota(-expandable)? .*memory after' "$T/out" | tr '\n' ';')"
 # without librota in the jobs' path (rota run stood in by env, which preloads nothing) the check fails the run
 mkdir -p "$T/fakeb/bin"
 printf '#!/bin/sh\n[ "$1" = status ] && exec "%s" "$@"\nwhile [ "$1" != -- ]; do shift; done; shift; exec "$@"\n' \
