@@ -90,6 +90,18 @@ int ledger_check(const rota_region_t *r, unsigned slot, unsigned dev, uint64_t b
     return 0;
 }
 
+int ledger_check_own(const rota_region_t *r, unsigned slot, unsigned dev, uint64_t bytes)
+{
+    const rota_slot_t *s = &r->slots[slot];
+    uint64_t used = LD(&s->used[dev]), lim = LD(&s->limit);
+    if (used > UINT64_MAX - bytes) return -EDQUOT;
+    uint64_t want = used + bytes;
+    if (lim && want > lim) return -EDQUOT;
+    int g = LD(&s->group);
+    if (g >= 0 && g < ROTA_MAX_GROUPS && want > r->groups[g].limit) return -EDQUOT;
+    return 0;
+}
+
 void ledger_charge(rota_region_t *r, unsigned slot, unsigned dev, uint64_t bytes)
 {
     rota_slot_t *s = &r->slots[slot];

@@ -26,6 +26,10 @@ int ledger_check(const rota_region_t *r, unsigned slot, unsigned dev, uint64_t b
 /* Whether bytes can ever fit (not larger than the capacity or the limits): waiting is pointless otherwise.
  * Returns 0, -ENOMEM or -EDQUOT like ledger_check. */
 int ledger_check_ever(const rota_region_t *r, unsigned slot, unsigned dev, uint64_t bytes);
+/* Whether bytes could fit the client's limits once every other client freed everything: its own holdings plus
+ * bytes exceed its limit or its group's, so only its own frees can make room. Returns 0 or -EDQUOT. (The GPU's
+ * capacity is not checked: another thread of the client may free, and a client may wait for that.) */
+int ledger_check_own(const rota_region_t *r, unsigned slot, unsigned dev, uint64_t bytes);
 /* Charges bytes to the client (unconditionally: callers check first, ADOPT included). Saturating: no counter
  * ever wraps, whatever the caller passes. */
 void ledger_charge(rota_region_t *r, unsigned slot, unsigned dev, uint64_t bytes);

@@ -654,6 +654,20 @@ static void server_on_reserve(server_t *s, client_t *c, const rota_msg_mem_t *m)
             return;
         }
     }
+    /* Past what this client's own frees could make room for (its holdings plus the request exceed its limit or its
+     * group's): no other client can help, so it never waits on itself. A framework that caches memory
+     * (PyTorch) learns at once that it must release some (docs/design/memory.md). Its unused credit is its own
+     * holding too: taken back first. */
+    if (ledger_check_own(r, slot, d, m->bytes)) {
+        uint64_t x = c->ch ? atomic_exchange(&c->ch->credit[d], 0) : 0;
+        if (x) ledger_uncharge(r, slot, d, x);
+        rc = ledger_check_own(r, slot, d, m->bytes);
+        if (rc) {
+            server_result(s, c, m->h.seq, rc, dev);
+            if (x) waitq_serve(&s->q, d, server_answer, s);
+            return;
+        }
+    }
     /* Queue behind earlier requests of the same or a better class, then serve: this request may be the one
      * that fits now. */
     uint64_t deadline = now + (uint64_t)m->wait_ms * 1000000u;

@@ -49,6 +49,12 @@ int main(void)
     is_int(ledger_check(r, 3, 0, 2 * G), 0, "group member: 4G + 2G fits the 6G group");
     is_int(ledger_check(r, 3, 0, 2 * G + 1), -EDQUOT, "group member: the group limit binds the whole group");
     is_uint(atomic_load(&r->groups[0].used[0]), 4 * G, "group usage");
+    is_int(ledger_check_own(r, 1, 0, G), 0, "own check: 2G + 1G is within the 3G limit");
+    is_int(ledger_check_own(r, 1, 0, G + 1), -EDQUOT, "own check: 2G + 1G + 1 only its own frees can make room for");
+    is_int(ledger_check_own(r, 3, 0, 6 * G), 0, "own check: a group member's 6G fits once the others free");
+    is_int(ledger_check_own(r, 2, 0, 2 * G + 1), -EDQUOT, "own check: 4G held + 2G + 1 exceeds the 6G group");
+    is_int(ledger_check_own(r, 0, 0, 20 * G), 0, "own check: the capacity is not the client's limit");
+    is_int(ledger_check_own(r, 1, 0, UINT64_MAX), -EDQUOT, "own check: no overflow");
     is_int(ledger_check(r, 0, 0, 4 * G), 0, "4G left on the GPU for the unlimited client");
     is_int(ledger_check(r, 0, 0, 4 * G + 1), -ENOMEM, "and not more");
 
