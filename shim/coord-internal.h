@@ -22,6 +22,14 @@ uint32_t coord_conn_gen(void);
 /* rotad's index of the GPU of CUdevice dev on connection c (with the read lock held), or -1. */
 int coord_region_dev(conn_t *c, CUdevice dev);
 uint64_t coord_now_ns(void);
+/* coord.c: the index of CUdevice dev in the device table (identified on first use), or -1 when rota cannot
+ * identify it. Charging: bytes the device already gave (ADOPT: rotad cannot refuse them); uncharging: bytes it
+ * took back (a free, held during a retry episode). */
+int coord_dev_index(CUdevice dev);
+void coord_dev_charge(int dev, uint64_t bytes);
+void coord_dev_uncharge(int dev, uint64_t bytes);
+/* coord-pool.c: the child of a fork forgets the parent's pools. */
+void coord_pool_reset_child(void);
 
 /* coord-place.c: the device remap (ROTA_GPU): sets CUDA_VISIBLE_DEVICES before the process's first real
  * driver call, asking rotad for ROTA_GPU=auto. Once per process image; from coord_process_init, after connecting. */

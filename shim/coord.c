@@ -11,8 +11,10 @@
 #include "runtime/lib/conn.h"
 #include "runtime/lib/sockpath.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +43,7 @@
 #define COORD_MAX_DEVS 64          /* CUdevice ordinals cached */
 #define COORD_RECONNECT_NS 1000000000ull
 #define COORD_PROBE_NS 100000000ull  /* how often a live connection is checked for a silent rotad death */
+#define COORD_EPISODE_NS 1000000000ull /* a retry episode ends this long after its last event */
 
 typedef struct coord_dev {
     bool known;                    /* uuid/total were queried */
@@ -50,6 +53,8 @@ typedef struct coord_dev {
     uint64_t used;                 /* this process: reserved + committed bytes on it */
     uint64_t limit;                /* effective limit rotad reported last (0 = none known) */
     int rdev;                      /* rotad's index of this GPU on the current connection, -1 unknown */
+    uint64_t held;                 /* freed during a retry episode, still charged (in used): the retry's first */
+    uint64_t episode_ns;           /* a retry episode lasts until then (0 = none); docs/design/memory.md */
 } coord_dev_t;
 
 typedef struct coord_alloc {
@@ -70,12 +75,15 @@ static struct {
     _Atomic bool warned_absent, warned_lost;
     bool warned_demoted;           /* said once that rotad runs this high client as normal */
     _Atomic bool require_failed;
+    _Atomic bool episodes;         /* a retry episode was ever opened in this process */
     _Atomic uint64_t last_attempt_ns;
     _Atomic uint64_t next_probe_ns;
     uint64_t next_token;
     coord_dev_t devs[COORD_MAX_DEVS];
     coord_alloc_t *tab;
     size_t tab_cap, tab_len;
+    pthread_cond_t reap_cv;        /* the episode reaper's (CLOCK_MONOTONIC), under mu */
+    bool reap_started;
 } coord = {
     .rw = PTHREAD_RWLOCK_INITIALIZER,
     .mu = PTHREAD_MUTEX_INITIALIZER,
@@ -101,6 +109,15 @@ static bool coord_off(void)
 
 /* ---- fork ----------------------------------------------------------------------------------------------- */
 
+static void coord_reap_cv_init(void)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&coord.reap_cv, &a);
+    pthread_condattr_destroy(&a);
+}
+
 static void coord_reset_child(void)
 {
     /* Locks may be held by threads that do not exist here: start from fresh ones. */
@@ -108,6 +125,7 @@ static void coord_reset_child(void)
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     memcpy(&coord.rw, &rw, sizeof rw);
     memcpy(&coord.mu, &mu, sizeof mu);
+    coord_reap_cv_init();
     if (coord.conn) conn_abandon(coord.conn); /* closes our copy of the socket: the parent's stays up */
     __atomic_store_n(&coord.conn, NULL, __ATOMIC_RELEASE); /* peeked at by coord_conn_peek */
     coord.pid = getpid();
@@ -119,7 +137,11 @@ static void coord_reset_child(void)
         coord.devs[i].used = 0;
         coord.devs[i].limit = 0;
         coord.devs[i].rdev = -1;
+        coord.devs[i].held = 0;
+        coord.devs[i].episode_ns = 0;
     }
+    coord.reap_started = false; /* the reaper thread is the parent's */
+    coord_pool_reset_child();
     free(coord.tab);
     coord.tab = NULL;
     coord.tab_cap = coord.tab_len = 0;
@@ -128,6 +150,7 @@ static void coord_reset_child(void)
 static void coord_setup(void)
 {
     coord.pid = getpid();
+    coord_reap_cv_init();
     pthread_atfork(NULL, NULL, coord_reset_child);
 }
 
@@ -253,7 +276,7 @@ CUresult coord_process_init(void)
 
 /* ---- devices and allocations ------------------------------------------------------------------------------ */
 
-static int coord_dev_index(CUdevice dev)
+int coord_dev_index(CUdevice dev)
 {
     if (dev < 0 || dev >= COORD_MAX_DEVS) return -1;
     pthread_mutex_lock(&coord.mu);
@@ -353,6 +376,182 @@ static void coord_give_back_locked(int dev, uint64_t bytes)
     if (bytes && coord.conn) conn_release(coord.conn, d->uuid, d->total, bytes);
 }
 
+/* ---- retry episodes (docs/design/memory.md) ----------------------------------------------------------------
+ * With ROTA_MEM_RETRY on, a request that does not fit now, from a process holding memory on that GPU, is refused
+ * at once instead of queueing: a caching allocator (PyTorch's) then frees cached blocks and asks again. That
+ * opens an episode on the GPU: its frees are held (still charged at rotad, so no waiter takes them) and the
+ * retries draw on them first, without a round trip; a retry that the held bytes cannot cover gives them back and
+ * queues as usual. The episode ends COORD_EPISODE_NS after its last event, and what is still held goes back to
+ * rotad (from the reaper thread, so a process that goes quiet does not keep it). */
+
+static bool coord_retry_on(void)
+{
+    static _Atomic int torch;          /* 1: seen (a library once loaded stays loaded) */
+    static _Atomic uint64_t next_look; /* absent: looked again at most once a second */
+    switch (rota_options()->mem_retry) {
+    case ROTA_MEM_RETRY_ON: return true;
+    case ROTA_MEM_RETRY_OFF: return false;
+    default: break;
+    }
+    if (torch) return true;
+    uint64_t now = coord_now_ns();
+    if (now < next_look) return false;
+    next_look = now + COORD_RECONNECT_NS;
+    /* PyTorch's caching allocator lives in libc10_cuda.so, loaded before its first cudaMalloc. */
+    void *h = dlopen("libc10_cuda.so", RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) return false;
+    dlclose(h);
+    torch = 1;
+    return true;
+}
+
+/* With coord.mu held: ends the episodes that are over; returns their held bytes per device in back[]. */
+static bool coord_episode_expire_locked(uint64_t now, uint64_t back[COORD_MAX_DEVS])
+{
+    bool any = false;
+    for (int i = 0; i < COORD_MAX_DEVS; i++) {
+        coord_dev_t *d = &coord.devs[i];
+        back[i] = 0;
+        if (!d->episode_ns || d->episode_ns > now) continue;
+        d->episode_ns = 0;
+        back[i] = d->held;
+        d->held = 0;
+        any |= back[i] != 0;
+    }
+    return any;
+}
+
+/* Gives the bytes coord_episode_expire_locked collected back to rotad. With no lock held. */
+static void coord_episode_give_back(const uint64_t back[COORD_MAX_DEVS])
+{
+    pthread_rwlock_rdlock(&coord.rw);
+    for (int i = 0; i < COORD_MAX_DEVS; i++)
+        if (back[i]) coord_give_back_locked(i, back[i]);
+    pthread_rwlock_unlock(&coord.rw);
+}
+
+static void *coord_reap_main(void *arg)
+{
+    (void)arg;
+    rota_in_shim = 1;
+    uint64_t back[COORD_MAX_DEVS];
+    pthread_mutex_lock(&coord.mu);
+    for (;;) {
+        uint64_t next = 0;
+        for (int i = 0; i < COORD_MAX_DEVS; i++) {
+            uint64_t e = coord.devs[i].episode_ns;
+            if (e && (!next || e < next)) next = e;
+        }
+        if (!next) {
+            pthread_cond_wait(&coord.reap_cv, &coord.mu);
+            continue;
+        }
+        struct timespec ts = {.tv_sec = (time_t)(next / 1000000000u), .tv_nsec = (long)(next % 1000000000u)};
+        pthread_cond_timedwait(&coord.reap_cv, &coord.mu, &ts);
+        if (!coord_episode_expire_locked(coord_now_ns(), back)) continue;
+        pthread_mutex_unlock(&coord.mu);
+        coord_episode_give_back(back);
+        pthread_mutex_lock(&coord.mu);
+    }
+    return NULL;
+}
+
+/* With coord.mu held: opens or extends the episode on d and makes sure the reaper will end it. */
+static void coord_episode_touch_locked(coord_dev_t *d, uint64_t now)
+{
+    d->episode_ns = now + COORD_EPISODE_NS;
+    coord.episodes = true;
+    if (!coord.reap_started) {
+        pthread_t th;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        coord.reap_started = pthread_create(&th, &at, coord_reap_main, NULL) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&at);
+        /* Without the thread, episodes still end at the process's next memory call. */
+    }
+    pthread_cond_signal(&coord.reap_cv);
+}
+
+/* Ends the episodes that are over (at every memory hook: the reaper may be missing). */
+static void coord_episode_tick(void)
+{
+    uint64_t back[COORD_MAX_DEVS];
+    pthread_mutex_lock(&coord.mu);
+    bool any = coord_episode_expire_locked(coord_now_ns(), back);
+    pthread_mutex_unlock(&coord.mu);
+    if (any) coord_episode_give_back(back);
+}
+
+/* A free of bytes on dev: held while an episode is open on it, else given back. With the read lock held. */
+static void coord_free_locked(int dev, uint64_t bytes)
+{
+    pthread_mutex_lock(&coord.mu);
+    coord_dev_t *d = &coord.devs[dev];
+    uint64_t now = coord_now_ns();
+    if (d->episode_ns > now) {
+        d->held += bytes;
+        coord_episode_touch_locked(d, now);
+        pthread_mutex_unlock(&coord.mu);
+        return;
+    }
+    pthread_mutex_unlock(&coord.mu);
+    coord_give_back_locked(dev, bytes);
+}
+
+/* A request during an episode: served from the held bytes when they cover it (true). When they do not, they go
+ * back to rotad and the request takes the usual way (false). */
+static bool coord_episode_take(int dev, uint64_t bytes, coord_resv_t *r)
+{
+    pthread_rwlock_rdlock(&coord.rw);
+    pthread_mutex_lock(&coord.mu);
+    coord_dev_t *d = &coord.devs[dev];
+    uint64_t now = coord_now_ns(), back = 0;
+    bool served = false;
+    if (d->episode_ns > now && d->held) {
+        if (d->held >= bytes) {
+            d->held -= bytes;
+            r->token = ++coord.next_token;
+            coord_episode_touch_locked(d, now);
+            served = true;
+        } else {
+            back = d->held;
+            d->held = 0;
+        }
+    }
+    pthread_mutex_unlock(&coord.mu);
+    if (back) coord_give_back_locked(dev, back);
+    pthread_rwlock_unlock(&coord.rw);
+    return served;
+}
+
+/* ---- for the pool accounting (shim/coord-pool.c) ----------------------------------------------------------- */
+
+void coord_dev_charge(int dev, uint64_t bytes)
+{
+    if (!bytes) return;
+    pthread_rwlock_rdlock(&coord.rw);
+    coord_dev_t *d = &coord.devs[dev];
+    pthread_mutex_lock(&coord.mu);
+    d->used += bytes;
+    pthread_mutex_unlock(&coord.mu);
+    if (coord.conn) conn_adopt(coord.conn, d->uuid, d->total, bytes);
+    pthread_rwlock_unlock(&coord.rw);
+}
+
+void coord_dev_uncharge(int dev, uint64_t bytes)
+{
+    if (!bytes) return;
+    coord_maybe_connect();
+    pthread_rwlock_rdlock(&coord.rw);
+    coord_free_locked(dev, bytes);
+    pthread_rwlock_unlock(&coord.rw);
+}
+
 /* ---- hooks ------------------------------------------------------------------------------------------------ */
 
 CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_resv_t *r)
@@ -373,15 +572,35 @@ CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_re
     unsigned wms = wait_ms <= 0 ? 0 : wait_ms >= ROTA_MAX_WAIT_MS ? ROTA_MAX_WAIT_MS : (unsigned)(wait_ms + 0.5);
     coord_dev_t *d = &coord.devs[di];
     CUresult res = CUDA_SUCCESS;
+    if (coord.episodes) {
+        coord_episode_tick();
+        if (coord_episode_take(di, bytes, r)) return CUDA_SUCCESS; /* from what the process just freed */
+    }
 
     pthread_rwlock_rdlock(&coord.rw);
     conn_t *c = coord.conn;
     int rc = -EPIPE;
     pthread_mutex_lock(&coord.mu);
     int rdev = d->rdev;
+    bool may_fail_fast = wms && d->used && d->episode_ns <= coord_now_ns();
     pthread_mutex_unlock(&coord.mu);
     if (c && conn_credit_take(c, rdev, bytes)) {
         rc = 0; /* fast path: from the credit rotad already charged to us, no round trip */
+    } else if (c && may_fail_fast && coord_retry_on()) {
+        /* Holding memory and no episode open: ask without waiting; if it does not fit, refuse at once so that
+         * the framework releases its cache and asks again (that opens the episode). */
+        uint64_t lim = 0;
+        rc = conn_reserve(c, d->uuid, d->total, bytes, 0, &rdev, &lim);
+        if (rc == 0 || rc == -ENOMEM || rc == -EDQUOT) {
+            pthread_mutex_lock(&coord.mu);
+            d->limit = lim;
+            d->rdev = rdev;
+            if (rc == -ENOMEM) coord_episode_touch_locked(d, coord_now_ns());
+            pthread_mutex_unlock(&coord.mu);
+        }
+        if (rc == -ENOMEM) {
+            if (rota_trace_on()) rota_trace_event("mem_deny", (int)dev, bytes, "\"reason\":\"retry\"");
+        }
     } else if (c) {
         uint64_t lim = 0;
         /* ROTA_TRACE: a memory-wait span when this request will queue at rotad (the node cannot fit it now, or
@@ -396,7 +615,18 @@ CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_re
             }
             if (traced) rota_trace_event("mem_wait", (int)dev, bytes, NULL);
         }
-        rc = conn_reserve(c, d->uuid, d->total, bytes, wms, &rdev, &lim);
+        unsigned w = wms;
+        if (w && coord_retry_on()) {
+            /* A caching allocator's retry that the GPU cannot hold beside the process's own memory waits on
+             * nobody but itself: refused at once (its framework then raises OOM instead of stalling). */
+            const rota_region_t *rg = conn_region(c);
+            int x = conn_region_device(c, d->uuid);
+            pthread_mutex_lock(&coord.mu);
+            uint64_t own = d->used - d->held;
+            pthread_mutex_unlock(&coord.mu);
+            if (x >= 0 && own + bytes > atomic_load(&rg->devices[x].capacity)) w = 0;
+        }
+        rc = conn_reserve(c, d->uuid, d->total, bytes, w, &rdev, &lim);
         if (traced)
             rota_trace_event(rc == -ENOMEM || rc == -EDQUOT ? "mem_deny" : "mem_grant", (int)dev, bytes,
                              rc == 0 ? NULL : rc == -ENOMEM ? "\"reason\":\"timeout\""
@@ -411,7 +641,8 @@ CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_re
     }
     if (rc == -ENOMEM || rc == -EDQUOT) {
         coord_log(ROTA_LOG_DEBUG, "allocation of %llu bytes on device %d refused: %s", (unsigned long long)bytes,
-                  (int)dev, rc == -EDQUOT ? "over the memory limit" : wms ? "timed out waiting" : "GPU full");
+                  (int)dev, rc == -EDQUOT ? "over the memory limit" : may_fail_fast ? "GPU full, release first"
+                                                                    : wms ? "timed out waiting" : "GPU full");
         res = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
         if (rc && c && !coord.warned_lost) {
@@ -495,8 +726,9 @@ void coord_mem_release(uint64_t key)
     if (!found) return; /* never seen: passes through, counters untouched */
     coord_maybe_connect();
     pthread_rwlock_rdlock(&coord.rw);
-    coord_give_back_locked(e.dev, e.bytes);
+    coord_free_locked(e.dev, e.bytes);
     pthread_rwlock_unlock(&coord.rw);
+    if (coord.episodes) coord_episode_tick();
 }
 
 void coord_mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes)
@@ -511,7 +743,7 @@ void coord_mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes)
     coord_dev_t *d = &coord.devs[di];
     uint64_t lim = d->limit ? d->limit : o->mem_limit;
     if (o->mem_limit && o->mem_limit < lim) lim = o->mem_limit;
-    uint64_t used = d->used;
+    uint64_t used = d->used - d->held; /* held bytes are this process's to use again */
     pthread_mutex_unlock(&coord.mu);
     uint64_t node_free = UINT64_MAX;
     if (coord.conn && conn_alive(coord.conn)) {

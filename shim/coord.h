@@ -41,6 +41,17 @@ void coord_mem_commit(coord_resv_t *r, uint64_t key, uint64_t actual_bytes);
 void coord_mem_abort(coord_resv_t *r);
 /* After a successful free/release of key; keys rota never saw are ignored (counters never underflow). */
 void coord_mem_release(uint64_t key);
+/* Stream-ordered memory is counted per pool, as what the pool holds on the device (its reserved memory), not per
+ * allocation: a cuMemFreeAsync gives nothing back when it is enqueued; the pool's reserve shrinking (at a
+ * synchronisation, over its release threshold, or cuMemPoolTrimTo) does. coord_pool_reserve reserves what the
+ * pool cannot serve from its unused reserve; coord_pool_settle, after the real call (success or not), charges or
+ * gives back the difference between what was charged and what the pool now holds. coord_pool_sync re-reads one
+ * pool (NULL: all this process allocated from) after a synchronisation, a trim, a threshold change or a destroy.
+ * coord_pool_of: dev's current pool (cuDeviceGetMemPool), NULL if none. */
+CUmemoryPool coord_pool_of(CUdevice dev);
+CUresult coord_pool_reserve(CUmemoryPool pool, CUdevice dev, uint64_t bytes, bool may_wait, coord_resv_t *r);
+void coord_pool_settle(CUmemoryPool pool, CUdevice dev, coord_resv_t *r);
+void coord_pool_sync(CUmemoryPool pool);
 /* Rewrites what cuMemGetInfo_v2 / cuDeviceTotalMem_v2 returned: the process's limit and what is left of it,
  * never above what the device reports. */
 void coord_mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes);

@@ -14,7 +14,7 @@
 #include "runtime/lib/prio.h"
 #include "shim/log.h"
 
-enum opt_type { OPT_BOOL, OPT_LOG, OPT_PATH, OPT_SIZE, OPT_DOUBLE, OPT_PRIORITY, OPT_U32, OPT_GPU };
+enum opt_type { OPT_BOOL, OPT_LOG, OPT_PATH, OPT_SIZE, OPT_DOUBLE, OPT_PRIORITY, OPT_U32, OPT_GPU, OPT_RETRY };
 
 typedef struct opt_row {
     const char *name;
@@ -44,6 +44,8 @@ static const opt_row_t opt_table[] = {
      "a size in bytes with an optional K/M/G/T suffix (0 = no limit)"},
     {"ROTA_MEM_WAIT", OPT_DOUBLE, OFF(mem_wait_s), "30", 0, 31536000 /* a year */, false,
      "seconds, a number >= 0 (0 = fail at once)"},
+    {"ROTA_MEM_RETRY", OPT_RETRY, OFF(mem_retry), "auto", 0, 0, false,
+     "one of auto (on when PyTorch's libc10_cuda.so is loaded), on, off"},
     {"ROTA_PRIORITY", OPT_PRIORITY, OFF(priority), "normal", 0, 0, false, "one of high, normal, low"},
     {"ROTA_WEIGHT", OPT_DOUBLE, OFF(weight), "1", 0, 1e6, true, "a number > 0 and <= 1e6"},
     {"ROTA_MAX_INFLIGHT", OPT_U32, OFF(max_inflight), "8", 1, 1024, false, "an integer from 1 to 1024"},
@@ -64,6 +66,8 @@ static char opt_bad[OPT_ROWS]; /* which rows held a bad value */
 static pthread_once_t opt_once = PTHREAD_ONCE_INIT;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
+static const char *const retry_names[] = {"auto", "on", "off"};
+
 static int parse_word(const char *s, const char *const *words, int n, int *out)
 {
     for (int i = 0; i < n; i++) {
@@ -94,6 +98,9 @@ static int opt_parse(const opt_row_t *r, const char *s)
         return rc;
     case OPT_PRIORITY:
         if ((rc = prio_parse(s, &p)) == 0) *(unsigned *)field = p;
+        return rc;
+    case OPT_RETRY:
+        if ((rc = parse_word(s, retry_names, 3, &i)) == 0) *(int *)field = i;
         return rc;
     case OPT_PATH:
         if (strlen(s) > (r->max ? (size_t)r->max : ROTA_OPT_PATH_MAX - 1)) return -ERANGE;
@@ -168,6 +175,7 @@ static void opt_format(const opt_row_t *r, char *buf, size_t n)
     case OPT_BOOL: snprintf(buf, n, "%d", *(const bool *)field ? 1 : 0); break;
     case OPT_LOG: snprintf(buf, n, "%s", level_names[*(const int *)field]); break;
     case OPT_PRIORITY: snprintf(buf, n, "%s", prio_name(*(const unsigned *)field)); break;
+    case OPT_RETRY: snprintf(buf, n, "%s", retry_names[*(const int *)field]); break;
     case OPT_PATH: snprintf(buf, n, "\"%s\"", field); break;
     case OPT_SIZE: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
     case OPT_U32: snprintf(buf, n, "%u", *(const unsigned *)field); break;

@@ -7,6 +7,8 @@
 
 #include "shim/log.h" /* enum rota_log_level */
 
+enum rota_mem_retry { ROTA_MEM_RETRY_AUTO = 0, ROTA_MEM_RETRY_ON, ROTA_MEM_RETRY_OFF };
+
 
 #define ROTA_OPT_PATH_MAX 4096
 #define ROTA_GPU_AUTO (-1)
@@ -21,6 +23,7 @@ typedef struct rota_options {
     bool require;                          /* ROTA_REQUIRE: fail instead of running uncoordinated */
     uint64_t mem_limit;                    /* ROTA_MEM_LIMIT: bytes, K/M/G/T suffixes (0 = no limit) */
     double mem_wait_s;                     /* ROTA_MEM_WAIT: seconds an allocation may queue (0 = fail at once) */
+    int mem_retry;                         /* ROTA_MEM_RETRY: auto|on|off, fail fast once so a cache is released */
     unsigned priority;                     /* ROTA_PRIORITY: a class (rota_prio, runtime/lib/prio.h; default normal) */
     double weight;                         /* ROTA_WEIGHT: share among equals, > 0 (default 1) */
     unsigned max_inflight;                 /* ROTA_MAX_INFLIGHT: 1..1024 (default 8) */

@@ -10,8 +10,10 @@
  * either: the driver rejects it. Stream-ordered allocations may queue unless their stream is capturing;
  * the others unless this thread captures (see rota_thread_may_wait).
  *
- * Keys: the CUdeviceptr for cuMemAlloc*, the CUmemGenericAllocationHandle for cuMemCreate. A stream-ordered
- * free is released when it is enqueued. cuMemAllocPitch reserves width rounded up to 512 bytes x height, an
+ * Keys: the CUdeviceptr for cuMemAlloc*, the CUmemGenericAllocationHandle for cuMemCreate. Stream-ordered
+ * allocations are counted per pool, as what the pool holds (shim/coord-pool.c): a cuMemFreeAsync gives nothing
+ * back when it is enqueued, the pool shrinking does (a synchronisation, cuMemPoolTrimTo, the release threshold).
+ * Those of a capturing stream become graph memory: counted per allocation, as before. cuMemAllocPitch reserves width rounded up to 512 bytes x height, an
  * upper bound of the pitch real devices choose, and commits pitch x height, what the driver really chose.
  */
 typedef struct mem_op {
@@ -140,16 +142,49 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 }
 ROTA_SELF(cuMemAllocManaged)
 
-#define ROTA_WRAP_ALLOC_ASYNC(name, pt, params, args, stream)                                     \
+/* A stream-ordered allocation from pool (NULL: the current device's current pool). */
+typedef struct pool_op {
+    coord_resv_t r;
+    CUmemoryPool pool; /* NULL: not counted */
+    CUdevice dev;
+} pool_op_t;
+
+static CUresult pool_begin(pool_op_t *op, CUmemoryPool pool, uint64_t bytes)
+{
+    op->dev = rota_real_current_device();
+    op->r.token = 0;
+    op->pool = op->dev < 0 || bytes == 0 ? NULL : pool ? pool : coord_pool_of(op->dev);
+    if (!op->pool) return CUDA_SUCCESS;
+    rota_count(ROTA_EV_MEM_RESERVE);
+    return coord_pool_reserve(op->pool, op->dev, bytes, true, &op->r);
+}
+
+static void pool_end(pool_op_t *op, CUresult rc)
+{
+    if (!op->pool) return;
+    rota_count(rc == CUDA_SUCCESS ? ROTA_EV_MEM_COMMIT : ROTA_EV_MEM_ABORT);
+    coord_pool_settle(op->pool, op->dev, &op->r);
+}
+
+#define ROTA_WRAP_ALLOC_ASYNC(name, pt, params, args, stream, poolarg)                            \
     CUresult CUDAAPI name params                                                                \
     {                                                                                           \
         ROTA_ENTER(name, args);                                                                 \
-        mem_op_t op;                                                                            \
-        bool may_wait = !rota_stream_capturing(rota_stream_norm(stream, pt));                   \
-        CUresult rc = mem_begin(&op, rota_real_current_device(), bytesize, may_wait);           \
-        if (rc == CUDA_SUCCESS) {                                                               \
-            rc = ROTA_REAL(name) args;                                                          \
-            mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);                                   \
+        CUresult rc;                                                                            \
+        if (rota_stream_capturing(rota_stream_norm(stream, pt))) {                              \
+            mem_op_t op;                                                                        \
+            rc = mem_begin(&op, rota_real_current_device(), bytesize, false);                   \
+            if (rc == CUDA_SUCCESS) {                                                           \
+                rc = ROTA_REAL(name) args;                                                      \
+                mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);                               \
+            }                                                                                   \
+        } else {                                                                                \
+            pool_op_t op;                                                                       \
+            rc = pool_begin(&op, poolarg, bytesize);                                            \
+            if (rc == CUDA_SUCCESS) {                                                           \
+                rc = ROTA_REAL(name) args;                                                      \
+                pool_end(&op, rc);                                                              \
+            }                                                                                   \
         }                                                                                       \
         ROTA_LEAVE();                                                                           \
         return rc;                                                                              \
@@ -157,15 +192,15 @@ ROTA_SELF(cuMemAllocManaged)
     ROTA_SELF(name)
 
 ROTA_WRAP_ALLOC_ASYNC(cuMemAllocAsync, 0, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
-                      (dptr, bytesize, hStream), hStream)
+                      (dptr, bytesize, hStream), hStream, NULL)
 ROTA_WRAP_ALLOC_ASYNC(cuMemAllocAsync_ptsz, 1, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
-                      (dptr, bytesize, hStream), hStream)
+                      (dptr, bytesize, hStream), hStream, NULL)
 ROTA_WRAP_ALLOC_ASYNC(cuMemAllocFromPoolAsync, 0,
                       (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
-                      (dptr, bytesize, pool, hStream), hStream)
+                      (dptr, bytesize, pool, hStream), hStream, pool)
 ROTA_WRAP_ALLOC_ASYNC(cuMemAllocFromPoolAsync_ptsz, 1,
                       (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
-                      (dptr, bytesize, pool, hStream), hStream)
+                      (dptr, bytesize, pool, hStream), hStream, pool)
 
 CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
                              unsigned long long flags)
@@ -208,7 +243,8 @@ CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
     ROTA_ENTER(cuMemFreeAsync, (dptr, hStream));
     CUresult rc = ROTA_REAL(cuMemFreeAsync)(dptr, hStream);
-    mem_release(rc, dptr);
+    mem_release(rc, dptr); /* graph memory only: pool memory is counted as its pool */
+    if (rc == CUDA_SUCCESS) coord_pool_sync(NULL);
     ROTA_LEAVE();
     return rc;
 }
@@ -218,7 +254,8 @@ CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
     ROTA_ENTER(cuMemFreeAsync_ptsz, (dptr, hStream));
     CUresult rc = ROTA_REAL(cuMemFreeAsync_ptsz)(dptr, hStream);
-    mem_release(rc, dptr);
+    mem_release(rc, dptr); /* graph memory only: pool memory is counted as its pool */
+    if (rc == CUDA_SUCCESS) coord_pool_sync(NULL);
     ROTA_LEAVE();
     return rc;
 }
@@ -233,6 +270,37 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
     return rc;
 }
 ROTA_SELF(cuMemRelease)
+
+/* ---- pools: what they hold may shrink ---- */
+CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    ROTA_ENTER(cuMemPoolTrimTo, (pool, minBytesToKeep));
+    CUresult rc = ROTA_REAL(cuMemPoolTrimTo)(pool, minBytesToKeep);
+    if (rc == CUDA_SUCCESS) coord_pool_sync(pool);
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemPoolTrimTo)
+
+CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    ROTA_ENTER(cuMemPoolSetAttribute, (pool, attr, value));
+    CUresult rc = ROTA_REAL(cuMemPoolSetAttribute)(pool, attr, value);
+    if (rc == CUDA_SUCCESS) coord_pool_sync(pool);
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemPoolSetAttribute)
+
+CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
+{
+    ROTA_ENTER(cuMemPoolDestroy, (pool));
+    CUresult rc = ROTA_REAL(cuMemPoolDestroy)(pool);
+    if (rc == CUDA_SUCCESS) coord_pool_sync(pool); /* the pool is gone: no longer counted */
+    ROTA_LEAVE();
+    return rc;
+}
+ROTA_SELF(cuMemPoolDestroy)
 
 /* ---- what the process sees: the coordinator may lower free and total to the process's share ---- */
 static void mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes)

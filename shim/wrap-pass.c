@@ -4,7 +4,8 @@
 /*
  * These calls have no coordinator hook yet: the wrapper counts the call and passes it through with the
  * thread guard set, so that rota initialises from whichever of them comes first and later work (device
- * remapping for ROTA_GPU, sync-time accounting) has a place to go. Rows: INIT, DEVICE, CTX, SYNC.
+ * remapping for ROTA_GPU, sync-time accounting) has a place to go. Rows: INIT, DEVICE, CTX, SYNC; a SYNC row
+ * also re-reads the pools the process allocated from (shim/coord-pool.c).
  */
 #define ROTA_WRAP_PASS(name, params, args)        \
     CUresult CUDAAPI name params                  \
@@ -19,7 +20,19 @@
 #define ROTA_PASS_INIT(...) __VA_ARGS__
 #define ROTA_PASS_DEVICE(...) __VA_ARGS__
 #define ROTA_PASS_CTX(...) __VA_ARGS__
-#define ROTA_PASS_SYNC(...) __VA_ARGS__
+/* A synchronisation is when the driver gives a pool's memory above its release threshold back: the ledger follows
+ * (coord_pool_sync, cheap when the process allocated from no pool). */
+#define ROTA_WRAP_SYNC(name, params, args)        \
+    CUresult CUDAAPI name params                  \
+    {                                             \
+        ROTA_ENTER(name, args);                   \
+        CUresult rc = ROTA_REAL(name) args;       \
+        coord_pool_sync(NULL);                    \
+        ROTA_LEAVE();                             \
+        return rc;                                \
+    }                                             \
+    ROTA_SELF(name)
+#define ROTA_PASS_SYNC(...)
 #define ROTA_PASS_PROC(...)
 #define ROTA_PASS_LAUNCH(...)
 #define ROTA_PASS_LAUNCHN(...)
@@ -29,5 +42,19 @@
 #define ROTA_PASS_REAL(...)
 
 #define ROTA_FN(fam, name, base, ver, pt, params, args, stream) ROTA_PASS_##fam(ROTA_WRAP_PASS(name, params, args))
+#include "shim/wrappers.def"
+#undef ROTA_FN
+#define ROTA_FN(fam, name, base, ver, pt, params, args, stream) ROTA_SYNC_##fam(ROTA_WRAP_SYNC(name, params, args))
+#define ROTA_SYNC_SYNC(...) __VA_ARGS__
+#define ROTA_SYNC_INIT(...)
+#define ROTA_SYNC_PROC(...)
+#define ROTA_SYNC_DEVICE(...)
+#define ROTA_SYNC_CTX(...)
+#define ROTA_SYNC_LAUNCH(...)
+#define ROTA_SYNC_LAUNCHN(...)
+#define ROTA_SYNC_MEM(...)
+#define ROTA_SYNC_MEMINFO(...)
+#define ROTA_SYNC_CAPTURE(...)
+#define ROTA_SYNC_REAL(...)
 #include "shim/wrappers.def"
 #undef ROTA_FN
