@@ -1,0 +1,244 @@
+/* memq-t.c - TAP tests of rota's memory queue with caching allocators and pools (docs/design/memory.md): a request
+ * past the process's own limit never waits, a PyTorch-like retry is served from its own released cache at once or
+ * waits for others, plain programs keep queue-instead-of-OOM, and a pool's reserve stays counted until trimmed.
+ * Clients are this program re-executed with LD_PRELOAD=librota.so over simcuda, driven line by line. */
+#include "runtime/lib/conn.h"
+#include "runtime/lib/parse.h"
+#include "tests/runtime/rotad-helpers.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+
+/* ---- the client side ---------------------------------------------------------------------------------------- */
+
+static CUresult (*p_cuMemAlloc)(CUdeviceptr *, size_t);
+static CUresult (*p_cuMemFree)(CUdeviceptr);
+static CUresult (*p_cuMemAllocAsync)(CUdeviceptr *, size_t, CUstream);
+static CUresult (*p_cuMemFreeAsync)(CUdeviceptr, CUstream);
+static CUresult (*p_cuStreamSynchronize)(CUstream);
+static CUresult (*p_cuDeviceGetDefaultMemPool)(CUmemoryPool *, CUdevice);
+static CUresult (*p_cuMemPoolSetAttribute)(CUmemoryPool, CUmemPool_attribute, void *);
+static CUresult (*p_cuMemPoolTrimTo)(CUmemoryPool, size_t);
+
+static CUdeviceptr ptrs[64];
+static int nptr;
+
+/* A caching allocator's malloc in miniature: on OOM, free every cached block (all this client holds, unless keep:
+ * then all it holds is in use) and try once more, as PyTorch's release_cached_blocks + last attempt. Prints
+ * "rc attempts ms". */
+static void client_torch(uint64_t b, bool keep)
+{
+    uint64_t t0 = tap_now_ns();
+    CUdeviceptr p = 0;
+    int attempts = 1;
+    CUresult rc = p_cuMemAlloc(&p, b);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
+        while (nptr && !keep) p_cuMemFree(ptrs[--nptr]);
+        attempts++;
+        rc = p_cuMemAlloc(&p, b);
+    }
+    if (!rc && nptr < 64) ptrs[nptr++] = p;
+    printf("%d %d %.0f\n", (int)rc, attempts, (double)(tap_now_ns() - t0) / 1e6);
+}
+
+static int child_main(void)
+{
+    if (!th_cuda_load()) return 2;
+    p_cuMemAlloc = th_sym("cuMemAlloc_v2");
+    p_cuMemFree = th_sym("cuMemFree_v2");
+    p_cuMemAllocAsync = th_sym("cuMemAllocAsync");
+    p_cuMemFreeAsync = th_sym("cuMemFreeAsync");
+    p_cuStreamSynchronize = th_sym("cuStreamSynchronize");
+    p_cuDeviceGetDefaultMemPool = th_sym("cuDeviceGetDefaultMemPool");
+    p_cuMemPoolSetAttribute = th_sym("cuMemPoolSetAttribute");
+    p_cuMemPoolTrimTo = th_sym("cuMemPoolTrimTo");
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    CUdevice dev;
+    CUresult rc = th_cuda_ctx(&dev);
+    printf("init %d\n", (int)rc);
+    char line[256];
+    while (fgets(line, sizeof line, stdin)) {
+        char arg[64] = "";
+        uint64_t b = 0;
+        if (sscanf(line, "alloc %63s", arg) == 1) {
+            parse_size(arg, 1, UINT64_MAX, &b);
+            uint64_t t0 = tap_now_ns();
+            CUdeviceptr p = 0;
+            rc = p_cuMemAlloc(&p, b);
+            if (!rc && nptr < 64) ptrs[nptr++] = p;
+            printf("%d %.0f\n", (int)rc, (double)(tap_now_ns() - t0) / 1e6);
+        } else if (sscanf(line, "torch %63s", arg) == 1) {
+            parse_size(arg, 1, UINT64_MAX, &b);
+            client_torch(b, strstr(line, " keep") != NULL);
+        } else if (!strncmp(line, "freeall", 7)) {
+            while (nptr) p_cuMemFree(ptrs[--nptr]);
+            printf("0\n");
+        } else if (sscanf(line, "pool %63s", arg) == 1) {
+            /* stream-ordered alloc and free from the default pool, which keeps everything (as PyTorch's
+             * cudaMallocAsync backend sets it), then a sync: the pool still holds the memory */
+            parse_size(arg, 1, UINT64_MAX, &b);
+            CUmemoryPool pool;
+            cuuint64_t keep = UINT64_MAX;
+            CUdeviceptr p = 0;
+            rc = p_cuDeviceGetDefaultMemPool(&pool, dev);
+            if (!rc) rc = p_cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+            if (!rc) rc = p_cuMemAllocAsync(&p, b, NULL);
+            if (!rc) rc = p_cuMemFreeAsync(p, NULL);
+            if (!rc) rc = p_cuStreamSynchronize(NULL);
+            printf("%d\n", (int)rc);
+        } else if (!strncmp(line, "trim", 4)) {
+            CUmemoryPool pool;
+            rc = p_cuDeviceGetDefaultMemPool(&pool, dev);
+            if (!rc) rc = p_cuMemPoolTrimTo(pool, 0);
+            printf("%d\n", (int)rc);
+        } else if (!strncmp(line, "exit", 4)) {
+            break;
+        }
+    }
+    return 0;
+}
+
+/* ---- the test side ------------------------------------------------------------------------------------------- */
+
+typedef th_child_t child_t;
+
+static char node[64];
+
+static void spawn(child_t *c, const char *const *env)
+{
+    th_spawn(c, "ROTA_MEMQ_T_CHILD", "memq-t-client", node, "info", env);
+    th_ready(c, "a client did not initialise under librota + rotad");
+}
+
+/* "alloc SIZE" (or torch SIZE): rc, and the ms it took (and attempts for torch) */
+static int say_rc(child_t *c, const char *cmd, int ms, double *took, int *attempts)
+{
+    const char *r = th_say(c, cmd, ms);
+    int rc = -1, n = 1;
+    double t = -1;
+    if (attempts ? sscanf(r, "%d %d %lf", &rc, &n, &t) != 3 : sscanf(r, "%d %lf", &rc, &t) != 2) rc = -1;
+    if (took) *took = t;
+    if (attempts) *attempts = n;
+    return rc;
+}
+
+/* a command answered by a bare result code ("freeall", "pool", "trim") */
+static int say_code(child_t *c, const char *cmd, int ms)
+{
+    const char *r = th_say(c, cmd, ms);
+    int rc = -1;
+    if (sscanf(r, "%d", &rc) != 1) rc = -1;
+    return rc;
+}
+
+static uint64_t ledger_reserved(void)
+{
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_OBSERVER};
+    conn_t *c;
+    char err[256];
+    if (conn_open(&o, &c, err, sizeof err)) return UINT64_MAX;
+    const rota_region_t *r = conn_region(c);
+    uint64_t v = atomic_load(&r->ndevices) ? atomic_load(&r->devices[0].reserved) : 0;
+    conn_close(c);
+    return v;
+}
+
+#define M (UINT64_C(1) << 20)
+
+int main(void)
+{
+    if (getenv("ROTA_MEMQ_T_CHILD")) return child_main();
+    signal(SIGPIPE, SIG_IGN);
+    const char *lib = th_librota_missing();
+    if (lib) return skip_all("librota.so is not built (%s)", lib);
+    th_setup("memq");
+    snprintf(node, sizeof node, "memq-t-%d", (int)getpid());
+    pid_t rotad = th_rotad_start();
+    child_t a, b, c;
+    double took = 0;
+    int attempts = 0;
+
+    /* 1. past the process's own limit: refused at once, not after ROTA_MEM_WAIT (nobody else can make room) */
+    const char *lim[] = {"ROTA_MEM_LIMIT=256M", "ROTA_MEM_WAIT=5", "ROTA_MEM_RETRY=off", NULL};
+    spawn(&a, lim);
+    is_int(say_rc(&a, "alloc 200M", 5000, NULL, NULL), 0, "200M under a 256M limit");
+    is_int(say_rc(&a, "alloc 100M", 8000, &took, NULL), CUDA_ERROR_OUT_OF_MEMORY, "300M over the 256M limit: OOM");
+    ok(took >= 0 && took < 1000, "at once, though it may wait 5 s (%.0f ms): only its own frees could make room",
+       took);
+    const char *whole[] = {"ROTA_MEM_WAIT=5", "ROTA_MEM_RETRY=on", NULL};
+    spawn(&b, whole);
+    is_int(say_rc(&b, "alloc 600M", 5000, NULL, NULL), 0, "B (torch-like) holds 600M of the 1G GPU, all in use");
+    is_int(say_rc(&b, "torch 500M keep", 8000, &took, &attempts), CUDA_ERROR_OUT_OF_MEMORY,
+           "B's 500M more, which the GPU cannot hold beside its own 600M: OOM");
+    is_int(attempts, 2, "after its retry");
+    ok(took >= 0 && took < 1000, "at once (%.0f ms): it would only wait on itself", took);
+    th_finish(&a);
+    th_finish(&b);
+
+    /* 2. a caching allocator (ROTA_MEM_RETRY=on) whose own cache makes room: served from it at once, ahead of a
+     *    plain client already queued */
+    const char *plain[] = {"ROTA_MEM_WAIT=10", "ROTA_MEM_RETRY=off", NULL};
+    const char *torch[] = {"ROTA_MEM_WAIT=10", "ROTA_MEM_RETRY=on", NULL};
+    spawn(&a, torch);
+    spawn(&b, plain);
+    spawn(&c, plain);
+    is_int(say_rc(&b, "alloc 500M", 5000, NULL, NULL), 0, "B holds 500M");
+    is_int(say_rc(&a, "alloc 400M", 5000, NULL, NULL), 0, "A (torch-like) caches 400M");
+    fprintf(c.to, "alloc 300M\n"); /* C queues: 100M are left */
+    usleep(200000);
+    is_int(say_rc(&a, "torch 300M", 8000, &took, &attempts), 0, "A's 300M is granted");
+    is_int(attempts, 2, "at its second attempt: the first failed fast and it released its cache");
+    ok(took >= 0 && took < 1000, "well under a second (%.0f ms), though C waits for the same memory", took);
+    is_str(th_say(&c, NULL, 100), "", "C still waits (A's released cache went to A's retry)");
+    is_int(say_code(&b, "freeall", 5000), 0, "B frees its 500M");
+    is_int(say_rc(&c, NULL, 5000, NULL, NULL), 0, "C's queued 300M is granted");
+
+    /* 3. a caching allocator whose cache is not enough: it waits for others and succeeds */
+    is_int(say_rc(&b, "alloc 400M", 5000, NULL, NULL), 0, "B holds 400M again (A 300M, C 300M)");
+    fprintf(a.to, "torch 400M\n");
+    usleep(300000);
+    is_int(say_code(&b, "freeall", 5000), 0, "B frees while A waits");
+    is_int(say_rc(&a, NULL, 8000, &took, &attempts), 0, "A's 400M, beyond its own 300M, waited and is granted");
+    is_int(attempts, 2, "at its second attempt");
+    ok(took >= 250 && took < 5000, "after B's free (%.0f ms)", took);
+    is_int(say_code(&a, "freeall", 5000), 0, "A frees");
+    is_int(say_code(&c, "freeall", 5000), 0, "C frees");
+
+    /* 4. a plain program (ROTA_MEM_RETRY=auto without PyTorch) holding memory still queues instead of OOM */
+    const char *autoenv[] = {"ROTA_MEM_WAIT=10", NULL};
+    child_t d;
+    spawn(&d, autoenv);
+    is_int(say_rc(&d, "alloc 100M", 5000, NULL, NULL), 0, "D (plain, auto) holds 100M");
+    is_int(say_rc(&b, "alloc 800M", 5000, NULL, NULL), 0, "B holds 800M");
+    fprintf(d.to, "torch 300M\n");
+    usleep(300000);
+    is_int(say_code(&b, "freeall", 5000), 0, "B frees while D waits");
+    is_int(say_rc(&d, NULL, 8000, &took, &attempts), 0, "D's 300M is granted");
+    is_int(attempts, 1, "at its first attempt: it queued, it was not refused");
+    th_finish(&d);
+    is_int(say_code(&a, "freeall", 5000), 0, "A holds nothing");
+    th_finish(&a);
+    th_finish(&c);
+
+    /* 5. a pool that keeps its memory after the free stays counted: a second process queues for it instead of
+     *    being granted by rotad and refused by the device; trimming gives it back */
+    spawn(&a, plain);
+    is_int(say_code(&a, "pool 600M", 5000), 0, "A: 600M from the default pool (threshold: keep all), "
+                                                        "freed and synchronised");
+    uint64_t r = ledger_reserved();
+    ok(r >= 600 * M && r != UINT64_MAX, "the ledger still counts the pool's 600M (%llu)", (unsigned long long)r);
+    fprintf(b.to, "alloc 600M\n");
+    usleep(300000);
+    is_str(th_say(&b, NULL, 100), "", "B's 600M waits (the device really holds A's pool)");
+    is_int(say_code(&a, "trim", 5000), 0, "A trims its pool to 0");
+    is_int(say_rc(&b, NULL, 5000, &took, NULL), 0, "B's 600M is granted after the trim");
+    ok(took >= 250, "having waited (%.0f ms)", took);
+    th_finish(&a);
+    th_finish(&b);
+
+    is_int(th_rotad_stop(rotad), 0, "rotad stops");
+    th_cleanup_children();
+    th_node_remove(node);
+    th_cleanup();
+    return done_testing();
+}
