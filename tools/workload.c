@@ -50,12 +50,22 @@ static const char USAGE[] =
     "  --batch-max N     finetune: largest batch; kernel time and activations scale with batch/batch-max\n"
     "                    (default 8)\n"
     "  --act-frac F      finetune: share of --mem that is activations at the largest batch (default 0.5)\n"
+    "  --allocator A     plain: cuMemAlloc segments taken once, an OOM crashes (default); torch: PyTorch's\n"
+    "                    caching allocator (block rounding, small/large pools, split blocks, an OOM retried\n"
+    "                    after releasing cached blocks); torch-expandable: the same with expandable segments\n"
+    "                    (cuMemCreate/cuMemMap in 2 MiB and 20 MiB pages). With torch*, train, finetune and\n"
+    "                    batch allocate their activations (--act-frac of --mem, scaled by the batch) every\n"
+    "                    iteration and free them into the cache\n"
+    "  --max-split SIZE  torch*: PyTorch's max_split_size_mb (default 0: unlimited, PyTorch's default)\n"
+    "  --empty-cache N   torch*: torch.cuda.empty_cache() every N iterations (default 0: never)\n"
     "  --list-devices    print the devices as JSON (ordinal, name, PCI bus id, uuid) and exit\n"
     "The record (times are CLOCK_MONOTONIC ns): name, kind, status (ok, crashed: OOM, error: ..., terminated),\n"
     "pid, device and its pci_bus_id/uuid, start_ns/ready_ns (allocations done)/end_ns, device_ns (spin_ns\n"
     "time asked for), memory footprint and allocations, mem_wait_ns and each wait (cuMemAlloc calls over 10 ms),\n"
     "per request arrival_ns and latency_ns (arrival to completion), per iteration iter_start_ns (its first\n"
-    "launch), iter_end_ns and iter_batch.\n"
+    "launch), iter_end_ns and iter_batch; with torch*: allocator, mem_reserved_peak, cache misses (mem_misses),\n"
+    "those that failed and were retried after releasing the cache (mem_retries), bytes released, and per miss\n"
+    "grant_ns (first attempt to memory in hand) and grant_attempts.\n"
     "Exit codes: 0 done; 1 CUDA or system error (record written when possible); 2 usage;\n"
     "            3 crashed: out of memory (record written, status \"crashed: OOM\"); 4 terminated by a signal.\n";
 
@@ -63,6 +73,8 @@ enum { EXIT_USAGE = 2, EXIT_OOM = 3, EXIT_SIGNAL = 4 };
 enum { KIND_INFER, KIND_TRAIN, KIND_FINETUNE, KIND_BATCH };
 static const char *const kind_names[] = {"infer", "train", "finetune", "batch", NULL};
 static const char *const arrival_names[] = {"poisson", "bursty", NULL};
+enum { ALLOC_PLAIN, ALLOC_TORCH, ALLOC_TORCH_EXPANDABLE };
+static const char *const allocator_names[] = {"plain", "torch", "torch-expandable", NULL};
 
 #define MAX_KERNELS 64
 #define MAX_BLOCKS 64
@@ -75,7 +87,7 @@ static const char *const arrival_names[] = {"poisson", "bursty", NULL};
 typedef struct job_opts {
     char *spec, *name, *out, *kernels_s;
     uint64_t kind, seed, device, mem, blocks, add, requests, iters, gap_us, batch_min, batch_max, burst;
-    uint64_t arrivals;
+    uint64_t arrivals, allocator, max_split, empty_cache;
     double duration, load, act_frac;
     bool list_devices;
     /* derived */
@@ -114,6 +126,9 @@ static const opt_def_t opt_table[] = {
     {"batch-min", OPT_U64, OFF(batch_min), 1, 1 << 20, NULL},
     {"batch-max", OPT_U64, OFF(batch_max), 1, 1 << 20, NULL},
     {"act-frac", OPT_DBL, OFF(act_frac), 0, 0.95, NULL},
+    {"allocator", OPT_ENUM, OFF(allocator), 0, 0, allocator_names},
+    {"max-split", OPT_SIZE, OFF(max_split), 0, 1ull << 50, NULL},
+    {"empty-cache", OPT_U64, OFF(empty_cache), 0, 100000000, NULL},
     {"list-devices", OPT_FLAG, OFF(list_devices), 0, 0, NULL},
 };
 
@@ -372,6 +387,13 @@ typedef struct job {
     uint64_t mem_wait_ns, alloc_ns, nallocs;
     CUdeviceptr add_a, add_b, add_c;
     uint64_t add_n;
+    /* --allocator torch*: the caching allocator's segments and blocks (tc_*), its counters */
+    struct tc_seg *tseg;
+    struct tc_block *tblk;
+    unsigned ntseg, ntblk;
+    uint64_t total_mem, mem_reserved_peak, tc_misses, tc_retries, tc_released;
+    u64vec_t grant_ns, grant_attempts;
+    CUdeviceptr act;
     /* progress */
     uint64_t start_ns, ready_ns, end_ns, device_ns, kernels;
     u64vec_t arrival, latency, iter_start, iter_end, iter_batch;
@@ -429,6 +451,382 @@ static bool job_alloc(job_t *j, uint64_t bytes)
     j->seg_bytes[j->nseg] = bytes;
     j->nseg++;
     j->mem_reserved += bytes;
+    return true;
+}
+
+/* ---- --allocator torch*: PyTorch's CUDA caching allocator, modelled --------------------------------------------
+ * Facts from c10/cuda/CUDACachingAllocator.cpp (the model is ours):
+ *   - a request is rounded up to a multiple of 512 bytes (kMinBlockSize); up to 1 MiB (kSmallSize) it is served
+ *     from the small pool, above from the large pool;
+ *   - a cache miss allocates a segment of 2 MiB (kSmallBuffer) for the small pool, 20 MiB (kLargeBuffer) for a
+ *     request under 10 MiB (kMinLargeAlloc), else the request rounded up to 2 MiB (kRoundLarge);
+ *   - a cached block is found best fit in its pool and split when the rest is more than 512 bytes (small pool)
+ *     or 1 MiB (large pool); blocks of max_split_size or more are never split and serve only requests of
+ *     max_split_size or more that are at most 20 MiB smaller; a freed block merges with free neighbours;
+ *   - a miss is tried three times: alloc_block; release_available_cached_blocks (frees unsplit cached blocks of
+ *     max_split_size or more, the smallest one large enough, else the largest first until the request is
+ *     covered; with max_split_size unlimited, PyTorch's default, it frees nothing and this attempt is skipped)
+ *     then alloc_block; release_cached_blocks (synchronise, free every unsplit cached segment) then a last
+ *     alloc_block; then OutOfMemoryError (here: status "crashed: OOM");
+ *   - empty_cache is release_cached_blocks;
+ *   - expandable segments: one segment per pool reserves address space for 1 1/8 of the device's memory and maps
+ *     physical pages at its end as needed, 2 MiB (small pool) or 20 MiB (large pool) per cuMemCreate; a page that
+ *     cannot be created (OOM) releases the pages created for this request, and the attempt fails; releasing the
+ *     cache unmaps (cuMemUnmap + cuMemRelease) the free pages. Simplification: only the free pages at the end of
+ *     the segment are unmapped (PyTorch also unmaps free pages inside it, leaving holes it fills later). */
+#define TC_MAX_SEGS 512
+#define TC_MAX_BLOCKS 4096
+#define TC_MIN_BLOCK 512ull
+#define TC_SMALL_SIZE (1ull << 20)
+#define TC_SMALL_BUFFER (2ull << 20)
+#define TC_LARGE_BUFFER (20ull << 20)
+#define TC_MIN_LARGE_ALLOC (10ull << 20)
+#define TC_ROUND_LARGE (2ull << 20)
+enum { TC_SMALL, TC_LARGE };
+
+typedef struct tc_seg {
+    bool used, expandable;
+    int pool;
+    CUdeviceptr base;
+    uint64_t size;                          /* mapped (expandable) or allocated bytes */
+    uint64_t va_size, page;                 /* expandable: reserved address space, page size */
+    CUmemGenericAllocationHandle *pages;    /* expandable: one handle per mapped page */
+} tc_seg_t;
+
+typedef struct tc_block {
+    bool used, alloc;
+    int seg;
+    uint64_t off, size;
+} tc_block_t;
+
+static bool tc_on(const job_t *j)
+{
+    return j->o.allocator != ALLOC_PLAIN;
+}
+
+static uint64_t tc_round(uint64_t bytes)
+{
+    return bytes < TC_MIN_BLOCK ? TC_MIN_BLOCK : (bytes + TC_MIN_BLOCK - 1) / TC_MIN_BLOCK * TC_MIN_BLOCK;
+}
+
+static uint64_t tc_alloc_size(uint64_t size)
+{
+    if (size <= TC_SMALL_SIZE) return TC_SMALL_BUFFER;
+    if (size < TC_MIN_LARGE_ALLOC) return TC_LARGE_BUFFER;
+    return (size + TC_ROUND_LARGE - 1) / TC_ROUND_LARGE * TC_ROUND_LARGE;
+}
+
+static int tc_block_new(job_t *j, int seg, uint64_t off, uint64_t size, bool alloc)
+{
+    for (unsigned i = 0; i < TC_MAX_BLOCKS; i++) {
+        tc_block_t *b = &j->tblk[i];
+        if (b->used) continue;
+        *b = (tc_block_t){.used = true, .alloc = alloc, .seg = seg, .off = off, .size = size};
+        if (i >= j->ntblk) j->ntblk = i + 1;
+        return (int)i;
+    }
+    return -1;
+}
+
+static int tc_seg_new(job_t *j)
+{
+    for (unsigned i = 0; i < TC_MAX_SEGS; i++)
+        if (!j->tseg[i].used) {
+            j->tseg[i] = (tc_seg_t){.used = true};
+            if (i >= j->ntseg) j->ntseg = i + 1;
+            return (int)i;
+        }
+    return -1;
+}
+
+/* The block of seg at offset off, or -1. */
+static int tc_block_at(const job_t *j, int seg, uint64_t off)
+{
+    for (unsigned i = 0; i < j->ntblk; i++)
+        if (j->tblk[i].used && j->tblk[i].seg == seg && j->tblk[i].off == off) return (int)i;
+    return -1;
+}
+
+/* The free block at the end of seg, or -1. */
+static int tc_tail_free(const job_t *j, int seg)
+{
+    for (unsigned i = 0; i < j->ntblk; i++) {
+        const tc_block_t *b = &j->tblk[i];
+        if (b->used && b->seg == seg && b->off + b->size == j->tseg[seg].size) return b->alloc ? -1 : (int)i;
+    }
+    return -1;
+}
+
+static void tc_reserved(job_t *j, int64_t delta)
+{
+    j->mem_reserved += (uint64_t)delta;
+    if (j->mem_reserved > j->mem_reserved_peak) j->mem_reserved_peak = j->mem_reserved;
+}
+
+/* A timed driver allocation (cuMemAlloc or cuMemCreate): a slow one is a memory wait. */
+static void tc_timed(job_t *j, uint64_t t0, uint64_t bytes)
+{
+    uint64_t dt = now_ns() - t0;
+    j->alloc_ns += dt;
+    j->nallocs++;
+    if (dt > MEM_WAIT_NS) {
+        j->mem_wait_ns += dt;
+        vec_push(&j->wait_t, t0);
+        vec_push(&j->wait_dur, dt);
+        vec_push(&j->wait_bytes, bytes);
+    }
+}
+
+/* Best fit among the pool's free blocks, with max_split_size's rules; -1 if none. */
+static int tc_find(const job_t *j, int pool, uint64_t size)
+{
+    uint64_t ms = j->o.max_split ? j->o.max_split : UINT64_MAX;
+    int best = -1;
+    for (unsigned i = 0; i < j->ntblk; i++) {
+        const tc_block_t *b = &j->tblk[i];
+        if (!b->used || b->alloc || j->tseg[b->seg].pool != pool || b->size < size) continue;
+        if (size < ms && b->size >= ms) continue;                  /* oversize blocks serve only large requests */
+        if (size >= ms && b->size >= size + TC_LARGE_BUFFER) continue; /* ... and only those close to their size */
+        if (best < 0 || b->size < j->tblk[best].size) best = (int)i;
+    }
+    return best;
+}
+
+/* Expandable: maps pages at the end of the pool's segment until its free tail holds size; false on OOM (the pages
+ * created for this request are released again) or another error (in j). */
+static bool tc_expand(job_t *j, int pool, uint64_t size, bool *err)
+{
+    int s = -1;
+    for (unsigned i = 0; i < j->ntseg; i++)
+        if (j->tseg[i].used && j->tseg[i].expandable && j->tseg[i].pool == pool) s = (int)i;
+    if (s < 0) {
+        if ((s = tc_seg_new(j)) < 0) return false;
+        tc_seg_t *g = &j->tseg[s];
+        g->expandable = true;
+        g->pool = pool;
+        g->page = pool == TC_SMALL ? TC_SMALL_BUFFER : TC_LARGE_BUFFER;
+        uint64_t want = j->total_mem + j->total_mem / 8;
+        uint64_t npages = (want + g->page - 1) / g->page;
+        g->va_size = npages * g->page;
+        g->pages = calloc(npages, sizeof *g->pages);
+        CUresult rc = g->pages ? cuMemAddressReserve(&g->base, g->va_size, 0, 0, 0) : CUDA_ERROR_OUT_OF_MEMORY;
+        if (rc != CUDA_SUCCESS) {
+            free(g->pages);
+            g->used = false;
+            *err = true;
+            return job_fail(j, "cuMemAddressReserve", rc);
+        }
+    }
+    tc_seg_t *g = &j->tseg[s];
+    int tail = tc_tail_free(j, s);
+    uint64_t have = tail >= 0 ? j->tblk[tail].size : 0;
+    uint64_t n = (size - have + g->page - 1) / g->page, first = g->size / g->page;
+    if ((first + n) * g->page > g->va_size) return false;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = j->dev}};
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t t0 = now_ns();
+        CUresult rc = cuMemCreate(&g->pages[first + k], g->page, &prop, 0);
+        tc_timed(j, t0, g->page);
+        if (rc != CUDA_SUCCESS) {
+            while (k-- > 0) cuMemRelease(g->pages[first + k]);
+            if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;
+            *err = true;
+            return job_fail(j, "cuMemCreate", rc);
+        }
+    }
+    CUmemAccessDesc acc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    for (uint64_t k = 0; k < n; k++) {
+        CUresult rc = cuMemMap(g->base + (first + k) * g->page, g->page, 0, g->pages[first + k], 0);
+        if (rc == CUDA_SUCCESS) rc = cuMemSetAccess(g->base + (first + k) * g->page, g->page, &acc, 1);
+        if (rc != CUDA_SUCCESS) {
+            *err = true;
+            return job_fail(j, "cuMemMap", rc);
+        }
+    }
+    uint64_t grow = n * g->page;
+    if (tail >= 0) j->tblk[tail].size += grow;
+    else if (tc_block_new(j, s, g->size, grow, false) < 0) return false;
+    g->size += grow;
+    tc_reserved(j, (int64_t)grow);
+    return true;
+}
+
+/* alloc_block: a new segment (or pages) for size; false on OOM, or with *err on another failure. */
+static bool tc_alloc_block(job_t *j, int pool, uint64_t size, bool *err)
+{
+    if (j->o.allocator == ALLOC_TORCH_EXPANDABLE) return tc_expand(j, pool, size, err);
+    uint64_t bytes = tc_alloc_size(size);
+    int s = tc_seg_new(j);
+    if (s < 0) return false;
+    uint64_t t0 = now_ns();
+    CUresult rc = cuMemAlloc(&j->tseg[s].base, bytes);
+    tc_timed(j, t0, bytes);
+    if (rc != CUDA_SUCCESS) {
+        j->tseg[s].used = false;
+        if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;
+        *err = true;
+        return job_fail(j, "cuMemAlloc", rc);
+    }
+    j->tseg[s].pool = pool;
+    j->tseg[s].size = bytes;
+    if (tc_block_new(j, s, 0, bytes, false) < 0) return false;
+    tc_reserved(j, (int64_t)bytes);
+    return true;
+}
+
+/* Frees one whole cached segment (its only block, free). */
+static void tc_release_seg(job_t *j, int blk)
+{
+    tc_block_t *b = &j->tblk[blk];
+    tc_seg_t *g = &j->tseg[b->seg];
+    cuMemFree(g->base);
+    j->tc_released += g->size;
+    tc_reserved(j, -(int64_t)g->size);
+    g->used = false;
+    b->used = false;
+}
+
+static bool tc_unsplit_free(const job_t *j, const tc_block_t *b)
+{
+    const tc_seg_t *g = &j->tseg[b->seg];
+    return b->used && !b->alloc && !g->expandable && b->off == 0 && b->size == g->size;
+}
+
+/* release_available_cached_blocks: only with max_split_size set. */
+static bool tc_release_available(job_t *j, int pool, uint64_t size)
+{
+    uint64_t ms = j->o.max_split;
+    if (!ms || j->o.allocator == ALLOC_TORCH_EXPANDABLE) return false;
+    uint64_t key = size < ms ? ms : size;
+    int best = -1;
+    for (unsigned i = 0; i < j->ntblk; i++) {
+        const tc_block_t *b = &j->tblk[i];
+        if (tc_unsplit_free(j, b) && j->tseg[b->seg].pool == pool && b->size >= key &&
+            (best < 0 || b->size < j->tblk[best].size))
+            best = (int)i;
+    }
+    if (best >= 0) {
+        tc_release_seg(j, best);
+        return true;
+    }
+    uint64_t freed = 0;
+    while (freed < key) {
+        int big = -1;
+        for (unsigned i = 0; i < j->ntblk; i++) {
+            const tc_block_t *b = &j->tblk[i];
+            if (tc_unsplit_free(j, b) && j->tseg[b->seg].pool == pool && b->size >= ms &&
+                (big < 0 || b->size > j->tblk[big].size))
+                big = (int)i;
+        }
+        if (big < 0) break;
+        freed += j->tblk[big].size;
+        tc_release_seg(j, big);
+    }
+    return freed >= key;
+}
+
+/* release_cached_blocks (and empty_cache): synchronise, free every unsplit cached segment, unmap free pages. */
+static bool tc_release_cached(job_t *j)
+{
+    cuCtxSynchronize();
+    for (unsigned i = 0; i < j->ntblk; i++)
+        if (tc_unsplit_free(j, &j->tblk[i])) tc_release_seg(j, (int)i);
+    for (unsigned s = 0; s < j->ntseg; s++) {
+        tc_seg_t *g = &j->tseg[s];
+        if (!g->used || !g->expandable) continue;
+        int t = tc_tail_free(j, s);
+        if (t < 0) continue;
+        tc_block_t *b = &j->tblk[t];
+        uint64_t keep_end = (b->off + g->page - 1) / g->page * g->page; /* pages wholly inside the free tail */
+        while (g->size > keep_end) {
+            uint64_t p = g->size / g->page - 1;
+            cuMemUnmap(g->base + p * g->page, g->page);
+            cuMemRelease(g->pages[p]);
+            g->size -= g->page;
+            j->tc_released += g->page;
+            tc_reserved(j, -(int64_t)g->page);
+        }
+        b->size = g->size - b->off;
+        if (!b->size) b->used = false;
+    }
+    return true;
+}
+
+/* The allocator's malloc: from the cache, else a new segment tried three times. */
+static bool tc_malloc(job_t *j, uint64_t bytes, CUdeviceptr *out)
+{
+    uint64_t size = tc_round(bytes);
+    int pool = size <= TC_SMALL_SIZE ? TC_SMALL : TC_LARGE;
+    int b = tc_find(j, pool, size);
+    if (b < 0) {
+        bool err = false;
+        unsigned attempts = 1;
+        uint64_t t0 = now_ns();
+        j->tc_misses++;
+        bool ok = tc_alloc_block(j, pool, size, &err);
+        if (!ok && !err && tc_release_available(j, pool, size)) {
+            attempts++;
+            ok = tc_alloc_block(j, pool, size, &err);
+        }
+        if (!ok && !err && tc_release_cached(j)) {
+            attempts++;
+            ok = tc_alloc_block(j, pool, size, &err);
+        }
+        if (attempts > 1) j->tc_retries++;
+        vec_push(&j->grant_ns, now_ns() - t0);
+        vec_push(&j->grant_attempts, attempts);
+        if (err) return false;
+        if (!ok) return job_fail(j, "the caching allocator (OutOfMemoryError)", CUDA_ERROR_OUT_OF_MEMORY);
+        if ((b = tc_find(j, pool, size)) < 0)
+            return job_fail(j, "the caching allocator (no block after a new segment)", CUDA_ERROR_UNKNOWN);
+    }
+    tc_block_t *k = &j->tblk[b];
+    uint64_t rest = k->size - size, min_rest = pool == TC_SMALL ? TC_MIN_BLOCK : TC_SMALL_SIZE;
+    bool oversize = j->o.max_split && k->size >= j->o.max_split;
+    if (rest > min_rest && !oversize) {
+        if (tc_block_new(j, k->seg, k->off + size, rest, false) < 0)
+            return job_fail(j, "the caching allocator (more than 4096 blocks)", CUDA_ERROR_NOT_SUPPORTED);
+        k = &j->tblk[b];
+        k->size = size;
+    }
+    k->alloc = true;
+    *out = j->tseg[k->seg].base + k->off;
+    return true;
+}
+
+/* The allocator's free: the block goes back to the cache, merged with its free neighbours. */
+static void tc_free(job_t *j, CUdeviceptr p)
+{
+    for (unsigned i = 0; i < j->ntblk; i++) {
+        tc_block_t *b = &j->tblk[i];
+        if (!b->used || !b->alloc || j->tseg[b->seg].base + b->off != p) continue;
+        b->alloc = false;
+        int n = tc_block_at(j, b->seg, b->off + b->size);
+        if (n >= 0 && !j->tblk[n].alloc) {
+            b->size += j->tblk[n].size;
+            j->tblk[n].used = false;
+        }
+        for (unsigned k = 0; k < j->ntblk; k++) {
+            tc_block_t *q = &j->tblk[k];
+            if (q->used && !q->alloc && q->seg == b->seg && q->off + q->size == b->off) {
+                q->size += b->size;
+                b->used = false;
+                break;
+            }
+        }
+        return;
+    }
+}
+
+static bool tc_setup(job_t *j)
+{
+    j->tseg = calloc(TC_MAX_SEGS, sizeof *j->tseg);
+    j->tblk = calloc(TC_MAX_BLOCKS, sizeof *j->tblk);
+    if (!j->tseg || !j->tblk) fatal("unable to allocate: %s", strerror(errno));
+    size_t total = 0;
+    CU_TRY(j, cuDeviceTotalMem(&total, j->dev));
+    j->total_mem = total;
     return true;
 }
 
@@ -503,13 +901,21 @@ static bool job_setup(job_t *j)
     CU_TRY(j, cuModuleGetFunction(&j->f_add, j->mod, "add_f32"));
 
     /* The caching allocator: a few large blocks at start (weights, optimizer state, workspace), reused for the
-     * whole run; a fine-tune keeps act_frac of its footprint for activations that grow with the batch. */
+     * whole run; a fine-tune keeps act_frac of its footprint for activations that grow with the batch. With
+     * --allocator torch*, every kind but infer does, and allocates them each iteration (run_loop). */
     uint64_t fixed = j->o.mem;
-    if (j->o.kind == KIND_FINETUNE) fixed = (uint64_t)((double)j->o.mem * (1.0 - j->o.act_frac));
+    if (j->o.kind == KIND_FINETUNE || (tc_on(j) && j->o.kind != KIND_INFER))
+        fixed = (uint64_t)((double)j->o.mem * (1.0 - j->o.act_frac));
     uint64_t per = fixed / j->o.blocks;
     if (per < SEG_ROUND) per = SEG_ROUND;
+    if (tc_on(j) && !tc_setup(j)) return false;
     for (uint64_t b = 0; b < j->o.blocks; b++) {
-        if (!job_alloc(j, per)) return false;
+        if (tc_on(j)) {
+            if (j->nseg == MAX_SEGMENTS || !tc_malloc(j, per, &j->seg[j->nseg])) return false;
+            j->seg_bytes[j->nseg++] = per;
+        } else if (!job_alloc(j, per)) {
+            return false;
+        }
         /* "load the weights": touch the first MiB of each block */
         if (!launch_fill(j, j->seg[j->nseg - 1], (uint32_t)b, (1u << 20) / 4)) return false;
     }
@@ -578,14 +984,23 @@ static bool run_loop(job_t *j)
     uint64_t iters = j->o.iters ? j->o.iters : UINT64_MAX;
     for (uint64_t i = 0; i < iters && !time_up(j, deadline); i++) {
         uint64_t batch = j->o.batch_max;
-        if (j->o.kind == KIND_FINETUNE) {
-            batch = j->o.batch_min + rng_next() % (j->o.batch_max - j->o.batch_min + 1);
-            if (!job_grow(j, batch)) return false;
+        if (j->o.kind == KIND_FINETUNE) batch = j->o.batch_min + rng_next() % (j->o.batch_max - j->o.batch_min + 1);
+        if (tc_on(j)) {
+            /* this iteration's activations, from the cache or a new segment (which may wait, or retry) */
+            uint64_t act_max = (uint64_t)((double)j->o.mem * j->o.act_frac);
+            uint64_t need = (uint64_t)((double)act_max * (double)batch / (double)j->o.batch_max);
+            if (need && !tc_malloc(j, need, &j->act)) return false;
+            if (!need) j->act = 0;
+        } else if (j->o.kind == KIND_FINETUNE && !job_grow(j, batch)) {
+            return false;
         }
         /* From here until its kernels end, the job has work for the device (scripts/bench attributes the
          * device's idle time by that); growing its memory before it is host time, or a memory wait. */
         vec_push(&j->iter_start, now_ns());
         if (!launch_step(j, batch, j->o.batch_max)) return false;
+        if (j->act) tc_free(j, j->act); /* the tensors go out of scope: the block goes back to the cache */
+        j->act = 0;
+        if (tc_on(j) && j->o.empty_cache && (i + 1) % j->o.empty_cache == 0) tc_release_cached(j);
         /* training and fine-tune read the loss every step (loss.item()); batch inference runs ahead and
          * synchronises every 4 batches, like a pipelined DataLoader */
         if (j->o.kind != KIND_BATCH || i % 4 == 3 || i + 1 == iters)
@@ -660,6 +1075,14 @@ static int job_write(const job_t *j)
     json_vec(f, "mem_wait_start_ns", &j->wait_t);
     json_vec(f, "mem_wait_dur_ns", &j->wait_dur);
     json_vec(f, "mem_wait_bytes", &j->wait_bytes);
+    if (tc_on(j)) {
+        fprintf(f, ",\n  \"allocator\": \"%s\",\n  \"mem_reserved_peak\": %" PRIu64, allocator_names[j->o.allocator],
+                j->mem_reserved_peak);
+        fprintf(f, ",\n  \"mem_misses\": %" PRIu64 ",\n  \"mem_retries\": %" PRIu64 ",\n  \"mem_released\": %" PRIu64,
+                j->tc_misses, j->tc_retries, j->tc_released);
+        json_vec(f, "grant_ns", &j->grant_ns);
+        json_vec(f, "grant_attempts", &j->grant_attempts);
+    }
     fprintf(f, ",\n  \"requests\": %zu", j->latency.n);
     json_vec(f, "arrival_ns", &j->arrival);
     json_vec(f, "latency_ns", &j->latency);
