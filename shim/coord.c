@@ -44,6 +44,7 @@
 #define COORD_RECONNECT_NS 1000000000ull
 #define COORD_PROBE_NS 100000000ull  /* how often a live connection is checked for a silent rotad death */
 #define COORD_EPISODE_NS 1000000000ull /* a retry episode ends this long after its last event */
+#define COORD_FAILFAST_QUIET_NS 5000000000ull /* after a fast refusal, the next one no sooner than this */
 
 typedef struct coord_dev {
     bool known;                    /* uuid/total were queried */
@@ -55,6 +56,7 @@ typedef struct coord_dev {
     int rdev;                      /* rotad's index of this GPU on the current connection, -1 unknown */
     uint64_t held;                 /* freed during a retry episode, still charged (in used): the retry's first */
     uint64_t episode_ns;           /* a retry episode lasts until then (0 = none); docs/design/memory.md */
+    uint64_t failfast_ns;          /* when a request was last refused at once to make the process release */
 } coord_dev_t;
 
 typedef struct coord_alloc {
@@ -139,6 +141,7 @@ static void coord_reset_child(void)
         coord.devs[i].rdev = -1;
         coord.devs[i].held = 0;
         coord.devs[i].episode_ns = 0;
+        coord.devs[i].failfast_ns = 0;
     }
     coord.reap_started = false; /* the reaper thread is the parent's */
     coord_pool_reset_child();
@@ -582,7 +585,11 @@ CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_re
     int rc = -EPIPE;
     pthread_mutex_lock(&coord.mu);
     int rdev = d->rdev;
-    bool may_fail_fast = wms && d->used && d->episode_ns <= coord_now_ns();
+    /* Refused at once only once in a while: the framework's retry (after it synchronised and freed, however long
+     * that took) must queue, never be refused again. */
+    uint64_t now = coord_now_ns();
+    bool may_fail_fast = wms && d->used > d->held && d->episode_ns <= now &&
+                         (!d->failfast_ns || now - d->failfast_ns >= COORD_FAILFAST_QUIET_NS);
     pthread_mutex_unlock(&coord.mu);
     if (c && conn_credit_take(c, rdev, bytes)) {
         rc = 0; /* fast path: from the credit rotad already charged to us, no round trip */
@@ -595,7 +602,10 @@ CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_re
             pthread_mutex_lock(&coord.mu);
             d->limit = lim;
             d->rdev = rdev;
-            if (rc == -ENOMEM) coord_episode_touch_locked(d, coord_now_ns());
+            if (rc == -ENOMEM) {
+                d->failfast_ns = coord_now_ns();
+                coord_episode_touch_locked(d, d->failfast_ns);
+            }
             pthread_mutex_unlock(&coord.mu);
         }
         if (rc == -ENOMEM) {

@@ -21,19 +21,20 @@ static CUresult (*p_cuMemPoolSetAttribute)(CUmemoryPool, CUmemPool_attribute, vo
 static CUresult (*p_cuMemPoolTrimTo)(CUmemoryPool, size_t);
 
 static CUdeviceptr ptrs[64];
-static int nptr;
+static int nptr, npinned; /* ptrs[0..npinned) are in use ("pin"), the rest is cache */
 
 /* A caching allocator's malloc in miniature: on OOM, free every cached block (all this client holds, unless keep:
  * then all it holds is in use) and try once more, as PyTorch's release_cached_blocks + last attempt. Prints
  * "rc attempts ms". */
-static void client_torch(uint64_t b, bool keep)
+static void client_torch(uint64_t b, bool keep, bool slow)
 {
     uint64_t t0 = tap_now_ns();
     CUdeviceptr p = 0;
     int attempts = 1;
     CUresult rc = p_cuMemAlloc(&p, b);
     if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
-        while (nptr && !keep) p_cuMemFree(ptrs[--nptr]);
+        if (slow) usleep(1500000); /* a long synchronisation before the frees */
+        while (nptr > npinned && !keep) p_cuMemFree(ptrs[--nptr]);
         attempts++;
         rc = p_cuMemAlloc(&p, b);
     }
@@ -69,9 +70,13 @@ static int child_main(void)
             printf("%d %.0f\n", (int)rc, (double)(tap_now_ns() - t0) / 1e6);
         } else if (sscanf(line, "torch %63s", arg) == 1) {
             parse_size(arg, 1, UINT64_MAX, &b);
-            client_torch(b, strstr(line, " keep") != NULL);
+            client_torch(b, strstr(line, " keep") != NULL, strstr(line, " slow") != NULL);
         } else if (!strncmp(line, "freeall", 7)) {
             while (nptr) p_cuMemFree(ptrs[--nptr]);
+            npinned = 0;
+            printf("0\n");
+        } else if (!strncmp(line, "pin", 3)) {
+            npinned = nptr;
             printf("0\n");
         } else if (sscanf(line, "pool %63s", arg) == 1) {
             /* stream-ordered alloc and free from the default pool, which keeps everything (as PyTorch's
@@ -194,15 +199,34 @@ int main(void)
     is_int(say_rc(&c, NULL, 5000, NULL, NULL), 0, "C's queued 300M is granted");
 
     /* 3. a caching allocator whose cache is not enough: it waits for others and succeeds */
-    is_int(say_rc(&b, "alloc 400M", 5000, NULL, NULL), 0, "B holds 400M again (A 300M, C 300M)");
-    fprintf(a.to, "torch 400M\n");
+    is_int(say_code(&a, "freeall", 5000), 0, "A frees its 300M");
+    child_t e;
+    spawn(&e, torch);
+    is_int(say_rc(&e, "alloc 300M", 5000, NULL, NULL), 0, "E (torch-like) caches 300M");
+    is_int(say_rc(&b, "alloc 400M", 5000, NULL, NULL), 0, "B holds 400M again (C 300M, E 300M)");
+    fprintf(e.to, "torch 400M\n");
     usleep(300000);
-    is_int(say_code(&b, "freeall", 5000), 0, "B frees while A waits");
-    is_int(say_rc(&a, NULL, 8000, &took, &attempts), 0, "A's 400M, beyond its own 300M, waited and is granted");
+    is_int(say_code(&b, "freeall", 5000), 0, "B frees while E waits");
+    is_int(say_rc(&e, NULL, 8000, &took, &attempts), 0, "E's 400M, beyond its own 300M, waited and is granted");
     is_int(attempts, 2, "at its second attempt");
     ok(took >= 250 && took < 5000, "after B's free (%.0f ms)", took);
-    is_int(say_code(&a, "freeall", 5000), 0, "A frees");
+    is_int(say_code(&e, "freeall", 5000), 0, "E frees");
     is_int(say_code(&c, "freeall", 5000), 0, "C frees");
+    th_finish(&e);
+
+    /* 3b. a retry that comes long after the refusal (a slow synchronisation) queues: it is never refused twice */
+    spawn(&e, torch);
+    is_int(say_rc(&e, "alloc 100M", 5000, NULL, NULL), 0, "F (torch-like) uses 100M");
+    is_int(say_code(&e, "pin", 5000), 0, "(in use, not cache)");
+    is_int(say_rc(&e, "alloc 100M", 5000, NULL, NULL), 0, "and caches 100M more");
+    is_int(say_rc(&b, "alloc 800M", 5000, NULL, NULL), 0, "B holds 800M");
+    fprintf(e.to, "torch 300M slow\n");
+    usleep(2000000);
+    is_int(say_code(&b, "freeall", 5000), 0, "B frees while F's retry waits");
+    is_int(say_rc(&e, NULL, 8000, &took, &attempts), 0, "F's 300M is granted");
+    is_int(attempts, 2, "at its second attempt, 1.5 s after the first was refused (%.0f ms in all)", took);
+    is_int(say_code(&e, "freeall", 5000), 0, "F frees");
+    th_finish(&e);
 
     /* 4. a plain program (ROTA_MEM_RETRY=auto without PyTorch) holding memory still queues instead of OOM */
     const char *autoenv[] = {"ROTA_MEM_WAIT=10", NULL};
