@@ -19,6 +19,9 @@ static CUresult (*p_cuStreamSynchronize)(CUstream);
 static CUresult (*p_cuDeviceGetDefaultMemPool)(CUmemoryPool *, CUdevice);
 static CUresult (*p_cuMemPoolSetAttribute)(CUmemoryPool, CUmemPool_attribute, void *);
 static CUresult (*p_cuMemPoolTrimTo)(CUmemoryPool, size_t);
+static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    CUstream, void **, void **);
+static CUresult (*p_cuCtxSynchronize)(void);
 
 static CUdeviceptr ptrs[64];
 static int nptr, npinned; /* ptrs[0..npinned) are in use ("pin"), the rest is cache */
@@ -53,6 +56,8 @@ static int child_main(void)
     p_cuDeviceGetDefaultMemPool = th_sym("cuDeviceGetDefaultMemPool");
     p_cuMemPoolSetAttribute = th_sym("cuMemPoolSetAttribute");
     p_cuMemPoolTrimTo = th_sym("cuMemPoolTrimTo");
+    p_cuLaunchKernel = th_sym("cuLaunchKernel");
+    p_cuCtxSynchronize = th_sym("cuCtxSynchronize");
     setvbuf(stdout, NULL, _IOLBF, 0);
     CUdevice dev;
     CUresult rc = th_cuda_ctx(&dev);
@@ -91,6 +96,25 @@ static int child_main(void)
             if (!rc) rc = p_cuMemFreeAsync(p, NULL);
             if (!rc) rc = p_cuStreamSynchronize(NULL);
             printf("%d\n", (int)rc);
+        } else if (sscanf(line, "behind %63s", arg) == 1) {
+            /* a free queued behind a 1 s kernel, from the default pool with a release threshold of 0 */
+            parse_size(arg, 1, UINT64_MAX, &b);
+            static CUfunction spin;
+            static CUstream st;
+            CUmemoryPool pool;
+            cuuint64_t keep = 0;
+            uint64_t ns = 1000000000ull;
+            void *args[] = {&ns};
+            CUdeviceptr p = 0;
+            rc = spin ? CUDA_SUCCESS : th_cuda_spin(&spin, &st);
+            if (!rc) rc = p_cuDeviceGetDefaultMemPool(&pool, dev);
+            if (!rc) rc = p_cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+            if (!rc) rc = p_cuMemAllocAsync(&p, b, st);
+            if (!rc) rc = p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, st, args, NULL);
+            if (!rc) rc = p_cuMemFreeAsync(p, st);
+            printf("%d\n", (int)rc);
+        } else if (!strncmp(line, "sync", 4)) {
+            printf("%d\n", (int)p_cuCtxSynchronize());
         } else if (!strncmp(line, "trim", 4)) {
             CUmemoryPool pool;
             rc = p_cuDeviceGetDefaultMemPool(&pool, dev);
@@ -256,6 +280,21 @@ int main(void)
     is_str(th_say(&b, NULL, 100), "", "B's 600M waits (the device really holds A's pool)");
     is_int(say_code(&a, "trim", 5000), 0, "A trims its pool to 0");
     is_int(say_rc(&b, NULL, 5000, &took, NULL), 0, "B's 600M is granted after the trim");
+    ok(took >= 250, "having waited (%.0f ms)", took);
+    th_finish(&a);
+
+    /* 6. a free queued behind a running kernel is not given back before the device frees it */
+    is_int(say_code(&b, "freeall", 5000), 0, "B frees");
+    spawn(&a, plain);
+    is_int(say_code(&a, "behind 600M", 5000), 0, "A: 600M from the default pool (threshold 0), its free queued "
+                                                  "behind a 1 s kernel");
+    r = ledger_reserved();
+    ok(r >= 600 * M && r != UINT64_MAX, "the ledger still counts the 600M (%llu)", (unsigned long long)r);
+    fprintf(b.to, "alloc 600M\n");
+    usleep(300000);
+    is_str(th_say(&b, NULL, 100), "", "B's 600M waits (the device still holds A's 600M)");
+    is_int(say_code(&a, "sync", 5000), 0, "A synchronises: the free runs and the pool gives its memory back");
+    is_int(say_rc(&b, NULL, 5000, &took, NULL), 0, "B's 600M is granted");
     ok(took >= 250, "having waited (%.0f ms)", took);
     th_finish(&a);
     th_finish(&b);
