@@ -28,6 +28,8 @@ uint64_t coord_now_ns(void);
 int coord_dev_index(CUdevice dev);
 void coord_dev_charge(int dev, uint64_t bytes);
 void coord_dev_uncharge(int dev, uint64_t bytes);
+/* coord.c: whether requests of other processes queue for memory on dev (rotad's region; false without rotad). */
+bool coord_dev_contended(int dev);
 /* coord-pool.c: the child of a fork forgets the parent's pools. */
 void coord_pool_reset_child(void);
 

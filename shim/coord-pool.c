@@ -16,6 +16,11 @@
  * only at those points (the driver releases over-threshold memory when it synchronises), so nothing is missed for
  * longer than the process's next such call; meanwhile the ledger errs on the safe side (it counts more).
  *
+ * Under pressure (requests queue for memory on the pool's GPU), a synchronisation also trims each of the process's
+ * pools on that GPU to what is in use (cuMemPoolTrimTo): the stream is idle then, so what the pool keeps is
+ * unused, and handing it back is what the threshold would do. The process pays with new device allocations when
+ * its pool grows again; the queued processes get their memory instead of waiting for the holder to exit.
+ *
  * Known limits: an allocation from a pool of another device (cuMemAllocFromPoolAsync while another device's
  * context is current) is counted on the current device; a pool destroyed with allocations outstanding is no longer
  * counted (the driver keeps those until they are freed); at most POOL_MAX pools per process are followed, the
@@ -132,5 +137,21 @@ void coord_pool_sync(CUmemoryPool pool)
     pthread_mutex_lock(&pa.mu);
     for (unsigned i = pa.n; i-- > 0;)
         if (!pool || pa.p[i].pool == pool) pool_sync_locked(&pa.p[i]);
+    pthread_mutex_unlock(&pa.mu);
+}
+
+void coord_pool_sync_idle(void)
+{
+    if (!pa.any) return;
+    pthread_mutex_lock(&pa.mu);
+    for (unsigned i = pa.n; i-- > 0;) {
+        pool_acct_t *e = &pa.p[i];
+        uint64_t res = 0, used = 0;
+        if (e->charged && coord_dev_contended(e->dev) &&
+            pool_attr(e->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &res) &&
+            pool_attr(e->pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) && res > used)
+            ROTA_REAL(cuMemPoolTrimTo)(e->pool, used); /* others wait: what the pool keeps unused goes back */
+        pool_sync_locked(e);
+    }
     pthread_mutex_unlock(&pa.mu);
 }

@@ -546,6 +546,19 @@ void coord_dev_charge(int dev, uint64_t bytes)
     pthread_rwlock_unlock(&coord.rw);
 }
 
+bool coord_dev_contended(int dev)
+{
+    bool busy = false;
+    pthread_rwlock_rdlock(&coord.rw);
+    conn_t *c = coord.conn;
+    if (c) {
+        int x = conn_region_device(c, coord.devs[dev].uuid);
+        busy = x >= 0 && atomic_load(&conn_region(c)->devices[x].waiters) > 0;
+    }
+    pthread_rwlock_unlock(&coord.rw);
+    return busy;
+}
+
 void coord_dev_uncharge(int dev, uint64_t bytes)
 {
     if (!bytes) return;

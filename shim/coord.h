@@ -52,6 +52,9 @@ CUmemoryPool coord_pool_of(CUdevice dev);
 CUresult coord_pool_reserve(CUmemoryPool pool, CUdevice dev, uint64_t bytes, bool may_wait, coord_resv_t *r);
 void coord_pool_settle(CUmemoryPool pool, CUdevice dev, coord_resv_t *r);
 void coord_pool_sync(CUmemoryPool pool);
+/* After a synchronisation: as coord_pool_sync(NULL), and while others queue for memory on a pool's GPU, the pool
+ * is first trimmed to what is in use (docs/design/memory.md). */
+void coord_pool_sync_idle(void);
 /* Rewrites what cuMemGetInfo_v2 / cuDeviceTotalMem_v2 returned: the process's limit and what is left of it,
  * never above what the device reports. */
 void coord_mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes);

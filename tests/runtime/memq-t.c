@@ -283,6 +283,19 @@ int main(void)
     ok(took >= 250, "having waited (%.0f ms)", took);
     th_finish(&a);
 
+    /* 5b. while another process waits, a synchronisation trims the pool: what it keeps unused goes back */
+    is_int(say_code(&b, "freeall", 5000), 0, "B frees");
+    spawn(&a, plain);
+    is_int(say_code(&a, "pool 600M", 5000), 0, "A: 600M kept by its pool again");
+    fprintf(b.to, "alloc 600M\n");
+    usleep(300000);
+    is_str(th_say(&b, NULL, 100), "", "B's 600M waits");
+    is_int(say_code(&a, "sync", 5000), 0, "A synchronises (it does not trim)");
+    is_int(say_rc(&b, NULL, 5000, &took, NULL), 0, "B's 600M is granted: rota trimmed A's pool while B waited");
+    r = ledger_reserved();
+    ok(r >= 600 * M && r < 700 * M, "the ledger counts B's 600M, not A's pool any more (%llu)", (unsigned long long)r);
+    th_finish(&a);
+
     /* 6. a free queued behind a running kernel is not given back before the device frees it */
     is_int(say_code(&b, "freeall", 5000), 0, "B frees");
     spawn(&a, plain);
