@@ -4,6 +4,8 @@
 
 #include "shim/real.h"
 
+#include "shim/coord.h"
+
 #include "runtime/abi.h"
 #include "runtime/lib/conn.h"
 
@@ -30,6 +32,10 @@ void coord_dev_charge(int dev, uint64_t bytes);
 void coord_dev_uncharge(int dev, uint64_t bytes);
 /* coord.c: whether requests of other processes queue for memory on dev (rotad's region; false without rotad). */
 bool coord_dev_contended(int dev);
+/* coord.c: coord_mem_reserve, with retry_ok false for allocations whose caller never retries (PyTorch's
+ * cudaMallocAsync backend raises OutOfMemoryError at the first failure): never refused at once to make the
+ * process release memory, never treated as a caching allocator's retry. */
+CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, bool retry_ok, coord_resv_t *r);
 /* coord-pool.c: the child of a fork forgets the parent's pools. */
 void coord_pool_reset_child(void);
 

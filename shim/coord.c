@@ -13,6 +13,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -387,6 +388,21 @@ static void coord_give_back_locked(int dev, uint64_t bytes)
  * queues as usual. The episode ends COORD_EPISODE_NS after its last event, and what is still held goes back to
  * rotad (from the reaper thread, so a process that goes quiet does not keep it). */
 
+/* Whether PyTorch's caching allocator (libc10_cuda.so) is on the calling stack: a PyTorch process also allocates
+ * outside it (NCCL's buffers, for one), and those callers do not retry. Only on the slow path. */
+static bool coord_caller_is_torch(void)
+{
+    void *frames[48];
+    int n = backtrace(frames, 48);
+    for (int i = 1; i < n; i++) {
+        Dl_info info;
+        if (!dladdr(frames[i], &info) || !info.dli_fname) continue;
+        const char *base = strrchr(info.dli_fname, '/');
+        if (!strncmp(base ? base + 1 : info.dli_fname, "libc10_cuda", 11)) return true;
+    }
+    return false;
+}
+
 static bool coord_retry_on(void)
 {
     static _Atomic int torch;          /* 1: seen (a library once loaded stays loaded) */
@@ -396,7 +412,7 @@ static bool coord_retry_on(void)
     case ROTA_MEM_RETRY_OFF: return false;
     default: break;
     }
-    if (torch) return true;
+    if (torch) return coord_caller_is_torch();
     uint64_t now = coord_now_ns();
     if (now < next_look) return false;
     next_look = now + COORD_RECONNECT_NS;
@@ -405,7 +421,7 @@ static bool coord_retry_on(void)
     if (!h) return false;
     dlclose(h);
     torch = 1;
-    return true;
+    return coord_caller_is_torch();
 }
 
 /* With coord.mu held: ends the episodes that are over; returns their held bytes per device in back[]. */
@@ -572,6 +588,11 @@ void coord_dev_uncharge(int dev, uint64_t bytes)
 
 CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_resv_t *r)
 {
+    return coord_reserve(dev, bytes, may_wait, true, r);
+}
+
+CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, bool retry_ok, coord_resv_t *r)
+{
     r->dev = dev;
     r->bytes = bytes;
     r->token = 0;
@@ -601,7 +622,7 @@ CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_re
     /* Refused at once only once in a while: the framework's retry (after it synchronised and freed, however long
      * that took) must queue, never be refused again. */
     uint64_t now = coord_now_ns();
-    bool may_fail_fast = wms && d->used > d->held && d->episode_ns <= now &&
+    bool may_fail_fast = retry_ok && wms && d->used > d->held && d->episode_ns <= now &&
                          (!d->failfast_ns || now - d->failfast_ns >= COORD_FAILFAST_QUIET_NS);
     pthread_mutex_unlock(&coord.mu);
     if (c && conn_credit_take(c, rdev, bytes)) {
@@ -639,7 +660,7 @@ CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_re
             if (traced) rota_trace_event("mem_wait", (int)dev, bytes, NULL);
         }
         unsigned w = wms;
-        if (w && coord_retry_on()) {
+        if (w && retry_ok && coord_retry_on()) {
             /* A caching allocator's retry that the GPU cannot hold beside the process's own memory waits on
              * nobody but itself: refused at once (its framework then raises OOM instead of stalling). */
             const rota_region_t *rg = conn_region(c);

@@ -113,6 +113,13 @@ static int child_main(void)
             if (!rc) rc = p_cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, st, args, NULL);
             if (!rc) rc = p_cuMemFreeAsync(p, st);
             printf("%d\n", (int)rc);
+        } else if (sscanf(line, "apool %63s", arg) == 1) {
+            /* a stream-ordered allocation, kept: "rc ms" */
+            parse_size(arg, 1, UINT64_MAX, &b);
+            uint64_t t0 = tap_now_ns();
+            CUdeviceptr p = 0;
+            rc = p_cuMemAllocAsync(&p, b, NULL);
+            printf("%d %.0f\n", (int)rc, (double)(tap_now_ns() - t0) / 1e6);
         } else if (!strncmp(line, "sync", 4)) {
             printf("%d\n", (int)p_cuCtxSynchronize());
         } else if (!strncmp(line, "trim", 4)) {
@@ -309,6 +316,19 @@ int main(void)
     is_int(say_code(&a, "sync", 5000), 0, "A synchronises: the free runs and the pool gives its memory back");
     is_int(say_rc(&b, NULL, 5000, &took, NULL), 0, "B's 600M is granted");
     ok(took >= 250, "having waited (%.0f ms)", took);
+    th_finish(&a);
+
+    /* 7. a stream-ordered allocation of a process in retry mode queues: PyTorch's cudaMallocAsync backend raises
+     *    OutOfMemoryError at its first failure, it never retries */
+    is_int(say_code(&b, "freeall", 5000), 0, "B frees");
+    spawn(&a, torch);
+    is_int(say_rc(&a, "alloc 100M", 5000, NULL, NULL), 0, "A (retry mode) holds 100M");
+    is_int(say_rc(&b, "alloc 800M", 5000, NULL, NULL), 0, "B holds 800M");
+    fprintf(a.to, "apool 300M\n");
+    usleep(300000);
+    is_str(th_say(&a, NULL, 100), "", "A's stream-ordered 300M waits (it is not refused)");
+    is_int(say_code(&b, "freeall", 5000), 0, "B frees");
+    is_int(say_rc(&a, NULL, 5000, &took, NULL), 0, "A's 300M is granted");
     th_finish(&a);
     th_finish(&b);
 
