@@ -206,6 +206,12 @@ TEST_DEPS_runtime := $(TEST_LIBS_runtime)
 # The device-model unit test calls simcuda internals, which libcuda.so.1 does not export: link the objects.
 TEST_LIBS_simcuda/node-t := $(SIM_OBJ)
 TEST_DEPS_simcuda/node-t := $(SIM_OBJ)
+# memq-t's stand-in for PyTorch's libc10_cuda.so (ROTA_MEM_RETRY=auto looks for it by name and on the stack).
+FAKE_C10 := $(B)/tests/fake/libc10_cuda.so
+$(FAKE_C10): tests/runtime/fake-c10.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libc10_cuda.so -o $@ $< $(ALL_LDFLAGS) -ldl
+TEST_DEPS_runtime/memq-t := $(FAKE_C10)
 .SECONDEXPANSION:
 # The test's directory name (tests/runtime/x-t -> runtime); a function, since a literal % in a pattern
 # rule's prerequisites would be replaced by the stem.

@@ -23,23 +23,35 @@ static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, un
                                     CUstream, void **, void **);
 static CUresult (*p_cuCtxSynchronize)(void);
 
+static int (*p_fake_c10_malloc)(unsigned long long, unsigned long long *);
+
+/* An allocation from inside the fake libc10_cuda.so (after "c10load"), or directly. */
+static CUresult client_alloc(CUdeviceptr *p, uint64_t b, bool c10)
+{
+    if (!c10) return p_cuMemAlloc(p, b);
+    unsigned long long x = 0;
+    int rc = p_fake_c10_malloc(b, &x);
+    *p = (CUdeviceptr)x;
+    return (CUresult)rc;
+}
+
 static CUdeviceptr ptrs[64];
 static int nptr, npinned; /* ptrs[0..npinned) are in use ("pin"), the rest is cache */
 
 /* A caching allocator's malloc in miniature: on OOM, free every cached block (all this client holds, unless keep:
  * then all it holds is in use) and try once more, as PyTorch's release_cached_blocks + last attempt. Prints
  * "rc attempts ms". */
-static void client_torch(uint64_t b, bool keep, bool slow)
+static void client_torch(uint64_t b, bool keep, bool slow, bool c10)
 {
     uint64_t t0 = tap_now_ns();
     CUdeviceptr p = 0;
     int attempts = 1;
-    CUresult rc = p_cuMemAlloc(&p, b);
+    CUresult rc = client_alloc(&p, b, c10);
     if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
         if (slow) usleep(1500000); /* a long synchronisation before the frees */
         while (nptr > npinned && !keep) p_cuMemFree(ptrs[--nptr]);
         attempts++;
-        rc = p_cuMemAlloc(&p, b);
+        rc = client_alloc(&p, b, c10);
     }
     if (!rc && nptr < 64) ptrs[nptr++] = p;
     printf("%d %d %.0f\n", (int)rc, attempts, (double)(tap_now_ns() - t0) / 1e6);
@@ -66,16 +78,23 @@ static int child_main(void)
     while (fgets(line, sizeof line, stdin)) {
         char arg[64] = "";
         uint64_t b = 0;
-        if (sscanf(line, "alloc %63s", arg) == 1) {
+        if (sscanf(line, "alloc %63s", arg) == 1 || sscanf(line, "c10alloc %63s", arg) == 1) {
             parse_size(arg, 1, UINT64_MAX, &b);
             uint64_t t0 = tap_now_ns();
             CUdeviceptr p = 0;
-            rc = p_cuMemAlloc(&p, b);
+            rc = client_alloc(&p, b, line[0] == 'c');
             if (!rc && nptr < 64) ptrs[nptr++] = p;
             printf("%d %.0f\n", (int)rc, (double)(tap_now_ns() - t0) / 1e6);
-        } else if (sscanf(line, "torch %63s", arg) == 1) {
+        } else if (sscanf(line, "torch %63s", arg) == 1 || sscanf(line, "c10torch %63s", arg) == 1) {
             parse_size(arg, 1, UINT64_MAX, &b);
-            client_torch(b, strstr(line, " keep") != NULL, strstr(line, " slow") != NULL);
+            client_torch(b, strstr(line, " keep") != NULL, strstr(line, " slow") != NULL, line[0] == 'c');
+        } else if (!strncmp(line, "c10load", 7)) {
+            char path[512];
+            snprintf(path, sizeof path, "%s/tests/fake/libc10_cuda.so", getenv("ROTA_BUILD"));
+            void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+            p_fake_c10_malloc = h ? (int (*)(unsigned long long, unsigned long long *))dlsym(h, "fake_c10_malloc")
+                                  : NULL;
+            printf("%d\n", p_fake_c10_malloc ? 0 : 1);
         } else if (!strncmp(line, "freeall", 7)) {
             while (nptr) p_cuMemFree(ptrs[--nptr]);
             npinned = 0;
@@ -329,6 +348,28 @@ int main(void)
     is_str(th_say(&a, NULL, 100), "", "A's stream-ordered 300M waits (it is not refused)");
     is_int(say_code(&b, "freeall", 5000), 0, "B frees");
     is_int(say_rc(&a, NULL, 5000, &took, NULL), 0, "A's 300M is granted");
+    th_finish(&a);
+
+    /* 8. ROTA_MEM_RETRY=auto: retry mode for PyTorch's caching allocator (libc10_cuda.so loaded and on the stack),
+     *    not for the same process's other allocations (NCCL's, say) */
+    is_int(say_code(&b, "freeall", 5000), 0, "B frees");
+    spawn(&a, autoenv);
+    is_int(say_code(&a, "c10load", 5000), 0, "A loads a libc10_cuda.so");
+    is_int(say_rc(&a, "alloc 100M", 5000, NULL, NULL), 0, "A holds 100M");
+    is_int(say_rc(&b, "alloc 800M", 5000, NULL, NULL), 0, "B holds 800M");
+    fprintf(a.to, "alloc 300M\n");
+    usleep(300000);
+    is_str(th_say(&a, NULL, 100), "", "A's 300M from outside libc10_cuda waits (it is not refused)");
+    is_int(say_code(&b, "freeall", 5000), 0, "B frees");
+    is_int(say_rc(&a, NULL, 5000, NULL, NULL), 0, "A's 300M is granted");
+    is_int(say_code(&a, "pin", 5000), 0, "A's 400M are in use");
+    is_int(say_rc(&a, "c10alloc 100M", 5000, NULL, NULL), 0, "A caches 100M through libc10_cuda");
+    is_int(say_rc(&b, "alloc 500M", 5000, NULL, NULL), 0, "B holds 500M");
+    fprintf(a.to, "c10torch 300M\n");
+    usleep(300000);
+    is_int(say_code(&b, "freeall", 5000), 0, "B frees");
+    is_int(say_rc(&a, NULL, 5000, &took, &attempts), 0, "A's 300M through libc10_cuda is granted");
+    is_int(attempts, 2, "at its second attempt: the first, from libc10_cuda, was refused at once");
     th_finish(&a);
     th_finish(&b);
 
