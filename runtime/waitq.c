@@ -75,13 +75,35 @@ bool waitq_contains(const waitq_t *q, const waiter_t *w)
     return false;
 }
 
+/* Whether every client that holds memory on dev (more than its unused credit) waits for more there: then nobody
+ * can free until one of the waiters is served, and the queue's order would hold them all until they time out. */
+static bool waitq_stuck(const waitq_t *q, unsigned dev)
+{
+    const rota_region_t *r = q->r;
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        const rota_slot_t *s = &r->slots[i];
+        uint64_t used = LD(&s->used[dev]), credit = LD(&s->credit);
+        if (used <= credit) continue;
+        if (!LD(&s->waiting) || LD(&s->wait_dev) != (int32_t)dev) return false;
+    }
+    return true;
+}
+
 unsigned waitq_serve(waitq_t *q, unsigned dev, waitq_answer_fn *fn, void *ctx)
 {
     unsigned granted = 0;
+    int stuck = -1; /* unknown until a request is blocked by the capacity */
+    unsigned blocked[16], nblocked = 0; /* clients with a request blocked ahead: theirs never overtake it */
     waiter_t **pp = &q->head;
     while (*pp) {
         waiter_t *w = *pp;
         if (w->dev != dev) {
+            pp = &w->next;
+            continue;
+        }
+        bool mine = false;
+        for (unsigned i = 0; i < nblocked; i++) mine |= blocked[i] == w->slot;
+        if (mine) {
             pp = &w->next;
             continue;
         }
@@ -90,7 +112,15 @@ unsigned waitq_serve(waitq_t *q, unsigned dev, waitq_answer_fn *fn, void *ctx)
             pp = &w->next;
             continue;
         }
-        if (rc) break;
+        if (rc) {
+            /* Blocked by the capacity: the walk stops, unless every holder waits (a request behind that fits
+             * is then the only way anything moves). */
+            if (stuck < 0) stuck = waitq_stuck(q, dev);
+            if (!stuck || nblocked == 16) break;
+            blocked[nblocked++] = w->slot;
+            pp = &w->next;
+            continue;
+        }
         ledger_charge(q->r, w->slot, dev, w->bytes);
         waitq_unlink(q, pp);
         fn(ctx, w, 0);

@@ -40,7 +40,9 @@ void waitq_remove(waitq_t *q, waiter_t *w);
 bool waitq_contains(const waitq_t *q, const waiter_t *w);
 /* Grants, in order, every request on dev that fits now. A request blocked by its own client's (or group's)
  * limit is skipped; the first one blocked by the GPU's capacity stops the walk, so a large request is not
- * starved by smaller ones behind it. Returns how many were granted. */
+ * starved by smaller ones behind it, unless every client holding memory on dev is waiting there (nobody could
+ * free for it: the requests of other clients behind it that fit are granted, or all would wait until they time
+ * out; a client's own requests never overtake each other). Returns how many were granted. */
 unsigned waitq_serve(waitq_t *q, unsigned dev, waitq_answer_fn *fn, void *ctx);
 /* Answers -ENOMEM to every request whose deadline is <= now; returns how many. */
 unsigned waitq_expire(waitq_t *q, uint64_t now_ns, waitq_answer_fn *fn, void *ctx);

@@ -63,9 +63,32 @@ int main(void)
     is_uint(waitq_serve(&q, 0, record, NULL), 0, "limit-blocked high waiter skipped, capacity still blocks");
     is_uint(waitq_count_dev(&q, 0), 3, "three queued");
 
+    /* Every holder waits: nobody can free for the big request, so one behind it that fits goes. */
+    norder = 0;
+    for (unsigned s = 1; s <= 9; s++) ledger_uncharge(r, s, 0, UINT64_MAX); /* the first part's holders leave */
+    ledger_charge(r, 5, 0, 50);
+    ledger_charge(r, 6, 0, 40); /* 90 reserved again, by the waiting clients 5 and 6 */
+    atomic_store(&r->slots[7].used[0], 0);
+    atomic_store(&r->slots[7].limit, 0);
+    ledger_charge(r, 7, 0, 1);
+    atomic_store(&r->slots[7].limit, 1); /* 7 holds 1 and waits too (blocked by its limit): 91 of 100 */
+    is_uint(waitq_serve(&q, 0, record, NULL), 1, "every holder waits: the small request behind the big one goes");
+    is_uint(order[0], 61, "(slot 6's 5 bytes)");
+    ledger_charge(r, 9, 0, 1); /* a running client holds memory: it may free, the order holds again */
+    waitq_add(&q, 6, 1, 62, 0, 5, ROTA_PRIO_NORMAL, 1000);
+    is_uint(waitq_serve(&q, 0, record, NULL), 0, "with a running holder, the big request is not overtaken");
+    ledger_uncharge(r, 9, 0, 1);
+    is_uint(waitq_serve(&q, 0, record, NULL), 0, "nothing behind it fits: nothing moves");
+    waiter_t *x = NULL;
+    for (waiter_t *y = q.head; y; y = y->next)
+        if (y->seq == 62) x = y;
+    waitq_remove(&q, x);
+    is_uint(waitq_count_dev(&q, 0), 2, "two queued (the big one, the limit-blocked one)");
+    norder = 0;
+
     is_uint(waitq_next_deadline(&q), 1000, "next deadline");
     is_uint(waitq_expire(&q, 999, record, NULL), 0, "nothing expires early");
-    is_uint(waitq_expire(&q, 1000, record, NULL), 3, "all expire at their deadline");
+    is_uint(waitq_expire(&q, 1000, record, NULL), 2, "all expire at their deadline");
     is_int(statuses[0], -ENOMEM, "expired requests are answered -ENOMEM");
     is_uint(waitq_next_deadline(&q), UINT64_MAX, "empty queue has no deadline");
 
