@@ -32,10 +32,12 @@ void coord_dev_charge(int dev, uint64_t bytes);
 void coord_dev_uncharge(int dev, uint64_t bytes);
 /* coord.c: whether requests of other processes queue for memory on dev (rotad's region; false without rotad). */
 bool coord_dev_contended(int dev);
-/* coord.c: coord_mem_reserve, with retry_ok false for allocations whose caller never retries (PyTorch's
- * cudaMallocAsync backend raises OutOfMemoryError at the first failure): never refused at once to make the
- * process release memory, never treated as a caching allocator's retry. */
-CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, bool retry_ok, coord_resv_t *r);
+/* coord.c: coord_mem_reserve with the kind of caller, for the retry rule (docs/design/memory.md): ALLOC, an
+ * allocation a caching allocator retries at the same size; PAGES, a page of an expandable segment (cuMemCreate);
+ * NONE, a caller that never retries (PyTorch's cudaMallocAsync backend raises OutOfMemoryError at the first
+ * failure): never refused at once to make the process release memory. */
+enum { COORD_RETRY_NONE, COORD_RETRY_ALLOC, COORD_RETRY_PAGES };
+CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, int retry_kind, coord_resv_t *r);
 /* coord-pool.c: the child of a fork forgets the parent's pools. */
 void coord_pool_reset_child(void);
 

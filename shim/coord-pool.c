@@ -86,7 +86,7 @@ CUresult coord_pool_reserve(CUmemoryPool pool, CUdevice dev, uint64_t bytes, boo
         pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) && res > used)
         need = bytes > res - used ? bytes - (res - used) : 0;
     if (!need) return CUDA_SUCCESS;
-    return coord_reserve(dev, need, may_wait, false, r); /* stream-ordered callers do not retry */
+    return coord_reserve(dev, need, may_wait, COORD_RETRY_NONE, r); /* stream-ordered callers do not retry */
 }
 
 /* With pa.mu held: the entry of pool (added if new), or NULL when the table is full. */

@@ -45,7 +45,8 @@
 #define COORD_RECONNECT_NS 1000000000ull
 #define COORD_PROBE_NS 100000000ull  /* how often a live connection is checked for a silent rotad death */
 #define COORD_EPISODE_NS 1000000000ull /* a retry episode ends this long after its last event */
-#define COORD_FAILFAST_QUIET_NS 5000000000ull /* after a fast refusal, the next one no sooner than this */
+#define COORD_RETRY_WINDOW_NS 30000000000ull /* a refused request's retry comes within this */
+#define COORD_PAGES_QUIET_NS 5000000000ull   /* after a refused page (cuMemCreate), pages queue this long */
 
 typedef struct coord_dev {
     bool known;                    /* uuid/total were queried */
@@ -58,6 +59,9 @@ typedef struct coord_dev {
     uint64_t held;                 /* freed during a retry episode, still charged (in used): the retry's first */
     uint64_t episode_ns;           /* a retry episode lasts until then (0 = none); docs/design/memory.md */
     uint64_t failfast_ns;          /* when a request was last refused at once to make the process release */
+    uint64_t failfast_bytes;       /* ... and its size: the framework's retry asks for the same */
+    bool retry_pending;            /* that retry has not been granted yet */
+    bool retry_pages;              /* the refused request was a page (cuMemCreate) */
 } coord_dev_t;
 
 typedef struct coord_alloc {
@@ -143,6 +147,8 @@ static void coord_reset_child(void)
         coord.devs[i].held = 0;
         coord.devs[i].episode_ns = 0;
         coord.devs[i].failfast_ns = 0;
+        coord.devs[i].failfast_bytes = 0;
+        coord.devs[i].retry_pending = false;
     }
     coord.reap_started = false; /* the reaper thread is the parent's */
     coord_pool_reset_child();
@@ -535,7 +541,15 @@ static bool coord_episode_take(int dev, uint64_t bytes, coord_resv_t *r)
         if (d->held >= bytes) {
             d->held -= bytes;
             r->token = ++coord.next_token;
-            coord_episode_touch_locked(d, now);
+            if (d->retry_pending && !d->retry_pages && d->failfast_bytes == bytes) {
+                /* the retry, from what the process freed: the episode is over, the rest goes back */
+                d->retry_pending = false;
+                back = d->held;
+                d->held = 0;
+                d->episode_ns = 0;
+            } else {
+                coord_episode_touch_locked(d, now);
+            }
             served = true;
         } else {
             back = d->held;
@@ -588,11 +602,30 @@ void coord_dev_uncharge(int dev, uint64_t bytes)
 
 CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_resv_t *r)
 {
-    return coord_reserve(dev, bytes, may_wait, true, r);
+    return coord_reserve(dev, bytes, may_wait, COORD_RETRY_ALLOC, r);
 }
 
-CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, bool retry_ok, coord_resv_t *r)
+CUresult coord_mem_reserve_page(CUdevice dev, uint64_t bytes, bool may_wait, coord_resv_t *r)
 {
+    return coord_reserve(dev, bytes, may_wait, COORD_RETRY_PAGES, r);
+}
+
+/* With coord.mu held: whether this request is the framework's retry of the one refused at once (which must never
+ * be refused again). An allocation's retry asks for the same size, and it is over once granted; pages all have
+ * one size, so after a refused page every page queues for COORD_PAGES_QUIET_NS. */
+static bool coord_is_retry_locked(coord_dev_t *d, uint64_t bytes, int kind, uint64_t now)
+{
+    if (!d->retry_pending) return false;
+    if (now - d->failfast_ns >= (d->retry_pages ? COORD_PAGES_QUIET_NS : COORD_RETRY_WINDOW_NS)) {
+        d->retry_pending = false;
+        return false;
+    }
+    return d->retry_pages ? kind == COORD_RETRY_PAGES : bytes == d->failfast_bytes;
+}
+
+CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, int retry_kind, coord_resv_t *r)
+{
+    bool retry_ok = retry_kind != COORD_RETRY_NONE;
     r->dev = dev;
     r->bytes = bytes;
     r->token = 0;
@@ -609,6 +642,7 @@ CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, bool retry_o
     unsigned wms = wait_ms <= 0 ? 0 : wait_ms >= ROTA_MAX_WAIT_MS ? ROTA_MAX_WAIT_MS : (unsigned)(wait_ms + 0.5);
     coord_dev_t *d = &coord.devs[di];
     CUresult res = CUDA_SUCCESS;
+    uint64_t back = 0;
     if (coord.episodes) {
         coord_episode_tick();
         if (coord_episode_take(di, bytes, r)) return CUDA_SUCCESS; /* from what the process just freed */
@@ -619,11 +653,11 @@ CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, bool retry_o
     int rc = -EPIPE;
     pthread_mutex_lock(&coord.mu);
     int rdev = d->rdev;
-    /* Refused at once only once in a while: the framework's retry (after it synchronised and freed, however long
-     * that took) must queue, never be refused again. */
+    /* The framework's retry (after it synchronised and freed, however long that took) must queue, never be
+     * refused again. */
     uint64_t now = coord_now_ns();
-    bool may_fail_fast = retry_ok && wms && d->used > d->held && d->episode_ns <= now &&
-                         (!d->failfast_ns || now - d->failfast_ns >= COORD_FAILFAST_QUIET_NS);
+    bool is_retry = coord_is_retry_locked(d, bytes, retry_kind, now);
+    bool may_fail_fast = retry_ok && wms && d->used > d->held && d->episode_ns <= now && !is_retry;
     pthread_mutex_unlock(&coord.mu);
     if (c && conn_credit_take(c, rdev, bytes)) {
         rc = 0; /* fast path: from the credit rotad already charged to us, no round trip */
@@ -638,6 +672,9 @@ CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, bool retry_o
             d->rdev = rdev;
             if (rc == -ENOMEM) {
                 d->failfast_ns = coord_now_ns();
+                d->failfast_bytes = bytes;
+                d->retry_pending = true;
+                d->retry_pages = retry_kind == COORD_RETRY_PAGES;
                 coord_episode_touch_locked(d, d->failfast_ns);
             }
             pthread_mutex_unlock(&coord.mu);
@@ -701,8 +738,16 @@ CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, bool retry_o
         } else {
             d->used += bytes;
             r->token = ++coord.next_token;
+            if (is_retry && !d->retry_pages) {
+                /* The retry is served: the episode is over, a new miss may be refused again. */
+                d->retry_pending = false;
+                back = d->held;
+                d->held = 0;
+                d->episode_ns = 0;
+            }
         }
         pthread_mutex_unlock(&coord.mu);
+        if (back) coord_give_back_locked(di, back);
     }
     pthread_rwlock_unlock(&coord.rw);
     return res;

@@ -34,6 +34,8 @@ typedef struct coord_resv {
 } coord_resv_t;
 
 CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_resv_t *r);
+/* The same for cuMemCreate: a caching allocator's expandable segment asks page by page, all of one size. */
+CUresult coord_mem_reserve_page(CUdevice dev, uint64_t bytes, bool may_wait, coord_resv_t *r);
 /* key: the CUdeviceptr returned, or the CUmemGenericAllocationHandle of cuMemCreate. actual_bytes: what the
  * driver really allocated when it differs from the reservation (cuMemAllocPitch: pitch * height), else
  * r->bytes or 0 (= as reserved). More than reserved is charged, less is given back. */

@@ -21,7 +21,7 @@ typedef struct mem_op {
     bool reserved;
 } mem_op_t;
 
-static CUresult mem_begin(mem_op_t *op, CUdevice dev, uint64_t bytes, bool may_wait)
+static CUresult mem_begin_kind(mem_op_t *op, CUdevice dev, uint64_t bytes, bool may_wait, bool page)
 {
     op->reserved = false;
     op->r.dev = dev;
@@ -30,9 +30,15 @@ static CUresult mem_begin(mem_op_t *op, CUdevice dev, uint64_t bytes, bool may_w
     if (dev < 0 || bytes == 0) return CUDA_SUCCESS;
     rota_count(ROTA_EV_MEM_RESERVE);
     if (!may_wait) rota_count(ROTA_EV_MEM_NOWAIT);
-    CUresult rc = coord_mem_reserve(dev, bytes, may_wait, &op->r);
+    CUresult rc = page ? coord_mem_reserve_page(dev, bytes, may_wait, &op->r)
+                       : coord_mem_reserve(dev, bytes, may_wait, &op->r);
     op->reserved = rc == CUDA_SUCCESS;
     return rc;
+}
+
+static CUresult mem_begin(mem_op_t *op, CUdevice dev, uint64_t bytes, bool may_wait)
+{
+    return mem_begin_kind(op, dev, bytes, may_wait, false);
 }
 
 /* actual: the bytes the driver really allocated when it chose the size (pitch), 0 = as reserved. */
@@ -208,7 +214,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, 
     ROTA_ENTER(cuMemCreate, (handle, size, prop, flags));
     mem_op_t op;
     CUdevice dev = prop != NULL && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? prop->location.id : -1;
-    CUresult rc = mem_begin(&op, dev, size, rota_thread_may_wait());
+    CUresult rc = mem_begin_kind(&op, dev, size, rota_thread_may_wait(), true);
     if (rc == CUDA_SUCCESS) {
         rc = ROTA_REAL(cuMemCreate)(handle, size, prop, flags);
         mem_end(&op, rc, rc == CUDA_SUCCESS ? *handle : 0);

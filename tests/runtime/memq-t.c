@@ -373,6 +373,22 @@ int main(void)
     th_finish(&a);
     th_finish(&b);
 
+    /* 9. once its retry is served, a caching allocator's next miss (of the same size) is refused at once again,
+     *    and served from its cache: it does not queue holding releasable memory */
+    spawn(&a, torch);
+    spawn(&b, plain);
+    is_int(say_rc(&b, "alloc 700M", 5000, NULL, NULL), 0, "B holds 700M");
+    is_int(say_rc(&a, "alloc 200M", 5000, NULL, NULL), 0, "A caches 200M");
+    is_int(say_rc(&a, "torch 150M", 5000, &took, &attempts), 0, "A's 150M is granted");
+    is_int(attempts, 2, "from its cache, after a refusal");
+    is_int(say_code(&a, "pin", 5000), 0, "A's 150M are in use");
+    is_int(say_rc(&a, "alloc 150M", 5000, NULL, NULL), 0, "A caches 150M more");
+    is_int(say_rc(&a, "torch 150M", 15000, &took, &attempts), 0, "A's next 150M is granted");
+    is_int(attempts, 2, "after a refusal again");
+    ok(took >= 0 && took < 1000, "from its cache, at once (%.0f ms)", took);
+    th_finish(&a);
+    th_finish(&b);
+
     is_int(th_rotad_stop(rotad), 0, "rotad stops");
     th_cleanup_children();
     th_node_remove(node);
