@@ -670,7 +670,7 @@ CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, int retry_ki
             pthread_mutex_lock(&coord.mu);
             d->limit = lim;
             d->rdev = rdev;
-            if (rc == -ENOMEM) {
+            if (rc == -ENOMEM || rc == -EDQUOT) { /* the GPU is full, or the process's limit: release first */
                 d->failfast_ns = coord_now_ns();
                 d->failfast_bytes = bytes;
                 d->retry_pending = true;

@@ -373,6 +373,23 @@ int main(void)
     th_finish(&a);
     th_finish(&b);
 
+    /* 10. refused at its own limit, a caching allocator's released cache serves its retry, not a queued job */
+    spawn(&a, (const char *[]){"ROTA_MEM_WAIT=10", "ROTA_MEM_RETRY=on", "ROTA_MEM_LIMIT=256M", NULL});
+    spawn(&b, plain);
+    spawn(&c, plain);
+    is_int(say_rc(&b, "alloc 700M", 5000, NULL, NULL), 0, "B holds 700M");
+    is_int(say_rc(&a, "alloc 200M", 5000, NULL, NULL), 0, "A (limit 256M) caches 200M");
+    fprintf(c.to, "alloc 250M\n"); /* C queues: 124M are left */
+    usleep(200000);
+    is_int(say_rc(&a, "torch 100M", 5000, &took, &attempts), 0, "A's 100M, past its limit with its cache, is granted");
+    is_int(attempts, 2, "after a refusal at its limit");
+    ok(took >= 0 && took < 1000, "from its cache, at once (%.0f ms), though C waits", took);
+    is_int(say_code(&b, "freeall", 5000), 0, "B frees");
+    is_int(say_rc(&c, NULL, 5000, NULL, NULL), 0, "C's 250M is granted");
+    th_finish(&a);
+    th_finish(&b);
+    th_finish(&c);
+
     /* 9. once its retry is served, a caching allocator's next miss (of the same size) is refused at once again,
      *    and served from its cache: it does not queue holding releasable memory */
     spawn(&a, torch);
