@@ -275,3 +275,23 @@ clean:
 	rm -rf build build-address build-undefined build-thread $(B)
 
 -include $(shell find $(O) -name '*.d' 2>/dev/null)
+
+# ==== Slurm: the SPANK plugin and the cluster benchmark (contrib/slurm, scripts/bench-cluster) ================
+# The plugin is built where Slurm's spank.h is (Debian: libslurm-dev), and skipped otherwise; slurmstepd and
+# srun resolve its spank_* references when they load it, so it is linked without -z defs.
+SPANK_H ?= /usr/include/slurm/spank.h
+SPANK_SO := $(B)/lib/rota-spank.so
+ifneq ($(wildcard $(SPANK_H)),)
+all: $(SPANK_SO)
+endif
+$(O)/contrib/slurm/rota-spank.o: ALL_CFLAGS += -DROTA_SPANK_LIBROTA='"$(LIBDIR)/librota.so"'
+$(SPANK_SO): $(O)/contrib/slurm/rota-spank.o $(O)/runtime/lib/parse.o
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $^ $(ALL_LDFLAGS) -lm
+install-slurm: $(SPANK_SO)
+	install -d $(DESTDIR)$(LIBDIR)/slurm
+	install -m 0755 $(SPANK_SO) $(DESTDIR)$(LIBDIR)/slurm/rota-spank.so
+BENCH_CLUSTER_FLAGS ?=
+bench-cluster: all
+	scripts/bench-cluster --build $(abspath $(B)) $(BENCH_CLUSTER_FLAGS)
+.PHONY: install-slurm bench-cluster

@@ -1,0 +1,365 @@
+/* rota-spank.c - Slurm SPANK plugin: --rota-* job options, checked at submission, applied as LD_PRELOAD + ROTA_*. */
+#include <slurm/spank.h>
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/lib/parse.h"
+
+/*
+ * Contexts (spank(8)): srun, sbatch and salloc load the plugin in the local/allocator context, where the option
+ * callbacks check each value and a bad one refuses the job with one clear message; slurmstepd loads it in the
+ * remote context, where the callbacks run again (twice per step: they only store) and slurm_spank_task_init
+ * writes the task's environment just before it execs:
+ *
+ *   LD_PRELOAD      librota.so first (after any sanitizer runtime), exactly once: every librota.so already in
+ *                   the list (a batch script's srun inherits the batch step's) is taken out first
+ *   ROTA_PRIORITY   --rota-priority, else an inherited ROTA_PRIORITY (checked like an option), else the node's
+ *   ROTA_WEIGHT     --rota-weight, else inherited, else the node's (plugstack weight=, if any)
+ *   ROTA_MEM_LIMIT  --rota-mem, else the job's shards on the node x memory per shard (SLURM_SHARDS_ON_NODE),
+ *                   else inherited
+ *   ROTA_GPU        --rota-gpu, else left alone: Slurm binds GPUs (CUDA_VISIBLE_DEVICES) and librota honours it
+ *   ROTA_SOCKET     plugstack socket=
+ *
+ * --rota=off (or plugstack default=off without --rota=on) takes librota.so out of LD_PRELOAD and sets nothing.
+ * The allowed priorities (plugstack allow=) are a client-side courtesy: a user can always set ROTA_PRIORITY
+ * himself, and rotad's own policy is what enforces who may run high.
+ */
+
+SPANK_PLUGIN(rota, 1);
+
+#define ROTA_SPANK_MEM_MAX (UINT64_C(1) << 50) /* 1 PiB: librota's ROTA_MEM_LIMIT bound */
+#define ROTA_SPANK_WEIGHT_MAX 1e6
+#ifndef ROTA_SPANK_LIBROTA
+#define ROTA_SPANK_LIBROTA "/usr/local/lib/librota.so"
+#endif
+
+/* The priority classes, as rotad and librota name them; bit i of an allow mask is class i. */
+static const char *const spank_classes[] = {"high", "normal", "low"};
+#define SPANK_NCLASSES 3
+#define SPANK_ALLOW_ALL 7u
+
+/* plugstack.conf arguments (the node's policy). */
+typedef struct spank_conf {
+    char lib[1024];
+    char socket[1024];
+    bool on;              /* default=on|off */
+    unsigned allow;       /* allow=high,normal,low */
+    int priority;         /* priority=CLASS: what a job without --rota-priority gets */
+    char weight[32];      /* weight=W: what a job without --rota-weight gets ("" = librota's default) */
+    uint64_t shard_mem;   /* shard_mem=SIZE, or gpu_mem=SIZE / shards=N; 0: shards set no limit */
+} spank_conf_t;
+
+/* A job's options, as the callbacks stored them (-1 / "" / 0: not given). */
+typedef struct spank_job {
+    int priority;
+    char weight[32];
+    uint64_t mem;
+    char gpu[16];
+    int on; /* -1 not given, 0 off, 1 on */
+} spank_job_t;
+
+static spank_conf_t conf;
+static spank_job_t job = {.priority = -1, .on = -1};
+
+static int spank_class_parse(const char *s)
+{
+    for (int i = 0; s && i < SPANK_NCLASSES; i++)
+        if (!strcmp(s, spank_classes[i])) return i;
+    return -1;
+}
+
+/* "high,normal" -> mask; -EINVAL for an empty list or an unknown class. */
+static int spank_allow_parse(const char *s, unsigned *mask)
+{
+    char buf[64];
+    if (!*s || strlen(s) >= sizeof buf) return -EINVAL;
+    strcpy(buf, s);
+    unsigned m = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int c = spank_class_parse(t);
+        if (c < 0) return -EINVAL;
+        m |= 1u << c;
+    }
+    if (!m) return -EINVAL;
+    *mask = m;
+    return 0;
+}
+
+static void spank_allow_str(unsigned mask, char *out, size_t n)
+{
+    size_t len = 0;
+    out[0] = 0;
+    for (int i = 0; i < SPANK_NCLASSES; i++)
+        if (mask & (1u << i)) len += (size_t)snprintf(out + len, n - len, "%s%s", len ? ", " : "", spank_classes[i]);
+}
+
+static bool spank_weight_ok(const char *s)
+{
+    double w;
+    return parse_double(s, 0, ROTA_SPANK_WEIGHT_MAX, &w) == 0 && w > 0 && strlen(s) < sizeof job.weight;
+}
+
+/* One plugstack.conf argument; 0 or -1 with the reason logged. */
+static int spank_conf_arg(const char *a, uint64_t *gpu_mem, uint64_t *shards)
+{
+    const char *v = strchr(a, '=');
+    if (!v) goto bad;
+    size_t k = (size_t)(v++ - a);
+#define KEY(s) (k == strlen(s) && !strncmp(a, s, k))
+    if (KEY("lib") || KEY("socket")) {
+        char *dst = KEY("lib") ? conf.lib : conf.socket;
+        if (*v != '/' || strlen(v) >= sizeof conf.lib || strpbrk(v, ": ")) goto bad;
+        strcpy(dst, v);
+        return 0;
+    }
+    if (KEY("default")) {
+        bool b;
+        if (parse_bool(v, &b)) goto bad;
+        conf.on = b;
+        return 0;
+    }
+    if (KEY("allow")) {
+        if (spank_allow_parse(v, &conf.allow)) goto bad;
+        return 0;
+    }
+    if (KEY("priority")) {
+        if ((conf.priority = spank_class_parse(v)) < 0) goto bad;
+        return 0;
+    }
+    if (KEY("weight")) {
+        if (!spank_weight_ok(v)) goto bad;
+        strcpy(conf.weight, v);
+        return 0;
+    }
+    if (KEY("shard_mem")) {
+        if (parse_size(v, 1, ROTA_SPANK_MEM_MAX, &conf.shard_mem)) goto bad;
+        return 0;
+    }
+    if (KEY("gpu_mem")) {
+        if (parse_size(v, 1, ROTA_SPANK_MEM_MAX, gpu_mem)) goto bad;
+        return 0;
+    }
+    if (KEY("shards")) {
+        if (parse_u64(v, 1, 1u << 20, shards)) goto bad;
+        return 0;
+    }
+#undef KEY
+bad:
+    slurm_error("rota: plugstack.conf: bad argument '%s' (expected lib=PATH, socket=PATH, default=on|off, "
+                "allow=CLASS[,CLASS...], priority=CLASS, weight=W, shard_mem=SIZE, gpu_mem=SIZE, shards=N)", a);
+    return -1;
+}
+
+static int spank_conf_parse(int ac, char **av)
+{
+    uint64_t gpu_mem = 0, shards = 0;
+    conf = (spank_conf_t){.on = true, .allow = SPANK_ALLOW_ALL, .priority = 1};
+    snprintf(conf.lib, sizeof conf.lib, "%s", ROTA_SPANK_LIBROTA);
+    for (int i = 0; i < ac; i++)
+        if (spank_conf_arg(av[i], &gpu_mem, &shards)) return -1;
+    if (!(conf.allow & (1u << conf.priority))) {
+        slurm_error("rota: plugstack.conf: priority=%s is not among allow=", spank_classes[conf.priority]);
+        return -1;
+    }
+    if (!conf.shard_mem && gpu_mem && shards) conf.shard_mem = gpu_mem / shards;
+    return 0;
+}
+
+/* ---- options: checked and stored; the same callbacks run in every context ------------------------------- */
+
+static int spank_opt_priority(int val, const char *v, int remote)
+{
+    int c = spank_class_parse(v);
+    if (c < 0) {
+        slurm_error("rota: --rota-priority '%s': expected high, normal or low", v ? v : "");
+        return -1;
+    }
+    if (!(conf.allow & (1u << c))) {
+        char allowed[32];
+        spank_allow_str(conf.allow, allowed, sizeof allowed);
+        slurm_error("rota: --rota-priority %s is not allowed here (allowed: %s)", v, allowed);
+        return -1;
+    }
+    job.priority = c;
+    return 0;
+}
+
+static int spank_opt_weight(int val, const char *v, int remote)
+{
+    if (!v || !spank_weight_ok(v)) {
+        slurm_error("rota: --rota-weight '%s': expected a number > 0 and <= 1e6", v ? v : "");
+        return -1;
+    }
+    strcpy(job.weight, v);
+    return 0;
+}
+
+static int spank_opt_mem(int val, const char *v, int remote)
+{
+    if (!v || parse_size(v, 1, ROTA_SPANK_MEM_MAX, &job.mem)) {
+        slurm_error("rota: --rota-mem '%s': expected a size from 1 byte to 1P (e.g. 512M, 8G)", v ? v : "");
+        return -1;
+    }
+    return 0;
+}
+
+static int spank_opt_gpu(int val, const char *v, int remote)
+{
+    uint64_t n;
+    if (!v || (strcmp(v, "auto") && strcmp(v, "all") && parse_u64(v, 0, 1023, &n))) {
+        slurm_error("rota: --rota-gpu '%s': expected auto, all or a GPU index from 0 to 1023", v ? v : "");
+        return -1;
+    }
+    snprintf(job.gpu, sizeof job.gpu, "%s", v);
+    return 0;
+}
+
+static int spank_opt_onoff(int val, const char *v, int remote)
+{
+    bool b;
+    if (!v || parse_bool(v, &b)) {
+        slurm_error("rota: --rota '%s': expected on or off", v ? v : "");
+        return -1;
+    }
+    job.on = b;
+    return 0;
+}
+
+static struct spank_option spank_opts[] = {
+    {"rota-priority", "high|normal|low", "rota: the job's priority class on its GPUs", 1, 0, spank_opt_priority},
+    {"rota-weight", "W", "rota: the job's weight within its class (> 0, <= 1e6)", 1, 0, spank_opt_weight},
+    {"rota-mem", "SIZE", "rota: the job's GPU memory limit (e.g. 8G; default: its shards' share)", 1, 0,
+     spank_opt_mem},
+    {"rota-gpu", "auto|all|N", "rota: ROTA_GPU (default: Slurm's binding, left as it is)", 1, 0, spank_opt_gpu},
+    {"rota", "on|off", "rota: share the job's GPUs through rota (off: run without librota)", 1, 0, spank_opt_onoff},
+    SPANK_OPTIONS_TABLE_END};
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    if (spank_conf_parse(ac, av)) return -1;
+    spank_context_t ctx = spank_context();
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR && ctx != S_CTX_REMOTE) return 0;
+    for (struct spank_option *o = spank_opts; o->name; o++) {
+        spank_err_t rc = spank_option_register(sp, o);
+        if (rc != ESPANK_SUCCESS) {
+            slurm_error("rota: unable to register --%s: %s", o->name, spank_strerror(rc));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- remote: the task's environment --------------------------------------------------------------------- */
+
+static bool spank_is_librota(const char *e, size_t n)
+{
+    const char *base = e;
+    for (size_t i = 0; i < n; i++)
+        if (e[i] == '/') base = e + i + 1;
+    size_t bn = n - (size_t)(base - e);
+    return bn == strlen("librota.so") && !strncmp(base, "librota.so", bn);
+}
+
+static bool spank_is_sanitizer(const char *e, size_t n)
+{
+    const char *base = e;
+    for (size_t i = 0; i < n; i++)
+        if (e[i] == '/') base = e + i + 1;
+    size_t bn = n - (size_t)(base - e);
+    static const char *const rt[] = {"libasan.so", "libtsan.so", "libubsan.so", "libclang_rt."};
+    for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
+        if (bn >= strlen(rt[i]) && !strncmp(base, rt[i], strlen(rt[i]))) return true;
+    return false;
+}
+
+/* LD_PRELOAD from old: sanitizer runtimes, then lib (NULL: none), then the rest; every librota.so of old dropped.
+ * out holds n bytes; -ENAMETOOLONG when it does not fit. */
+static int spank_preload(const char *lib, const char *old, char *out, size_t n)
+{
+    size_t len = 0;
+    out[0] = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass == 1) {
+            if (lib && (len += (size_t)snprintf(out + len, n - len, "%s%s", len ? ":" : "", lib)) >= n)
+                return -ENAMETOOLONG;
+            continue;
+        }
+        for (const char *e = old ? old : ""; *e;) {
+            size_t k = strcspn(e, ": ");
+            if (k && !spank_is_librota(e, k) && spank_is_sanitizer(e, k) == (pass == 0) &&
+                (len += (size_t)snprintf(out + len, n - len, "%s%.*s", len ? ":" : "", (int)k, e)) >= n)
+                return -ENAMETOOLONG;
+            e += k;
+            if (*e) e++;
+        }
+    }
+    return 0;
+}
+
+static int spank_set(spank_t sp, const char *k, const char *v)
+{
+    spank_err_t rc = spank_setenv(sp, k, v, 1);
+    if (rc == ESPANK_SUCCESS) return 0;
+    slurm_error("rota: unable to set %s: %s", k, spank_strerror(rc));
+    return -1;
+}
+
+/* The job's environment value of k into buf, or NULL. */
+static const char *spank_get(spank_t sp, const char *k, char *buf, int n)
+{
+    return spank_getenv(sp, k, buf, n) == ESPANK_SUCCESS ? buf : NULL;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    if (!spank_remote(sp)) return 0;
+    char old[8192], pre[8192 + 1024], v[64];
+    bool on = job.on >= 0 ? job.on : conf.on;
+    const char *cur = spank_get(sp, "LD_PRELOAD", old, sizeof old);
+    if (spank_preload(on ? conf.lib : NULL, cur, pre, sizeof pre)) {
+        slurm_error("rota: LD_PRELOAD is too long");
+        return -1;
+    }
+    if (!on) {
+        if (!cur) return 0;
+        if (!pre[0]) return spank_unsetenv(sp, "LD_PRELOAD") == ESPANK_SUCCESS ? 0 : -1;
+        return spank_set(sp, "LD_PRELOAD", pre);
+    }
+    if (spank_set(sp, "LD_PRELOAD", pre)) return -1;
+    if (conf.socket[0] && spank_set(sp, "ROTA_SOCKET", conf.socket)) return -1;
+
+    /* priority: the option, else an inherited one (a batch script's srun), else the node's */
+    int prio = job.priority;
+    if (prio < 0 && spank_get(sp, "ROTA_PRIORITY", v, sizeof v)) {
+        if ((prio = spank_class_parse(v)) < 0 || !(conf.allow & (1u << prio))) {
+            slurm_error("rota: ROTA_PRIORITY=%s in the job's environment is not an allowed class", v);
+            return -1;
+        }
+    }
+    if (prio < 0) prio = conf.priority;
+    if (spank_set(sp, "ROTA_PRIORITY", spank_classes[prio])) return -1;
+
+    const char *w = job.weight[0] ? job.weight : spank_get(sp, "ROTA_WEIGHT", v, sizeof v);
+    if (!w && conf.weight[0]) w = conf.weight;
+    if (w && (!spank_weight_ok(w) || spank_set(sp, "ROTA_WEIGHT", w))) {
+        slurm_error("rota: ROTA_WEIGHT=%s: expected a number > 0 and <= 1e6", w);
+        return -1;
+    }
+
+    /* memory: the option, else the shards on this node x memory per shard, else what is inherited */
+    uint64_t mem = job.mem, shards;
+    if (!mem && conf.shard_mem && spank_get(sp, "SLURM_SHARDS_ON_NODE", v, sizeof v) &&
+        parse_u64(v, 1, 1u << 20, &shards) == 0)
+        mem = shards * conf.shard_mem > ROTA_SPANK_MEM_MAX ? ROTA_SPANK_MEM_MAX : shards * conf.shard_mem;
+    if (mem) {
+        snprintf(v, sizeof v, "%llu", (unsigned long long)mem);
+        if (spank_set(sp, "ROTA_MEM_LIMIT", v)) return -1;
+    }
+    if (job.gpu[0] && spank_set(sp, "ROTA_GPU", job.gpu)) return -1;
+    return 0;
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# slurm.t - the SPANK plugin in a private one-node Slurm cluster (contrib/slurm/minicluster: munged on its own
+# socket and key, slurmctld and slurmd on loopback, all state in this test's temp folder) with simcuda GPUs and a
+# rotad on a temp socket: srun/sbatch jobs are coordinated with the class, weight and memory limit they asked for
+# (shards -> limit, --rota-mem wins), nested steps preload librota once, bad options are refused at submission,
+# a job without options gets the node's default, --rota=off runs without librota. Skipped where Slurm or the
+# plugin is missing (.ci/run installs Debian's slurmctld slurmd slurm-client munge libslurm-dev).
+set -u
+: "${ROTA_BUILD:?ROTA_BUILD must name the build folder}"
+: "${ROTA_SRCDIR:?ROTA_SRCDIR must name the source folder}"
+SPANK=$ROTA_BUILD/lib/rota-spank.so
+for b in munged slurmctld slurmd srun sbatch python3; do
+    command -v $b >/dev/null 2>&1 || { echo "1..0 # SKIP $b not installed (apt-get install slurmctld slurmd slurm-client munge libslurm-dev)"; exit 0; }
+done
+[ -f "$SPANK" ] || { echo "1..0 # SKIP $SPANK not built (no /usr/include/slurm/spank.h)"; exit 0; }
+[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP the private cluster runs SlurmUser=root: needs root"; exit 0; }
+
+T=$(mktemp -d /tmp/rota-slurm-t.XXXXXX)
+MC=$ROTA_SRCDIR/contrib/slurm/minicluster
+NODE=rota-slurm-t-$$
+RPID=""
+cleanup() {
+    "$MC" stop "$T/c" >/dev/null 2>&1
+    [ -z "$RPID" ] || { kill -TERM "$RPID" 2>/dev/null; sleep 0.2; kill -KILL "$RPID" 2>/dev/null; }
+    rm -rf "$T" "/dev/shm/$NODE"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+n=0
+fail=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
+bail() { echo "Bail out! $*"; for f in "$T"/c/*.log "$T/rotad.log"; do [ -f "$f" ] && sed 's/^/# /' "$f" | tail -20; done; exit 1; }
+
+unset LD_PRELOAD ROTA_PRIORITY ROTA_WEIGHT ROTA_MEM_LIMIT ROTA_GPU ROTA_LIBROTA CUDA_VISIBLE_DEVICES
+export LD_LIBRARY_PATH=$ROTA_BUILD/lib SIMCUDA_NODE=$NODE SIMCUDA_DEVICES=2 SIMCUDA_MEM=4G ROTA_LOG=error
+S=$T/rotad.sock
+# the node: 2 GPUs of 4G, 4 shards each (1G a shard); high and low allowed, low by default, weight 2
+ARGS="lib=$ROTA_BUILD/lib/librota.so socket=$S default=on allow=high,low priority=low weight=2 gpu_mem=4G shards=4"
+timeout 60 "$MC" start "$T/c" --gpus 2 --shards-per-gpu 4 --plugin "$SPANK" --plugargs "$ARGS" >/dev/null 2>"$T/mc.err" ||
+    bail "the private cluster did not start: $(tail -3 "$T/mc.err")"
+export SLURM_CONF=$T/c/slurm.conf
+ROTA_LOG=quiet "$ROTA_BUILD/bin/rotad" --foreground --socket "$S" --notify-fd 3 3>"$T/ready" 2>>"$T/rotad.log" &
+RPID=$!
+for _ in $(seq 100); do [ -s "$T/ready" ] && break; sleep 0.1; done
+[ -s "$T/ready" ] || bail "rotad did not start"
+
+WL="$ROTA_BUILD/bin/workload --kind train --mem 64M --kernels 200 --gap-us 2000 --duration 6"
+# status_check 'python expression over the one client c' label: polls rota status --json (20 s) until one
+# workload client is there, then evaluates the expression
+status_check() {
+    timeout 25 python3 - "$ROTA_BUILD/bin/rota" "$S" "$1" <<'PY'
+import json, subprocess, sys, time
+rota, sock, expr = sys.argv[1:]
+for _ in range(200):
+    out = subprocess.run([rota, "status", "--json", "--socket", sock], capture_output=True, text=True).stdout
+    try:
+        cl = [c for c in json.loads(out)["clients"] if c["comm"].startswith("workload")]
+    except ValueError:
+        cl = []
+    if len(cl) == 1:
+        c = cl[0]
+        ok = eval(expr)
+        if not ok: print("# client:", json.dumps(c))
+        sys.exit(0 if ok else 1)
+    time.sleep(0.1)
+print("# no single workload client appeared")
+sys.exit(1)
+PY
+}
+G=1073741824
+
+# 1. srun, high, weight 3, two shards: limit 2 x 1G
+timeout 60 srun --rota-priority=high --rota-weight=3 --gres=shard:2 -o "$T/j1.out" $WL --out "$T/j1.json" &
+J=$!
+status_check "c['priority']=='high' and c['weight']==3 and c['limit']==2*$G"
+ok $? "srun --rota-priority=high --rota-weight=3 --gres=shard:2: high, weight 3, limit 2G"
+wait $J; ok $? "the srun job succeeded"
+
+# 2. sbatch, low, --rota-mem wins over the shards; its nested srun preloads librota once
+cat >"$T/batch.sh" <<SH
+#!/bin/sh
+printf '%s\n' "\$LD_PRELOAD" >"$T/batch.preload"
+srun sh -c 'printf "%s\n" "\$LD_PRELOAD" >"$T/step.preload"; exec $WL --out "$T/j2.json"'
+SH
+timeout 60 sbatch -W -Q -o "$T/j2.out" --rota-priority=low --rota-weight=5 --rota-mem=512M --gres=shard:3 \
+    "$T/batch.sh" >/dev/null &
+J=$!
+status_check "c['priority']=='low' and c['weight']==5 and c['limit']==512<<20"
+ok $? "sbatch --rota-priority=low --rota-weight=5 --rota-mem=512M --gres=shard:3: its step is low, 5, 512M"
+wait $J; ok $? "the batch job succeeded"
+grep -qx "$ROTA_BUILD/lib/librota.so" "$T/batch.preload"; ok $? "the batch script has LD_PRELOAD=librota.so"
+grep -qx "$ROTA_BUILD/lib/librota.so" "$T/step.preload"; ok $? "its nested srun step has librota.so once ($(cat "$T/step.preload" 2>/dev/null))"
+
+# 3. no options: the node's default (low, weight 2), and one shard's memory
+timeout 60 srun --gres=shard:1 -o "$T/j3.out" $WL --out "$T/j3.json" &
+J=$!
+status_check "c['priority']=='low' and c['weight']==2 and c['limit']==$G"
+ok $? "srun --gres=shard:1 without options: the node's default, low, weight 2, limit 1G"
+wait $J; ok $? "the default job succeeded"
+
+# 4. the user's own LD_PRELOAD stays, after librota.so; --rota=off takes librota.so out
+out=$(LD_PRELOAD=/lib/x86_64-linux-gnu/libm.so.6 timeout 30 srun --gres=shard:1 printenv LD_PRELOAD 2>&1)
+[ "$out" = "$ROTA_BUILD/lib/librota.so:/lib/x86_64-linux-gnu/libm.so.6" ]; ok $? "librota.so goes first, the user's preload after ($out)"
+out=$(LD_PRELOAD=$ROTA_BUILD/lib/librota.so timeout 30 srun --rota=off --gres=shard:1 sh -c 'echo "[${LD_PRELOAD-unset}]"' 2>&1)
+[ "$out" = "[unset]" ]; ok $? "--rota=off: no librota.so in the job ($out)"
+
+# 5. bad options refuse the job at submission, with one clear message and nothing run
+refused() { # expected-message options...
+    want=$1; shift
+    timeout 30 srun "$@" touch "$T/ran" >/dev/null 2>"$T/err"; rc=$?
+    [ $rc != 0 ] && grep -q "rota: $want" "$T/err" && [ ! -e "$T/ran" ]
+    ok $? "srun $* refused: '$want' (rc $rc)"
+}
+refused "--rota-priority 'urgent': expected high, normal or low" --rota-priority=urgent
+refused "--rota-priority normal is not allowed here (allowed: high, low)" --rota-priority=normal
+refused "--rota-weight '0': expected a number > 0" --rota-weight=0
+refused "--rota-weight 'abc'" --rota-weight=abc
+refused "--rota-mem '1.5G': expected a size" --rota-mem=1.5G
+refused "--rota-gpu 'x'" --rota-gpu=x
+refused "--rota 'maybe': expected on or off" --rota=maybe
+timeout 30 sbatch -Q --rota-priority=urgent --wrap "touch $T/ran" >/dev/null 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "rota: --rota-priority 'urgent'" "$T/err"; ok $? "sbatch refuses a bad option too (rc $rc)"
+# a class the node does not allow, inherited from the submitting shell: the step fails, nothing runs
+ROTA_PRIORITY=normal timeout 30 srun touch "$T/ran" >/dev/null 2>&1; rc=$?
+[ $rc != 0 ] && [ ! -e "$T/ran" ]; ok $? "an inherited ROTA_PRIORITY the node does not allow fails the step (rc $rc)"
+
+echo "1..$n"
+exit $fail
