@@ -22,7 +22,10 @@
  *   ROTA_WEIGHT     --rota-weight, else inherited, else the node's (plugstack weight=, if any)
  *   ROTA_MEM_LIMIT  --rota-mem, else the job's shards on the node x memory per shard (SLURM_SHARDS_ON_NODE),
  *                   else inherited
- *   ROTA_GPU        --rota-gpu, else left alone: Slurm binds GPUs (CUDA_VISIBLE_DEVICES) and librota honours it
+ *   ROTA_GPU        --rota-gpu, else left alone: Slurm binds GPUs (CUDA_VISIBLE_DEVICES) and librota honours it;
+ *                   with plugstack place=rotad, a shard job's binding is dropped instead (CUDA_VISIBLE_DEVICES
+ *                   unset, ROTA_GPU=auto): Slurm's shards then only admit the job by memory, and rotad places it
+ *                   on the GPU with room and the least load (Slurm hands out a job's shards first-fit)
  *   ROTA_SOCKET     plugstack socket=
  *
  * --rota=off (or plugstack default=off without --rota=on) takes librota.so out of LD_PRELOAD and sets nothing.
@@ -52,6 +55,7 @@ typedef struct spank_conf {
     int priority;         /* priority=CLASS: what a job without --rota-priority gets */
     char weight[32];      /* weight=W: what a job without --rota-weight gets ("" = librota's default) */
     uint64_t shard_mem;   /* shard_mem=SIZE, or gpu_mem=SIZE / shards=N; 0: shards set no limit */
+    bool place_rotad;     /* place=slurm|rotad: who picks a shard job's GPU */
 } spank_conf_t;
 
 /* A job's options, as the callbacks stored them (-1 / "" / 0: not given). */
@@ -140,6 +144,11 @@ static int spank_conf_arg(const char *a, uint64_t *gpu_mem, uint64_t *shards)
         if (parse_size(v, 1, ROTA_SPANK_MEM_MAX, &conf.shard_mem)) goto bad;
         return 0;
     }
+    if (KEY("place")) {
+        if (strcmp(v, "slurm") && strcmp(v, "rotad")) goto bad;
+        conf.place_rotad = !strcmp(v, "rotad");
+        return 0;
+    }
     if (KEY("gpu_mem")) {
         if (parse_size(v, 1, ROTA_SPANK_MEM_MAX, gpu_mem)) goto bad;
         return 0;
@@ -151,7 +160,8 @@ static int spank_conf_arg(const char *a, uint64_t *gpu_mem, uint64_t *shards)
 #undef KEY
 bad:
     slurm_error("rota: plugstack.conf: bad argument '%s' (expected lib=PATH, socket=PATH, default=on|off, "
-                "allow=CLASS[,CLASS...], priority=CLASS, weight=W, shard_mem=SIZE, gpu_mem=SIZE, shards=N)", a);
+                "allow=CLASS[,CLASS...], priority=CLASS, weight=W, shard_mem=SIZE, gpu_mem=SIZE, shards=N, "
+                "place=slurm|rotad)", a);
     return -1;
 }
 
@@ -360,6 +370,10 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         snprintf(v, sizeof v, "%llu", (unsigned long long)mem);
         if (spank_set(sp, "ROTA_MEM_LIMIT", v)) return -1;
     }
-    if (job.gpu[0] && spank_set(sp, "ROTA_GPU", job.gpu)) return -1;
+    if (job.gpu[0]) return spank_set(sp, "ROTA_GPU", job.gpu);
+    if (conf.place_rotad && spank_get(sp, "SLURM_SHARDS_ON_NODE", v, sizeof v)) {
+        if (spank_unsetenv(sp, "CUDA_VISIBLE_DEVICES") != ESPANK_SUCCESS) return -1;
+        return spank_set(sp, "ROTA_GPU", "auto");
+    }
     return 0;
 }

@@ -20,7 +20,7 @@ MC=$ROTA_SRCDIR/contrib/slurm/minicluster
 NODE=rota-slurm-t-$$
 RPID=""
 cleanup() {
-    "$MC" stop "$T/c" >/dev/null 2>&1
+    for c in "$T/c" "$T/c2" "$T/c3"; do "$MC" stop "$c" >/dev/null 2>&1; done
     [ -z "$RPID" ] || { kill -TERM "$RPID" 2>/dev/null; sleep 0.2; kill -KILL "$RPID" 2>/dev/null; }
     rm -rf "$T" "/dev/shm/$NODE"
 }
@@ -123,6 +123,29 @@ timeout 30 sbatch -Q --rota-priority=urgent --wrap "touch $T/ran" >/dev/null 2>"
 # a class the node does not allow, inherited from the submitting shell: the step fails, nothing runs
 ROTA_PRIORITY=normal timeout 30 srun touch "$T/ran" >/dev/null 2>&1; rc=$?
 [ $rc != 0 ] && [ ! -e "$T/ran" ]; ok $? "an inherited ROTA_PRIORITY the node does not allow fails the step (rc $rc)"
+
+# 6. the node's policy: default=off (opt-in --rota=on) and place=rotad (shard jobs' binding dropped)
+"$MC" stop "$T/c" >/dev/null 2>&1
+ARGS="lib=$ROTA_BUILD/lib/librota.so socket=$S default=off place=rotad shard_mem=1G"
+timeout 60 "$MC" start "$T/c2" --gpus 2 --shards-per-gpu 4 --plugin "$SPANK" --plugargs "$ARGS" >/dev/null 2>"$T/mc.err" ||
+    bail "the second private cluster did not start: $(tail -3 "$T/mc.err")"
+export SLURM_CONF=$T/c2/slurm.conf
+out=$(timeout 30 srun --gres=shard:1 sh -c 'echo "[${LD_PRELOAD-unset}] [${CUDA_VISIBLE_DEVICES-unset}]"' 2>&1)
+[ "$out" = "[unset] [0]" ]; ok $? "default=off: a job without --rota runs without librota, Slurm's binding kept ($out)"
+out=$(timeout 30 srun --rota=on --gres=shard:2 sh -c 'echo "[$LD_PRELOAD] [${CUDA_VISIBLE_DEVICES-unset}] [$ROTA_GPU] [$ROTA_MEM_LIMIT] [$ROTA_PRIORITY]"' 2>&1)
+[ "$out" = "[$ROTA_BUILD/lib/librota.so] [unset] [auto] [$((2 * G))] [normal]" ]
+ok $? "--rota=on with place=rotad: rotad places the shard job, limit 2 x shard_mem, class normal ($out)"
+out=$(timeout 30 srun --rota=on --gres=gpu:1 sh -c 'echo "[${CUDA_VISIBLE_DEVICES-unset}] [${ROTA_GPU-unset}]"' 2>&1)
+[ "$out" = "[0] [unset]" ]; ok $? "place=rotad leaves a --gres=gpu job's binding alone ($out)"
+"$MC" stop "$T/c2" >/dev/null 2>&1
+
+# 7. a bad plugstack.conf argument fails the job rather than running it with a policy nobody meant
+timeout 60 "$MC" start "$T/c3" --gpus 1 --plugin "$SPANK" --plugargs "lib=$ROTA_BUILD/lib/librota.so allow=high,urgent" \
+    >/dev/null 2>"$T/mc.err"
+export SLURM_CONF=$T/c3/slurm.conf
+timeout 30 srun touch "$T/ran" >/dev/null 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "rota: plugstack.conf: bad argument 'allow=high,urgent'" "$T/err" && [ ! -e "$T/ran" ]
+ok $? "a bad plugstack.conf argument refuses jobs with its reason (rc $rc)"
 
 echo "1..$n"
 exit $fail
