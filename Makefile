@@ -277,17 +277,19 @@ clean:
 -include $(shell find $(O) -name '*.d' 2>/dev/null)
 
 # ==== Slurm: the SPANK plugin and the cluster benchmark (contrib/slurm, scripts/bench-cluster) ================
-# The plugin is built where Slurm's spank.h is (Debian: libslurm-dev), and skipped otherwise; slurmstepd and
-# srun resolve its spank_* references when they load it, so it is linked without -z defs.
-SPANK_H ?= /usr/include/slurm/spank.h
-SPANK_SO := $(B)/lib/rota-spank.so
+# The plugin is built where Slurm's spank.h is (Debian: libslurm-dev), and skipped otherwise. It is loaded into
+# srun, sbatch and slurmstepd, which are not instrumented: it is built without SANITIZER flags, from its own
+# sources (with the shared parsers), and without -z defs (they resolve its spank_* references when they load it).
+SPANK_H   ?= /usr/include/slurm/spank.h
+SPANK_SO  := $(B)/lib/rota-spank.so
+SPANK_SRC := contrib/slurm/rota-spank.c runtime/lib/parse.c runtime/lib/prio.c
 ifneq ($(wildcard $(SPANK_H)),)
 all: $(SPANK_SO)
 endif
-$(O)/contrib/slurm/rota-spank.o: ALL_CFLAGS += -DROTA_SPANK_LIBROTA='"$(LIBDIR)/librota.so"'
-$(SPANK_SO): $(O)/contrib/slurm/rota-spank.o $(O)/runtime/lib/parse.o
+$(SPANK_SO): $(SPANK_SRC) runtime/lib/parse.h runtime/lib/prio.h runtime/abi.h
 	@mkdir -p $(dir $@)
-	$(CC) -shared -o $@ $^ $(ALL_LDFLAGS) -lm
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -fPIC $(ROTA_WARN) -I. -I$(CUDA_HOME)/include $(CFLAGS) \
+	    -DROTA_SPANK_LIBROTA='"$(LIBDIR)/librota.so"' -shared -o $@ $(SPANK_SRC) $(LDFLAGS) -lm
 install-slurm: $(SPANK_SO)
 	install -d $(DESTDIR)$(LIBDIR)/slurm
 	install -m 0755 $(SPANK_SO) $(DESTDIR)$(LIBDIR)/slurm/rota-spank.so

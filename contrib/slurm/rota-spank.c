@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "runtime/lib/parse.h"
+#include "runtime/lib/prio.h"
 
 /*
  * Contexts (spank(8)): srun, sbatch and salloc load the plugin in the local/allocator context, where the option
@@ -41,10 +42,10 @@ SPANK_PLUGIN(rota, 1);
 #define ROTA_SPANK_LIBROTA "/usr/local/lib/librota.so"
 #endif
 
-/* The priority classes, as rotad and librota name them; bit i of an allow mask is class i. */
-static const char *const spank_classes[] = {"high", "normal", "low"};
-#define SPANK_NCLASSES 3
-#define SPANK_ALLOW_ALL 7u
+/* The priority classes are prio.h's (names, parser: any case, as librota's ROTA_PRIORITY); bit i of an allow mask
+ * is class i. */
+#define SPANK_NCLASSES ROTA_PRIO_COUNT
+#define SPANK_ALLOW_ALL ((1u << ROTA_PRIO_COUNT) - 1)
 
 /* plugstack.conf arguments (the node's policy). */
 typedef struct spank_conf {
@@ -72,9 +73,8 @@ static spank_job_t job = {.priority = -1, .on = -1};
 
 static int spank_class_parse(const char *s)
 {
-    for (int i = 0; s && i < SPANK_NCLASSES; i++)
-        if (!strcmp(s, spank_classes[i])) return i;
-    return -1;
+    unsigned p;
+    return s && prio_parse(s, &p) == 0 ? (int)p : -1;
 }
 
 /* "high,normal" -> mask; -EINVAL for an empty list or an unknown class. */
@@ -99,7 +99,7 @@ static void spank_allow_str(unsigned mask, char *out, size_t n)
     size_t len = 0;
     out[0] = 0;
     for (int i = 0; i < SPANK_NCLASSES; i++)
-        if (mask & (1u << i)) len += (size_t)snprintf(out + len, n - len, "%s%s", len ? ", " : "", spank_classes[i]);
+        if (mask & (1u << i)) len += (size_t)snprintf(out + len, n - len, "%s%s", len ? ", " : "", prio_name((unsigned)i));
 }
 
 static bool spank_weight_ok(const char *s)
@@ -168,12 +168,12 @@ bad:
 static int spank_conf_parse(int ac, char **av)
 {
     uint64_t gpu_mem = 0, shards = 0;
-    conf = (spank_conf_t){.on = true, .allow = SPANK_ALLOW_ALL, .priority = 1};
+    conf = (spank_conf_t){.on = true, .allow = SPANK_ALLOW_ALL, .priority = ROTA_PRIO_NORMAL};
     snprintf(conf.lib, sizeof conf.lib, "%s", ROTA_SPANK_LIBROTA);
     for (int i = 0; i < ac; i++)
         if (spank_conf_arg(av[i], &gpu_mem, &shards)) return -1;
     if (!(conf.allow & (1u << conf.priority))) {
-        slurm_error("rota: plugstack.conf: priority=%s is not among allow=", spank_classes[conf.priority]);
+        slurm_error("rota: plugstack.conf: priority=%s is not among allow=", prio_name((unsigned)conf.priority));
         return -1;
     }
     if (!conf.shard_mem && gpu_mem && shards) conf.shard_mem = gpu_mem / shards;
@@ -352,7 +352,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         }
     }
     if (prio < 0) prio = conf.priority;
-    if (spank_set(sp, "ROTA_PRIORITY", spank_classes[prio])) return -1;
+    if (spank_set(sp, "ROTA_PRIORITY", prio_name((unsigned)prio))) return -1;
 
     const char *w = job.weight[0] ? job.weight : spank_get(sp, "ROTA_WEIGHT", v, sizeof v);
     if (!w && conf.weight[0]) w = conf.weight;
