@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # slurm.t - the SPANK plugin in a private one-node Slurm cluster (contrib/slurm/minicluster: munged on its own
 # socket and key, slurmctld and slurmd on loopback, all state in this test's temp folder) with simcuda GPUs and a
-# rotad on a temp socket: srun/sbatch jobs are coordinated with the class, weight and memory limit they asked for
-# (shards -> limit, --rota-mem wins), nested steps preload librota once, bad options are refused at submission,
-# a job without options gets the node's default, --rota=off runs without librota. Skipped where Slurm or the
-# plugin is missing (.ci/run installs Debian's slurmctld slurmd slurm-client munge libslurm-dev).
+# rotad on a temp socket: srun/sbatch/salloc jobs are coordinated with the class, weight and memory limit they
+# asked for (shards -> limit, --rota-mem wins), nested steps preload librota once, bad options are refused at
+# submission, a job without options gets the node's default, --rota=off runs without librota. Skipped where Slurm
+# or the plugin is missing (.ci/run installs Debian's slurmctld slurmd slurm-client munge libslurm-dev).
 set -u
 : "${ROTA_BUILD:?ROTA_BUILD must name the build folder}"
 : "${ROTA_SRCDIR:?ROTA_SRCDIR must name the source folder}"
@@ -103,6 +103,10 @@ status_check "c['priority']=='low' and c['weight']==2 and c['limit']==$G"
 ok $? "srun --gres=shard:1 without options: the node's default, low, weight 2, limit 1G"
 wait $J; ok $? "the default job succeeded"
 
+# salloc's options reach the steps run in its allocation
+out=$(timeout 30 salloc -Q --rota-priority=high --rota-mem=1G srun sh -c 'echo "$ROTA_PRIORITY $ROTA_MEM_LIMIT $LD_PRELOAD"' 2>&1)
+[ "$out" = "high $G $ROTA_BUILD/lib/librota.so" ]; ok $? "salloc --rota-priority=high --rota-mem=1G: its srun step gets them ($out)"
+
 # 4. the user's own LD_PRELOAD stays, after librota.so; --rota=off takes librota.so out
 out=$(LD_PRELOAD=/lib/x86_64-linux-gnu/libm.so.6 timeout 30 srun --gres=shard:1 printenv LD_PRELOAD 2>&1)
 [ "$out" = "$ROTA_BUILD/lib/librota.so:/lib/x86_64-linux-gnu/libm.so.6" ]; ok $? "librota.so goes first, the user's preload after ($out)"
@@ -125,6 +129,8 @@ refused "--rota-gpu 'x'" --rota-gpu=x
 refused "--rota 'maybe': expected on or off" --rota=maybe
 timeout 30 sbatch -Q --rota-priority=urgent --wrap "touch $T/ran" >/dev/null 2>"$T/err"; rc=$?
 [ $rc != 0 ] && grep -q "rota: --rota-priority 'urgent'" "$T/err"; ok $? "sbatch refuses a bad option too (rc $rc)"
+timeout 30 salloc -Q --rota-weight=-1 touch "$T/ran" >/dev/null 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "rota: --rota-weight '-1'" "$T/err" && [ ! -e "$T/ran" ]; ok $? "salloc refuses a bad option too (rc $rc)"
 # a class the node does not allow, inherited from the submitting shell: the step fails, nothing runs
 ROTA_PRIORITY=normal timeout 30 srun touch "$T/ran" >/dev/null 2>&1; rc=$?
 [ $rc != 0 ] && [ ! -e "$T/ran" ]; ok $? "an inherited ROTA_PRIORITY the node does not allow fails the step (rc $rc)"
