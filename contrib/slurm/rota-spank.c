@@ -99,7 +99,8 @@ static void spank_allow_str(unsigned mask, char *out, size_t n)
     size_t len = 0;
     out[0] = 0;
     for (int i = 0; i < SPANK_NCLASSES; i++)
-        if (mask & (1u << i)) len += (size_t)snprintf(out + len, n - len, "%s%s", len ? ", " : "", prio_name((unsigned)i));
+        if (mask & (1u << i))
+            len += (size_t)snprintf(out + len, n - len, "%s%s", len ? ", " : "", prio_name((unsigned)i));
 }
 
 static bool spank_weight_ok(const char *s)
