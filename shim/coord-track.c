@@ -75,7 +75,8 @@ static void track_atfork_child(void)
     free(tk.q);
     tk.q = NULL;
     tk.cap = tk.head = tk.len = 0;
-    tk.started = tk.failed = tk.sleeping = tk.watch = false;
+    tk.started = tk.failed = tk.sleeping = false;
+    atomic_store_explicit(&tk.watch, false, memory_order_relaxed);
     tk.npool = 0;
     tk.last_done_ns = 0;
     tk.due_ns = 0;
