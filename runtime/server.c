@@ -4,9 +4,13 @@
 #include "runtime/ledger.h"
 #include "runtime/lib/prio.h"
 #include "runtime/lib/proto.h"
+#include "runtime/metrics.h"
+#include "runtime/notify.h"
 #include "runtime/place.h"
 #include "runtime/region.h"
+#include "runtime/reload.h"
 #include "runtime/sched.h"
+#include "runtime/stats.h"
 #include "runtime/waitq.h"
 
 #include <errno.h>
@@ -61,7 +65,7 @@ struct server {
     client_t *by_slot[ROTA_MAX_CLIENTS];
     uint32_t next_gen;
     bool stopping;
-    int listen_tag, signal_tag; /* their addresses are the epoll tags */
+    int listen_tag, signal_tag, metrics_tag; /* their addresses are the epoll tags */
     uint32_t uid_n, uid_cap;    /* per-user connections and clients (server_user), for the caps in config.h */
     struct server_user {
         uint32_t uid;
@@ -218,6 +222,11 @@ static int server_write_pid(server_t *s)
     int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
     if (ftruncate(s->lock_fd, 0) < 0 || pwrite(s->lock_fd, buf, (size_t)n, 0) != n) return -errno;
     return 0;
+}
+
+void server_set_metrics(server_t *s, struct metrics *m)
+{
+    s->o.metrics = m;
 }
 
 void server_set_pid(server_t *s)
@@ -431,6 +440,10 @@ static void server_answer(void *ctx, const waiter_t *w, int status)
     server_t *s = ctx;
     client_t *c = s->by_slot[w->slot];
     if (!c || c->gen != w->gen) return;
+    if (status == 0 || status == -ENOMEM) {
+        uint64_t now = server_now_ns();
+        stats_mem_wait(s->rg.r, w->slot, w->dev, now > w->since_ns ? now - w->since_ns : 0, status == 0);
+    }
     server_log(s, 2, "pid %d: %s %llu bytes on GPU %u", (int)c->pid, status ? "refused" : "granted (queued)",
                (unsigned long long)w->bytes, w->dev);
     server_result(s, c, w->seq, status, (int)w->dev);
@@ -584,6 +597,7 @@ static void server_on_hello(server_t *s, client_t *c, const rota_msg_hello_t *h)
     ST(&sl->busy_ns, 0);
     ST(&sl->inflight, 0);
     ST(&sl->credit, 0);
+    stats_slot_reset(r, (unsigned)slot);
     proto_sanitize(sl->comm, h->comm, sizeof sl->comm);
     atomic_store_explicit(&sl->state, ROTA_SLOT_LIVE, memory_order_release);
     ST(&r->nclients, LD(&r->nclients) + 1);
@@ -677,6 +691,7 @@ static void server_on_reserve(server_t *s, client_t *c, const rota_msg_mem_t *m)
         server_result(s, c, m->h.seq, -ENOMEM, dev);
         return;
     }
+    w->since_ns = now;
     server_log(s, 2, "pid %d: queued %llu bytes on GPU %d for %u ms", (int)c->pid,
                (unsigned long long)m->bytes, dev, m->wait_ms);
     if (grace) return;
@@ -746,6 +761,7 @@ static void server_place_answer(void *ctx, const place_waiter_t *w, int i)
 {
     server_t *s = ctx;
     uint64_t now = server_now_ns();
+    if (i >= 0) stats_place_wait(s->rg.r, now > w->since_ns ? now - w->since_ns : 0);
     server_place_result(s, w->who, &w->m, i, now > w->since_ns ? now - w->since_ns : 1);
 }
 
@@ -971,12 +987,29 @@ static void server_grace(server_t *s)
         if (waitq_count_dev(&s->q, d)) waitq_serve(&s->q, d, server_answer, s);
 }
 
+/* SIGHUP: the config file again, for decisions from now on; a bad file keeps the current one. */
+static void server_reload(server_t *s)
+{
+    if (!s->o.config_path || !s->o.cfg) {
+        server_log(s, 0, "SIGHUP: no --config file to reload");
+        return;
+    }
+    notify_send("RELOADING=1");
+    char msg[512];
+    if (reload_config(s->o.config_path, s->o.cfg, s->rg.r, msg, sizeof msg))
+        server_log(s, 0, "SIGHUP: config not reloaded, keeping the current one: %s", msg);
+    else
+        server_log(s, 1, "SIGHUP: reloaded %s: %s", s->o.config_path, msg);
+    notify_send("READY=1");
+}
+
 int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t errlen)
 {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
     s->signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     if (s->signal_fd < 0 || s->epoll_fd < 0)
@@ -986,6 +1019,9 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
     if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->listen_fd, &ev) < 0 ||
         epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->signal_fd, &sev) < 0)
         return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to set up the event loop: %s", strerror(errno));
+    struct epoll_event mev = {.events = EPOLLIN, .data.ptr = &s->metrics_tag};
+    if (s->o.metrics && epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, metrics_fd(s->o.metrics), &mev) < 0)
+        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to watch the metrics socket: %s", strerror(errno));
     /* The scheduler thread starts here, in the process that serves (rotad detaches between open and loop). */
     /* Bounds from the config file (issue 21) join the scheduling options. */
     s->o.sched.high_stall_ns = (uint64_t)s->o.cfg->high_stall_ms * 1000000u;
@@ -1007,6 +1043,7 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
         } while (w < 0 && errno == EINTR);
         close(notify[i]);
     }
+    notify_send("READY=1\nSTATUS=serving");
     while (!s->stopping) {
         uint64_t next = waitq_next_deadline(&s->q), pnext = place_wait_next(&s->pl);
         if (pnext != UINT64_MAX) {
@@ -1040,9 +1077,16 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
             } else if (tag == &s->signal_tag) {
                 struct signalfd_siginfo si;
                 while (read(s->signal_fd, &si, sizeof si) == sizeof si) {
+                    if (si.ssi_signo == SIGHUP) {
+                        server_reload(s);
+                        continue;
+                    }
                     server_log(s, 1, "signal %u: draining and stopping", si.ssi_signo);
+                    notify_send("STOPPING=1");
                     s->stopping = true;
                 }
+            } else if (tag == &s->metrics_tag) {
+                metrics_serve(s->o.metrics, s->rg.r);
             } else {
                 client_t *c = tag;
                 if (c->doomed) continue;

@@ -1,0 +1,29 @@
+/* metrics.h - rotad --metrics-listen: GET /metrics over HTTP/1.x, served from rotad's event loop, never blocking. */
+#ifndef ROTA_METRICS_H
+#define ROTA_METRICS_H
+
+#include "runtime/abi.h"
+
+#include <stddef.h>
+
+/* At most this many scrapes are served at once; a connection past it replaces the oldest one when that one has
+ * been open METRICS_IDLE_MS, else is closed at once. */
+#define METRICS_MAX_CONNS 16
+#define METRICS_IDLE_MS 5000
+/* A request (line and headers) longer than this is answered 431 and closed. */
+#define METRICS_REQ_MAX 4096
+
+typedef struct metrics metrics_t;
+
+/* Parses "PORT", "ADDR:PORT" or "[ADDR6]:PORT" (no ADDR: 127.0.0.1) and listens there, non-blocking. 0 or -errno,
+ * with one message in err (a bad address is -EINVAL). */
+int metrics_open(const char *listen_spec, metrics_t **out, char *err, size_t errlen);
+/* The descriptor rotad's loop watches (EPOLLIN): readable whenever metrics_serve has work. */
+int metrics_fd(const metrics_t *m);
+/* Accepts, reads, answers and closes what is ready, without blocking; renders r (prom_render) per request. */
+void metrics_serve(metrics_t *m, const rota_region_t *r);
+/* The address actually bound ("127.0.0.1:PORT"), for the log. */
+const char *metrics_address(const metrics_t *m);
+void metrics_close(metrics_t *m);
+
+#endif
