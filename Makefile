@@ -205,6 +205,9 @@ TEST_LIBS_shim    := -L$(B)/lib -lcuda
 TEST_LIBS_lib     :=
 TEST_LIBS_runtime := $(filter-out $(O)/runtime/rotad-main.o,$(call obj,$(ROTAD_SRC)))
 TEST_DEPS_runtime := $(TEST_LIBS_runtime)
+# The rota tool's rates (tests/tools/sample-t).
+TEST_LIBS_tools   := $(O)/tools/rota/sample.o
+TEST_DEPS_tools   := $(TEST_LIBS_tools)
 # The device-model unit test calls simcuda internals, which libcuda.so.1 does not export: link the objects.
 TEST_LIBS_simcuda/node-t := $(SIM_OBJ)
 TEST_DEPS_simcuda/node-t := $(SIM_OBJ)
