@@ -1,4 +1,4 @@
-/* metrics.c - rotad's Prometheus endpoint: a tiny non-blocking HTTP server on its own epoll set (nested in rotad's). */
+/* metrics.c - rotad's Prometheus endpoint: a tiny non-blocking HTTP server in a thread of its own, reading the region. */
 #include "runtime/metrics.h"
 
 #include "runtime/lib/parse.h"
@@ -6,6 +6,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
 #include <stdarg.h>
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -27,8 +30,11 @@ typedef struct metrics_conn {
 } metrics_conn_t;
 
 struct metrics {
-    int ep, lfd;
-    int listen_tag;
+    int ep, lfd, stop_fd;
+    int listen_tag, stop_tag;
+    const rota_region_t *r;
+    pthread_t th;
+    bool running;
     char addr[64];
     metrics_conn_t *conns[METRICS_MAX_CONNS];
 };
@@ -99,6 +105,7 @@ int metrics_open(const char *spec, metrics_t **out, char *err, size_t errlen)
     metrics_t *m = calloc(1, sizeof *m);
     if (!m) return metrics_fail(err, errlen, -ENOMEM, "out of memory");
     int rc;
+    m->stop_fd = -1;
     m->ep = epoll_create1(EPOLL_CLOEXEC);
     if (m->ep < 0) {
         rc = metrics_fail(err, errlen, -errno, "epoll_create1: %s", strerror(errno));
@@ -146,10 +153,6 @@ out_free:
     return rc;
 }
 
-int metrics_fd(const metrics_t *m)
-{
-    return m->ep;
-}
 
 const char *metrics_address(const metrics_t *m)
 {
@@ -296,10 +299,54 @@ static bool metrics_on_conn(metrics_t *m, metrics_conn_t *c, uint32_t events, co
     return epoll_ctl(m->ep, EPOLL_CTL_MOD, c->fd, &ev) < 0;
 }
 
-void metrics_serve(metrics_t *m, const rota_region_t *r)
+static void metrics_serve_events(metrics_t *m, const struct epoll_event *evs, int n);
+
+static void *metrics_main(void *arg)
 {
-    struct epoll_event evs[METRICS_MAX_CONNS + 1];
-    int n = epoll_wait(m->ep, evs, METRICS_MAX_CONNS + 1, 0);
+    metrics_t *m = arg;
+    for (;;) {
+        struct epoll_event evs[METRICS_MAX_CONNS + 2];
+        int n = epoll_wait(m->ep, evs, METRICS_MAX_CONNS + 2, -1);
+        if (n < 0 && errno != EINTR) break;
+        for (int i = 0; i < n; i++)
+            if (evs[i].data.ptr == &m->stop_tag) return NULL;
+        metrics_serve_events(m, evs, n);
+    }
+    return NULL;
+}
+
+int metrics_start(metrics_t *m, const rota_region_t *r)
+{
+    m->r = r;
+    m->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (m->stop_fd < 0) return -errno;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &m->stop_tag};
+    if (epoll_ctl(m->ep, EPOLL_CTL_ADD, m->stop_fd, &ev) < 0) return -errno;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* signals stay with rotad's loop (its signalfd) */
+    int e = pthread_create(&m->th, NULL, metrics_main, m);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e) return -e;
+    m->running = true;
+    return 0;
+}
+
+void metrics_stop(metrics_t *m)
+{
+    if (!m || !m->running) return;
+    uint64_t one = 1;
+    if (write(m->stop_fd, &one, sizeof one) < 0) {
+        /* an eventfd write of 1 cannot fail short of a bad descriptor: the join below would hang, so cancel */
+        pthread_cancel(m->th);
+    }
+    pthread_join(m->th, NULL);
+    m->running = false;
+}
+
+static void metrics_serve_events(metrics_t *m, const struct epoll_event *evs, int n)
+{
+    const rota_region_t *r = m->r;
     for (int i = 0; i < n; i++) {
         if (evs[i].data.ptr == &m->listen_tag) {
             metrics_accept(m);
@@ -317,6 +364,8 @@ void metrics_serve(metrics_t *m, const rota_region_t *r)
 void metrics_close(metrics_t *m)
 {
     if (!m) return;
+    metrics_stop(m);
+    if (m->stop_fd >= 0) close(m->stop_fd);
     for (unsigned i = 0; i < METRICS_MAX_CONNS; i++) metrics_drop(m, i);
     close(m->lfd);
     close(m->ep);

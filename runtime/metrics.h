@@ -1,4 +1,4 @@
-/* metrics.h - rotad --metrics-listen: GET /metrics over HTTP/1.x, served from rotad's event loop, never blocking. */
+/* metrics.h - rotad --metrics-listen: GET /metrics over HTTP/1.x, served by a thread of its own that only reads. */
 #ifndef ROTA_METRICS_H
 #define ROTA_METRICS_H
 
@@ -18,12 +18,16 @@ typedef struct metrics metrics_t;
 /* Parses "PORT", "ADDR:PORT" or "[ADDR6]:PORT" (no ADDR: 127.0.0.1) and listens there, non-blocking. 0 or -errno,
  * with one message in err (a bad address is -EINVAL). */
 int metrics_open(const char *listen_spec, metrics_t **out, char *err, size_t errlen);
-/* The descriptor rotad's loop watches (EPOLLIN): readable whenever metrics_serve has work. */
-int metrics_fd(const metrics_t *m);
-/* Accepts, reads, answers and closes what is ready, without blocking; renders r (prom_render) per request. */
-void metrics_serve(metrics_t *m, const rota_region_t *r);
+/* Starts the thread that serves: it accepts, reads, answers and closes on non-blocking sockets and renders r
+ * (prom_render) per request. It only reads the region (atomics and seqlocks, as rota status does from another
+ * process), so neither rotad's event loop nor its scheduler thread ever waits for a scrape. After detaching (a fork
+ * keeps no thread). 0 or -errno. */
+int metrics_start(metrics_t *m, const rota_region_t *r);
+/* Stops and joins the thread (before the region goes); idempotent. */
+void metrics_stop(metrics_t *m);
 /* The address actually bound ("127.0.0.1:PORT"), for the log. */
 const char *metrics_address(const metrics_t *m);
+/* Stops the thread, closes every connection and the listening socket, frees m (NULL: nothing). */
 void metrics_close(metrics_t *m);
 
 #endif

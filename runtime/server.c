@@ -65,7 +65,7 @@ struct server {
     client_t *by_slot[ROTA_MAX_CLIENTS];
     uint32_t next_gen;
     bool stopping;
-    int listen_tag, signal_tag, metrics_tag; /* their addresses are the epoll tags */
+    int listen_tag, signal_tag; /* their addresses are the epoll tags */
     uint32_t uid_n, uid_cap;    /* per-user connections and clients (server_user), for the caps in config.h */
     struct server_user {
         uint32_t uid;
@@ -1019,15 +1019,14 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
     if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->listen_fd, &ev) < 0 ||
         epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->signal_fd, &sev) < 0)
         return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to set up the event loop: %s", strerror(errno));
-    struct epoll_event mev = {.events = EPOLLIN, .data.ptr = &s->metrics_tag};
-    if (s->o.metrics && epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, metrics_fd(s->o.metrics), &mev) < 0)
-        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to watch the metrics socket: %s", strerror(errno));
     /* The scheduler thread starts here, in the process that serves (rotad detaches between open and loop). */
     /* Bounds from the config file (issue 21) join the scheduling options. */
     s->o.sched.high_stall_ns = (uint64_t)s->o.cfg->high_stall_ms * 1000000u;
     s->o.sched.doorbell_max_hz = s->o.cfg->doorbell_max_hz;
     int se = sched_start(s->rg.r, s->rg.b, &s->o.sched, &s->sched);
     if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start the scheduler: %s", strerror(-se));
+    se = s->o.metrics ? metrics_start(s->o.metrics, s->rg.r) : 0;
+    if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start serving metrics: %s", strerror(-se));
     server_log(s, 1, "listening on %s (pid %d, rota ABI %u)", s->path, (int)getpid(), ROTA_ABI_VERSION);
     /* After a crash, the clients of the rotad before re-register what they hold (their trackers reconnect within
      * about a second): until they had grace-ms to, a RESERVE that fits is not granted, or it might be granted
@@ -1085,8 +1084,6 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
                     notify_send("STOPPING=1");
                     s->stopping = true;
                 }
-            } else if (tag == &s->metrics_tag) {
-                metrics_serve(s->o.metrics, s->rg.r);
             } else {
                 client_t *c = tag;
                 if (c->doomed) continue;
@@ -1113,6 +1110,7 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
 void server_close(server_t *s)
 {
     if (!s) return;
+    metrics_stop(s->o.metrics); /* its thread reads the region */
     while (s->clients) server_drop(s, s->clients);
     /* We still hold the lock, so the socket and the lock file at the path are ours; the lock file goes last,
      * while still locked (server_lock explains why that is safe). */

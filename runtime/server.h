@@ -24,7 +24,7 @@ typedef struct server_opts {
     const char *socket_path;  /* resolved path */
     config_t *cfg;            /* may be NULL; SIGHUP replaces it in place (runtime/reload.h) */
     const char *config_path;  /* the file SIGHUP reloads into *cfg; NULL: SIGHUP has nothing to reload */
-    struct metrics *metrics;  /* rotad --metrics-listen (runtime/metrics.h), served from the loop; or NULL */
+    struct metrics *metrics;  /* rotad --metrics-listen (runtime/metrics.h), its thread started by the loop; or NULL */
     int log_level;            /* 0 warnings, 1 info, 2 debug */
     sched_opts_t sched;       /* launch scheduling (runtime/sched.h), handed to the scheduler as it is */
 } server_opts_t;
@@ -35,7 +35,7 @@ int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen
 /* Enters the node's GPUs (runtime/probe.h) in the ledger: the ones librota's remap chooses among. Returns how
  * many were entered. Before server_loop. */
 int server_add_gpus(server_t *s, const rota_place_cand_t *gpus, int n);
-/* Serves m (rotad --metrics-listen) from the loop; before server_loop. */
+/* Serves m (rotad --metrics-listen) while the loop runs (a thread reading the region); before server_loop. */
 void server_set_metrics(server_t *s, struct metrics *m);
 /* After a fork (detaching): records the new pid in the lock file and the region. */
 void server_set_pid(server_t *s);

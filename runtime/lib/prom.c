@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
@@ -249,7 +250,8 @@ int prom_render(FILE *f, const rota_region_t *r, uint64_t now_ns)
         proto_uuid_str(r->devices[i].uuid, g[i].uuid);
         snprintf(g[i].index, sizeof g[i].index, "%u", i);
     }
-    static prom_client_t c[ROTA_MAX_CLIENTS]; /* 40 KB: not on the stack of rotad's loop */
+    prom_client_t *c = calloc(ROTA_MAX_CLIENTS, sizeof *c); /* 40 KB: off the stack */
+    if (!c) return -ENOMEM;
     unsigned nc = 0;
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         const rota_slot_t *s = &r->slots[i];
@@ -300,5 +302,6 @@ int prom_render(FILE *f, const rota_region_t *r, uint64_t now_ns)
     }
     prom_gpus(f, r, nd, g);
     prom_clients(f, r, c, nc, g, now_ns);
+    free(c);
     return ferror(f) ? -EIO : 0;
 }

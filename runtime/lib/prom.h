@@ -11,7 +11,8 @@
 #define PROM_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
 /* Writes every rota_* metric family of region r to f, at now_ns (CLOCK_MONOTONIC: the time a hold in progress
- * counts up to). The names, types and labels are listed in docs/operating.md. Returns 0, or -EIO when f failed. */
+ * counts up to). The names, types and labels are listed in docs/operating.md. Only reads r (any thread or process).
+ * Returns 0, -ENOMEM, or -EIO when f failed. */
 int prom_render(FILE *f, const rota_region_t *r, uint64_t now_ns);
 
 /* One consistent read of a slot's hold statistics (a seqlock against rotad's scheduler): the time held per reason
