@@ -162,7 +162,7 @@ typedef struct prom_client {
 static void prom_client_labels(FILE *f, const prom_client_t *c, const prom_gpu_t *g)
 {
     prom_label(f, "pid", c->pid, false);
-    prom_label(f, "job", c->job, true);
+    prom_label(f, "rota_job", c->job, true); /* "job" is the scrape target's label */
     prom_label(f, "class", c->cls, true);
     prom_label(f, "gpu", c->dev >= 0 ? g[c->dev].uuid : "", true);
     prom_label(f, "gpu_index", c->dev >= 0 ? g[c->dev].index : "", true);

@@ -215,7 +215,7 @@ def compare(mpath, s1path, s2path):
                 fail("%s: pid %d not in both rota status samples" % (name, pid))
             pids.add(pid)
             c = ca[pid]
-            if labels["job"] != c["comm"] or labels["class"] != c["priority"]:
+            if labels["rota_job"] != c["comm"] or labels["class"] != c["priority"]:
                 fail("%s: pid %d labels %r, status %r/%r" % (name, pid, labels, c["comm"], c["priority"]))
             between("%s{pid=%d}" % (name, pid), v, ca[pid][key] * scale, cb[pid][key] * scale, tol)
     if pids != set(ca) or pids != set(cb):
