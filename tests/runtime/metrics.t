@@ -43,6 +43,7 @@ PORT=$(sed -n 's|.*serving metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\
 [ -n "$PORT" ]; ok $? "rotad logs the metrics address (port $PORT)"
 
 # a high request server, a low batch job sharing the GPU with it, and a job that must wait for memory
+export ROTA_TRACE=$T/trace.jsonl # the jobs' decisions, for rota trace below
 "$ROTA" run --priority high --mem 384M -- "$WL" --kind infer --load 0.3 --duration 4 --mem 384M --out "$T/a.json" \
     2>>"$T/jobs" &
 JA=$!
@@ -94,6 +95,20 @@ sys.exit(not d.startswith(b'HTTP/1.1 431'))"; ok $? "an endless request line: 43
 wait $JA; ok $? "the high job ran"
 wait $JB; ok $? "the low job ran"
 wait $JC; ok $? "the waiting job got its memory and ran"
+unset ROTA_TRACE
+"$ROTA" trace -o "$T/trace.json" "$T/trace.jsonl" 2>"$T/err"; ok $? "rota trace of the jobs' ROTA_TRACE: $(cat "$T/err")"
+python3 - "$T/trace.json" "$JB" "$JC" >"$T/out" 2>&1 <<'P'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+low, waiter = int(sys.argv[2]), int(sys.argv[3])
+held = [e for e in ev if e["name"] == "held (prio)" and e["pid"] == low]
+waits = [e for e in ev if e["name"] == "memory wait (granted)" and e["pid"] == waiter]
+assert held and all(e["ph"] == "X" and e["dur"] >= 0 for e in held), "no priority hold of the low job"
+long = max((e["dur"] for e in waits), default=0)
+assert long > 500000, waits
+print("%d priority holds of the low job, the third job's longest wait %.0f ms" % (len(held), long / 1000))
+P
+ok $? "the trace shows the low job held for priority and the third job's memory wait: $(cat "$T/out")"
 "$ROTA" metrics >"$T/m3.txt"; ok $? "rota metrics exits 0"
 $PC format "$T/m3.txt" >"$T/out" 2>&1; ok $? "rota metrics passes the strict format checks: $(cat "$T/out")"
 g=$($PC value "$T/m3.txt" rota_gpu_memory_waits_total outcome=granted)

@@ -56,6 +56,7 @@ assert i["ph"] == "i" and i["args"]["after_us"] == 120.5
 o = [e for e in ev if e["name"].endswith("(to the end of the trace)")]
 assert sorted((e["pid"], e["ts"]) for e in o) == [(11, 8900.0), (22, 11400.0)], o
 assert d["otherData"]["skipped_lines"] == 1 and d["otherData"]["events"] == 10
+assert d["otherData"]["t0_us"] == 600.0, d["otherData"]
 print("ok")
 P
 ok $? "the trace: tracks, slices and instants as expected $(tr '\n' ' ' <"$T/check")"

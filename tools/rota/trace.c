@@ -16,7 +16,9 @@ static const char trace_usage[] =
     "traced pid, one track per GPU in it; a hold is a slice named by its reason (held (prio|share|quantum))\n"
     "from the launch that waited to its release, a memory wait a slice from mem_wait to mem_grant or\n"
     "mem_deny, a placement that waited for room a slice of its wait; every other event an instant. Each slice\n"
-    "and instant carries the line it came from as its args. Times are microseconds from the first event (or the start of the first wait).\n"
+    "and instant carries the line it came from as its args. Times are microseconds from the first event (or\n"
+    "the start of the first wait); otherData.t0_us says when that was on ROTA_TRACE's clock (CLOCK_MONOTONIC),\n"
+    "to merge the trace with others.\n"
     "Lines that are not such events (a line cut short by a crash) are skipped and counted on stderr.\n"
     "-o writes OUT.json (default: standard output; '-' reads standard input).\n"
     "Exit codes: 0 ok; 1 a file could not be read or written; 2 usage error.\n";
@@ -361,8 +363,8 @@ static int trace_write_out(FILE *o, const trace_set_t *s)
                     x->start, x->start->ts, tend - x->start->ts, NULL, t0);
         free(x);
     }
-    fprintf(o, "\n],\"otherData\":{\"source\":\"rota trace\",\"events\":%zu,\"skipped_lines\":%zu}}\n", s->n,
-            s->skipped);
+    fprintf(o, "\n],\"otherData\":{\"source\":\"rota trace\",\"t0_us\":%.3f,\"events\":%zu,\"skipped_lines\":%zu}}\n",
+            t0, s->n, s->skipped);
     return ferror(o) ? -EIO : 0;
 }
 
