@@ -243,7 +243,7 @@ static void prom_clients(FILE *f, const rota_region_t *r, const prom_client_t *c
 
 int prom_render(FILE *f, const rota_region_t *r, uint64_t now_ns)
 {
-    unsigned nd = LD(&r->ndevices);
+    unsigned nd = atomic_load_explicit(&r->ndevices, memory_order_acquire); /* entries written before */
     if (nd > ROTA_MAX_DEVICES) nd = ROTA_MAX_DEVICES;
     prom_gpu_t g[ROTA_MAX_DEVICES];
     for (unsigned i = 0; i < nd; i++) {
@@ -280,7 +280,7 @@ int prom_render(FILE *f, const rota_region_t *r, uint64_t now_ns)
     prom_head(f, "rota_place_wait_seconds_total", "counter", "Time jobs placed after a wait spent waiting.");
     fprintf(f, "rota_place_wait_seconds_total %.9f\n", prom_s(LD(&r->stats.place_wait_ns)));
 
-    unsigned ng = LD(&r->ngroups);
+    unsigned ng = atomic_load_explicit(&r->ngroups, memory_order_acquire);
     if (ng > ROTA_MAX_GROUPS) ng = ROTA_MAX_GROUPS;
     prom_head(f, "rota_group_memory_limit_bytes", "gauge", "A configured group's memory limit per GPU.");
     for (unsigned i = 0; i < ng; i++) {
