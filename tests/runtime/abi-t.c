@@ -76,7 +76,7 @@ int main(void)
     OFF(rota_channel_t, idle_from_ns, 80);
     OFF(rota_channel_t, idle_win_ns, 88);
     OFF(rota_slot_t, idle_win_ns, 240);
-    /* operating statistics (ABI 8), after the slots */
+    /* operating statistics (ABI 9), after the slots */
     OFF(rota_region_t, stats, 128 + ROTA_MAX_DEVICES * 192 + ROTA_MAX_GROUPS * (ROTA_GROUP_NAME + 8 + 8 * ROTA_MAX_DEVICES) +
                                   ROTA_MAX_CLIENTS * 256);
     OFF(rota_stats_t, devices, 64);
