@@ -10,6 +10,8 @@
  * been open METRICS_IDLE_MS, else is closed at once. */
 #define METRICS_MAX_CONNS 16
 #define METRICS_IDLE_MS 5000
+/* The serving thread's nice value: on a node short of CPU, scrapes wait, not launches. */
+#define METRICS_NICE 10
 /* A request (line and headers) longer than this is answered 431 and closed. */
 #define METRICS_REQ_MAX 4096
 
