@@ -23,6 +23,8 @@ PREFIX    ?= /usr/local
 BINDIR    ?= $(PREFIX)/bin
 LIBDIR    ?= $(PREFIX)/lib
 LIBEXECDIR ?= $(PREFIX)/libexec
+# systemd looks for units under /usr/local/lib/systemd/system too; packagers set /usr/lib/systemd/system.
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 DESTDIR   ?=
 CUDA_HOME ?= /usr/local/cuda
 NVCC      ?= $(CUDA_HOME)/bin/nvcc
@@ -203,6 +205,9 @@ TEST_LIBS_shim    := -L$(B)/lib -lcuda
 TEST_LIBS_lib     :=
 TEST_LIBS_runtime := $(filter-out $(O)/runtime/rotad-main.o,$(call obj,$(ROTAD_SRC)))
 TEST_DEPS_runtime := $(TEST_LIBS_runtime)
+# The rota tool's rates (tests/tools/sample-t).
+TEST_LIBS_tools   := $(O)/tools/rota/sample.o
+TEST_DEPS_tools   := $(TEST_LIBS_tools)
 # The device-model unit test calls simcuda internals, which libcuda.so.1 does not export: link the objects.
 TEST_LIBS_simcuda/node-t := $(SIM_OBJ)
 TEST_DEPS_simcuda/node-t := $(SIM_OBJ)
@@ -265,11 +270,15 @@ install: all
 	install -m 0755 $(SIMCUDA) $(DESTDIR)$(LIBDIR)/rota/libcuda.so.1
 	ln -sf libcuda.so.1 $(DESTDIR)$(LIBDIR)/rota/libcuda.so
 	install -m 0755 $(SIMNVML) $(DESTDIR)$(LIBDIR)/rota/libnvidia-ml.so.1
+	install -d $(DESTDIR)$(SYSTEMDUNITDIR)
+	sed 's|@BINDIR@|$(BINDIR)|g' contrib/systemd/rotad.service.in > $(DESTDIR)$(SYSTEMDUNITDIR)/rotad.service
+	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/rotad.service
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/librota.so $(DESTDIR)$(LIBDIR)/rota/libcuda.so.1 $(DESTDIR)$(LIBDIR)/rota/libcuda.so
 	rm -f $(DESTDIR)$(LIBDIR)/rota/libnvidia-ml.so.1
 	rm -f $(foreach p,$(USER_PROGS),$(DESTDIR)$(BINDIR)/$(notdir $(p)))
 	rm -f $(foreach p,$(AUX_PROGS),$(DESTDIR)$(LIBEXECDIR)/rota/$(notdir $(p)))
+	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/rotad.service
 	-rmdir $(DESTDIR)$(LIBDIR)/rota $(DESTDIR)$(LIBEXECDIR)/rota 2>/dev/null
 clean:
 	rm -rf build build-address build-undefined build-thread $(B)

@@ -32,13 +32,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROTA_ABI_VERSION 8u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
+#define ROTA_ABI_VERSION 9u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
                              * dev.normal_clients; 5: board.high_idle, region.high_idle_ns (direct release);
                              * 6: region.high_idle_learn, channel.idle_from_ns, channel.idle_win_ns, slot.idle_win_ns
                              * (the learned idle window); 7: place.wait_ms (a job that fits nowhere waits),
                              * region.place_waiting..., the idle window counted from channel.idle_from_ns always;
                              * 8: the region sealed against writes, the board read-only for normal and low
-                             * clients (issue 21) */
+                             * clients (issue 21); 9: region.stats (operating statistics for rota metrics,
+                             * appended) */
 #define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
 #define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
 #define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
@@ -209,6 +210,34 @@ typedef struct rota_slot {
     uint64_t reserved_abi[1];
 } rota_slot_t;
 
+/* Operating statistics (ABI 9): counters rotad keeps for `rota metrics` and rotad --metrics-listen (docs/operating.md),
+ * appended to the region so that every reader renders the same numbers. Counters only grow while their slot keeps
+ * its owner (rotad zeroes a slot's entry when it registers a new client there). */
+typedef struct rota_slot_stats {
+    _Atomic uint64_t mem_wait_ns;      /* time its queued memory requests waited (answered ones) */
+    _Atomic uint64_t mem_waits_granted; /* requests granted after queueing */
+    _Atomic uint64_t mem_waits_timed_out; /* requests refused once their wait ran out */
+    _Atomic uint64_t held_ns[3];       /* time held per reason (ROTA_HOLD_PRIO, _SHARE, _QUANTUM), ended holds */
+    _Atomic uint64_t hold_since_ns;    /* CLOCK_MONOTONIC start of the current hold (hold_bits != 0) */
+    _Atomic uint32_t hold_bits;        /* the current hold's reasons (slot.hold as last counted) */
+    _Atomic uint32_t hold_seq;         /* seqlock: odd while rotad updates held_ns, hold_since_ns, hold_bits */
+} rota_slot_stats_t;
+
+typedef struct rota_dev_stats {
+    _Atomic uint64_t mem_waits_granted; /* memory requests on this GPU granted after queueing */
+    _Atomic uint64_t mem_waits_timed_out; /* ... refused once their wait ran out */
+    _Atomic uint64_t mem_wait_ns;      /* time those requests waited */
+    uint64_t reserved_abi[5];
+} rota_dev_stats_t;
+
+typedef struct rota_stats {
+    _Atomic uint64_t place_waits;      /* jobs (rota run --place-wait) answered after waiting for a GPU with room */
+    _Atomic uint64_t place_wait_ns;    /* time those jobs waited */
+    uint64_t reserved_abi[6];
+    rota_dev_stats_t devices[ROTA_MAX_DEVICES];
+    rota_slot_stats_t slots[ROTA_MAX_CLIENTS];
+} rota_stats_t;
+
 typedef struct rota_region {
     uint32_t magic;                    /* ROTA_REGION_MAGIC */
     uint32_t abi;                      /* ROTA_ABI_VERSION */
@@ -232,6 +261,7 @@ typedef struct rota_region {
     rota_dev_t devices[ROTA_MAX_DEVICES];
     rota_group_t groups[ROTA_MAX_GROUPS];
     rota_slot_t slots[ROTA_MAX_CLIENTS];
+    rota_stats_t stats;                /* ABI 9: operating statistics (above) */
 } rota_region_t;
 
 /* ---- channel (one client writes, rotad validates) ----------------------------------------------------------- */
@@ -426,6 +456,11 @@ _Static_assert(offsetof(rota_region_t, place_waiting) == 76 && offsetof(rota_reg
 _Static_assert(offsetof(rota_region_t, high_idle_ns) == 64 && offsetof(rota_board_dev_t, high_idle) == 4,
                "direct release words");
 _Static_assert(offsetof(rota_region_t, slots) % 64 == 0, "slots are cache-line aligned");
+_Static_assert(sizeof(rota_slot_stats_t) == 64 && sizeof(rota_dev_stats_t) == 64 &&
+                   sizeof(rota_stats_t) == 64 + 64 * (ROTA_MAX_DEVICES + ROTA_MAX_CLIENTS),
+               "statistics entries are one cache line each");
+_Static_assert(offsetof(rota_region_t, stats) == offsetof(rota_region_t, slots) + 256 * ROTA_MAX_CLIENTS,
+               "statistics follow the slots");
 _Static_assert(offsetof(rota_channel_t, inflight) == 24, "channel layout");
 _Static_assert(offsetof(rota_channel_t, credit) == 128, "channel credit");
 _Static_assert(offsetof(rota_channel_t, hold_events) == 128 + 8 * ROTA_MAX_DEVICES, "channel hold statistics");

@@ -4,6 +4,9 @@
 #include "runtime/lib/proto.h"
 #include "runtime/lib/sockpath.h"
 #include "runtime/lib/version.h"
+#include "runtime/logdest.h"
+#include "runtime/metrics.h"
+#include "runtime/notify.h"
 #include "runtime/probe.h"
 #include "runtime/sched-policy.h"
 #include "runtime/sched.h"
@@ -25,6 +28,7 @@ static const char usage[] =
     "usage: rotad [--socket PATH] [--config FILE] [--foreground] [--notify-fd N] [--idle-ms MS]\n"
     "             [--idle-fixed] [--idle-low-us US] [--tick-ms MS] [--policy share|quantum]\n"
     "             [--quantum-ms MS] [--low-factor N] [--no-probe]\n"
+    "             [--metrics-listen [ADDR:]PORT] [--log stderr|syslog|FILE]\n"
     "\n"
     "rota's per-node coordinator: the node-wide GPU memory ledger, queue-instead-of-OOM, launch scheduling.\n"
     "\n"
@@ -61,9 +65,18 @@ static const char usage[] =
     "  --no-probe      do not list the node's GPUs at start (with the driver of ROTA_REAL_LIBCUDA, else\n"
     "                  libcuda.so.1, in a short-lived child); librota then places no process itself\n"
     "  --version       print the version and exit\n"
+    "  --metrics-listen [ADDR:]PORT\n"
+    "                  serve GET /metrics (Prometheus text format 0.0.4) on this TCP address (default\n"
+    "                  address 127.0.0.1; [ADDR6]:PORT for IPv6; off by default), see docs/operating.md\n"
+    "  --log stderr|syslog|FILE\n"
+    "                  where the log goes (default: stderr with --foreground, syslog once detached;\n"
+    "                  a detached rotad never writes to the terminal that started it)\n"
     "  --help          print this and exit\n"
     "\n"
-    "Environment: ROTA_SOCKET (as --socket), ROTA_LOG=error|warn|info|debug|quiet (default info).\n"
+    "Environment: ROTA_SOCKET (as --socket), ROTA_LOG=error|warn|info|debug|quiet (default info),\n"
+    "NOTIFY_SOCKET (systemd: READY=1 once serving, RELOADING=1 and READY=1 around a reload, STOPPING=1).\n"
+    "SIGHUP: reload --config (credit and group limits, for new decisions; clients stay connected; a bad\n"
+    "file keeps the current configuration and logs FILE:LINE).\n"
     "Only one rotad serves a socket (PATH.lock holds an OFD lock); a stale socket is replaced.\n"
     "SIGTERM or SIGINT: answer every queued request, release every client, remove the socket, exit 0.\n"
     "\n"
@@ -115,7 +128,7 @@ static int rotad_detach(int *ready_fd)
 
 int main(int argc, char **argv)
 {
-    const char *sock = NULL, *cfgpath = NULL;
+    const char *sock = NULL, *cfgpath = NULL, *metrics_listen = NULL, *log_spec = NULL;
     bool foreground = false, probe = true;
     int notify_fd = -1;
     sched_opts_t so = {0}; /* the scheduler's options, filled here and handed over as they are */
@@ -139,6 +152,10 @@ int main(int argc, char **argv)
             if (!sock[0]) return rotad_fatal(ROTAD_EXIT_USAGE, "--socket: empty path");
         } else if (!strcmp(a, "--config") && has_val) {
             cfgpath = argv[++i];
+        } else if (!strcmp(a, "--metrics-listen") && has_val) {
+            metrics_listen = argv[++i];
+        } else if (!strcmp(a, "--log") && has_val) {
+            log_spec = argv[++i];
         } else if (!strcmp(a, "--notify-fd") && has_val) {
             uint64_t v;
             const char *arg = argv[++i];
@@ -179,7 +196,8 @@ int main(int argc, char **argv)
                                    sched_policy_names());
         } else if (!strcmp(a, "--socket") || !strcmp(a, "--config") || !strcmp(a, "--notify-fd") ||
                    !strcmp(a, "--idle-ms") || !strcmp(a, "--tick-ms") || !strcmp(a, "--quantum-ms") ||
-                   !strcmp(a, "--low-factor") || !strcmp(a, "--idle-low-us") || !strcmp(a, "--policy")) {
+                   !strcmp(a, "--low-factor") || !strcmp(a, "--idle-low-us") || !strcmp(a, "--policy") ||
+                   !strcmp(a, "--metrics-listen") || !strcmp(a, "--log")) {
             fprintf(stderr, "rotad: fatal: %s needs a value\n%s", a, usage);
             return ROTAD_EXIT_USAGE;
         } else {
@@ -206,6 +224,12 @@ int main(int argc, char **argv)
     if (sockpath_resolve(sock, path, sizeof path))
         return rotad_fatal(ROTAD_EXIT_USAGE, "socket path '%s' is too long (at most %zu bytes)", sock ? sock : "",
                            sizeof path - 1);
+    if (notify_init())
+        return rotad_fatal(ROTAD_EXIT_USAGE, "NOTIFY_SOCKET: '%s' is not an absolute or abstract ('@') socket path",
+                           getenv("NOTIFY_SOCKET"));
+    char lerr[512];
+    if (logdest_open(log_spec, foreground, lerr, sizeof lerr)) return rotad_fatal(ROTAD_EXIT_USAGE, "%s", lerr);
+    metrics_t *metrics = NULL;
     static config_t cfg;
     config_init(&cfg);
     if (cfgpath) {
@@ -218,6 +242,7 @@ int main(int argc, char **argv)
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
     sigprocmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -225,11 +250,19 @@ int main(int argc, char **argv)
     if (so.quantum_ns && so.policy && so.policy != &sched_policy_quantum)
         return rotad_fatal(ROTAD_EXIT_USAGE, "--quantum-ms: only with --policy quantum");
     so.log_level = log_level;
-    server_opts_t o = {.socket_path = path, .cfg = &cfg, .log_level = log_level, .sched = so};
+    server_opts_t o = {.socket_path = path, .cfg = &cfg, .config_path = cfgpath, .log_level = log_level, .sched = so};
     server_t *s;
     char err[512];
     int rc = server_open(&o, &s, err, sizeof err);
     if (rc) return rotad_fatal(rc, "unable to start: %s", err);
+    if (metrics_listen) { /* after the lock: a second rotad on this socket exits 4, not "address in use" */
+        int me = metrics_open(metrics_listen, &metrics, lerr, sizeof lerr);
+        if (me) {
+            server_close(s);
+            return rotad_fatal(me == -EINVAL ? ROTAD_EXIT_USAGE : ROTAD_EXIT_FAIL, "%s", lerr);
+        }
+        server_set_metrics(s, metrics);
+    }
     if (probe) { /* before any thread exists: the probe forks */
         rota_place_cand_t gpus[ROTA_MAX_DEVICES];
         char why[256];
@@ -255,12 +288,18 @@ int main(int argc, char **argv)
         }
         server_set_pid(s);
     }
+    int le = logdest_start(); /* after detaching: the syslog thread lives in the process that serves */
+    if (le && log_level >= 0) fprintf(stderr, "rotad: warning: unable to log to %s: %s\n", logdest_name(), strerror(-le));
+    if (metrics && log_level >= 1)
+        fprintf(stderr, "rotad: info: serving metrics on http://%s/metrics\n", metrics_address(metrics));
     int notify[2], nnotify = 0;
     if (notify_fd >= 0) notify[nnotify++] = notify_fd;
     if (ready_fd >= 0) notify[nnotify++] = ready_fd;
     rc = server_loop(s, notify, nnotify, err, sizeof err);
     server_close(s);
-    if (rc) return rotad_fatal(rc, "%s", err);
-    fprintf(stderr, "rotad: info: stopped\n");
-    return ROTAD_EXIT_OK;
+    metrics_close(metrics);
+    if (rc) rotad_fatal(rc, "%s", err);
+    else if (log_level >= 1) fprintf(stderr, "rotad: info: stopped\n");
+    logdest_stop();
+    return rc ? rc : ROTAD_EXIT_OK;
 }

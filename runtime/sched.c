@@ -1,5 +1,6 @@
 /* sched.c - rotad's launch scheduler thread: activity, device time, the two stages of holds, publishing (sched.h). */
 #include "runtime/sched.h"
+#include "runtime/stats.h"
 
 #include "runtime/sched-policy.h"
 
@@ -117,6 +118,7 @@ static void sched_set_hold(sched_t *s, unsigned slot, uint32_t hold)
     if (LD(&sl->hold) == hold) return;
     atomic_store_explicit(&sl->hold, hold, memory_order_seq_cst);
     sched_wake_shared(&sl->hold);
+    stats_hold(s->r, slot, hold, sched_now_ns()); /* time held by reason (rota metrics) */
     if (s->o.log_level >= 2)
         fprintf(stderr, "rotad: debug: slot %u (pid %d) %s%s%s%s\n", slot, (int)LD(&sl->pid),
                 hold ? "held:" : "released", hold & ROTA_HOLD_PRIO ? " priority" : "",

@@ -4,9 +4,13 @@
 #include "runtime/ledger.h"
 #include "runtime/lib/prio.h"
 #include "runtime/lib/proto.h"
+#include "runtime/metrics.h"
+#include "runtime/notify.h"
 #include "runtime/place.h"
 #include "runtime/region.h"
+#include "runtime/reload.h"
 #include "runtime/sched.h"
+#include "runtime/stats.h"
 #include "runtime/waitq.h"
 
 #include <errno.h>
@@ -220,6 +224,11 @@ static int server_write_pid(server_t *s)
     return 0;
 }
 
+void server_set_metrics(server_t *s, struct metrics *m)
+{
+    s->o.metrics = m;
+}
+
 void server_set_pid(server_t *s)
 {
     server_write_pid(s);
@@ -431,6 +440,10 @@ static void server_answer(void *ctx, const waiter_t *w, int status)
     server_t *s = ctx;
     client_t *c = s->by_slot[w->slot];
     if (!c || c->gen != w->gen) return;
+    if (status == 0 || status == -ENOMEM) {
+        uint64_t now = server_now_ns();
+        stats_mem_wait(s->rg.r, w->slot, w->dev, now > w->since_ns ? now - w->since_ns : 0, status == 0);
+    }
     server_log(s, 2, "pid %d: %s %llu bytes on GPU %u", (int)c->pid, status ? "refused" : "granted (queued)",
                (unsigned long long)w->bytes, w->dev);
     server_result(s, c, w->seq, status, (int)w->dev);
@@ -584,6 +597,7 @@ static void server_on_hello(server_t *s, client_t *c, const rota_msg_hello_t *h)
     ST(&sl->busy_ns, 0);
     ST(&sl->inflight, 0);
     ST(&sl->credit, 0);
+    stats_slot_reset(r, (unsigned)slot);
     proto_sanitize(sl->comm, h->comm, sizeof sl->comm);
     atomic_store_explicit(&sl->state, ROTA_SLOT_LIVE, memory_order_release);
     ST(&r->nclients, LD(&r->nclients) + 1);
@@ -677,6 +691,7 @@ static void server_on_reserve(server_t *s, client_t *c, const rota_msg_mem_t *m)
         server_result(s, c, m->h.seq, -ENOMEM, dev);
         return;
     }
+    w->since_ns = now;
     server_log(s, 2, "pid %d: queued %llu bytes on GPU %d for %u ms", (int)c->pid,
                (unsigned long long)m->bytes, dev, m->wait_ms);
     if (grace) return;
@@ -746,6 +761,7 @@ static void server_place_answer(void *ctx, const place_waiter_t *w, int i)
 {
     server_t *s = ctx;
     uint64_t now = server_now_ns();
+    if (i >= 0) stats_place_wait(s->rg.r, now > w->since_ns ? now - w->since_ns : 0);
     server_place_result(s, w->who, &w->m, i, now > w->since_ns ? now - w->since_ns : 1);
 }
 
@@ -971,12 +987,29 @@ static void server_grace(server_t *s)
         if (waitq_count_dev(&s->q, d)) waitq_serve(&s->q, d, server_answer, s);
 }
 
+/* SIGHUP: the config file again, for decisions from now on; a bad file keeps the current one. */
+static void server_reload(server_t *s)
+{
+    if (!s->o.config_path || !s->o.cfg) {
+        server_log(s, 0, "SIGHUP: no --config file to reload");
+        return;
+    }
+    notify_send("RELOADING=1");
+    char msg[512];
+    if (reload_config(s->o.config_path, s->o.cfg, s->rg.r, msg, sizeof msg))
+        server_log(s, 0, "SIGHUP: config not reloaded, keeping the current one: %s", msg);
+    else
+        server_log(s, 1, "SIGHUP: reloaded %s: %s", s->o.config_path, msg);
+    notify_send("READY=1");
+}
+
 int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t errlen)
 {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
     s->signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     if (s->signal_fd < 0 || s->epoll_fd < 0)
@@ -992,6 +1025,8 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
     s->o.sched.doorbell_max_hz = s->o.cfg->doorbell_max_hz;
     int se = sched_start(s->rg.r, s->rg.b, &s->o.sched, &s->sched);
     if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start the scheduler: %s", strerror(-se));
+    se = s->o.metrics ? metrics_start(s->o.metrics, s->rg.r) : 0;
+    if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start serving metrics: %s", strerror(-se));
     server_log(s, 1, "listening on %s (pid %d, rota ABI %u)", s->path, (int)getpid(), ROTA_ABI_VERSION);
     /* After a crash, the clients of the rotad before re-register what they hold (their trackers reconnect within
      * about a second): until they had grace-ms to, a RESERVE that fits is not granted, or it might be granted
@@ -1007,6 +1042,7 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
         } while (w < 0 && errno == EINTR);
         close(notify[i]);
     }
+    notify_send("READY=1\nSTATUS=serving");
     while (!s->stopping) {
         uint64_t next = waitq_next_deadline(&s->q), pnext = place_wait_next(&s->pl);
         if (pnext != UINT64_MAX) {
@@ -1040,7 +1076,12 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
             } else if (tag == &s->signal_tag) {
                 struct signalfd_siginfo si;
                 while (read(s->signal_fd, &si, sizeof si) == sizeof si) {
+                    if (si.ssi_signo == SIGHUP) {
+                        server_reload(s);
+                        continue;
+                    }
                     server_log(s, 1, "signal %u: draining and stopping", si.ssi_signo);
+                    notify_send("STOPPING=1");
                     s->stopping = true;
                 }
             } else {
@@ -1069,6 +1110,7 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
 void server_close(server_t *s)
 {
     if (!s) return;
+    metrics_stop(s->o.metrics); /* its thread reads the region */
     while (s->clients) server_drop(s, s->clients);
     /* We still hold the lock, so the socket and the lock file at the path are ours; the lock file goes last,
      * while still locked (server_lock explains why that is safe). */

@@ -22,7 +22,9 @@ typedef struct server server_t;
 
 typedef struct server_opts {
     const char *socket_path;  /* resolved path */
-    const config_t *cfg;      /* may be NULL */
+    config_t *cfg;            /* may be NULL; SIGHUP replaces it in place (runtime/reload.h) */
+    const char *config_path;  /* the file SIGHUP reloads into *cfg; NULL: SIGHUP has nothing to reload */
+    struct metrics *metrics;  /* rotad --metrics-listen (runtime/metrics.h), its thread started by the loop; or NULL */
     int log_level;            /* 0 warnings, 1 info, 2 debug */
     sched_opts_t sched;       /* launch scheduling (runtime/sched.h), handed to the scheduler as it is */
 } server_opts_t;
@@ -33,9 +35,12 @@ int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen
 /* Enters the node's GPUs (runtime/probe.h) in the ledger: the ones librota's remap chooses among. Returns how
  * many were entered. Before server_loop. */
 int server_add_gpus(server_t *s, const rota_place_cand_t *gpus, int n);
+/* Serves m (rotad --metrics-listen) while the loop runs (a thread reading the region); before server_loop. */
+void server_set_metrics(server_t *s, struct metrics *m);
 /* After a fork (detaching): records the new pid in the lock file and the region. */
 void server_set_pid(server_t *s);
-/* Serves until SIGTERM or SIGINT (which the caller has blocked: they are read from a signalfd). Each of the
+/* Serves until SIGTERM or SIGINT (which the caller has blocked, with SIGHUP: they are read from a signalfd; SIGHUP
+ * reloads o.config_path). Readiness also goes to systemd (runtime/notify.h). Each of the
  * nnotify descriptors gets "\n" and is closed once the loop runs. Drains (waiters are answered, clients released) and returns
  * an exit code. */
 int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t errlen);

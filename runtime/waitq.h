@@ -16,6 +16,7 @@ typedef struct waiter {
     unsigned prio;
     uint64_t arrival;     /* order of arrival, node-wide */
     uint64_t deadline_ns; /* CLOCK_MONOTONIC */
+    uint64_t since_ns;    /* CLOCK_MONOTONIC when it was queued (set by the caller: statistics) */
     struct waiter *next;
 } waiter_t;
 

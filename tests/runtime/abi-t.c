@@ -76,6 +76,16 @@ int main(void)
     OFF(rota_channel_t, idle_from_ns, 80);
     OFF(rota_channel_t, idle_win_ns, 88);
     OFF(rota_slot_t, idle_win_ns, 240);
+    /* operating statistics (ABI 9), after the slots */
+    OFF(rota_region_t, stats, 128 + ROTA_MAX_DEVICES * 192 + ROTA_MAX_GROUPS * (ROTA_GROUP_NAME + 8 + 8 * ROTA_MAX_DEVICES) +
+                                  ROTA_MAX_CLIENTS * 256);
+    OFF(rota_stats_t, devices, 64);
+    OFF(rota_stats_t, slots, 64 + 64 * ROTA_MAX_DEVICES);
+    OFF(rota_slot_stats_t, held_ns, 24);
+    OFF(rota_slot_stats_t, hold_since_ns, 48);
+    OFF(rota_slot_stats_t, hold_seq, 60);
+    OFF(rota_dev_stats_t, mem_wait_ns, 16);
+    is_uint(sizeof(rota_slot_stats_t), 64, "a slot's statistics are one cache line");
     is_uint(sizeof(rota_board_dev_t), 64, "a board entry is one cache line");
     ok(ROTA_BOARD_MAP_SIZE >= sizeof(rota_board_t) && ROTA_BOARD_MAP_SIZE % ROTA_PAGE == 0, "board map size");
     is_uint(sizeof(rota_slot_t), 256, "slot is 256 bytes");

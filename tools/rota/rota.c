@@ -1,4 +1,4 @@
-/* rota.c - the rota tool: dispatches to subcommands through one table (status, run, top). */
+/* rota.c - the rota tool: dispatches to subcommands through one table (status, run, top, metrics, trace). */
 #include "tools/rota/rota.h"
 
 #include "runtime/lib/version.h"
@@ -16,6 +16,8 @@ static const rota_cmd_t rota_cmds[] = {
     {"status", rota_status_main, "show GPUs, memory ledger and clients of this node's rotad [--json]"},
     {"run", rota_run_main, "run a command under rota: GPU placement, priority, weight, memory limit"},
     {"top", rota_top_main, "live per-GPU busy fraction and memory, per-client state, launches/s, device time"},
+    {"metrics", rota_metrics_main, "print rotad's metrics once in the Prometheus text format"},
+    {"trace", rota_trace_main, "turn ROTA_TRACE files into a Perfetto/Chrome trace (JSON)"},
 };
 
 static void rota_usage(FILE *f)

@@ -17,5 +17,7 @@ enum rota_exit {
 int rota_status_main(int argc, char **argv);
 int rota_run_main(int argc, char **argv);
 int rota_top_main(int argc, char **argv);
+int rota_metrics_main(int argc, char **argv);
+int rota_trace_main(int argc, char **argv);
 
 #endif

@@ -29,8 +29,10 @@ static const char status_usage[] =
     "launches_per_s, busy_ns and devtime_per_s; for a high client idle_win_us, its idle window as rotad\n"
     "applies it (learned, at most rotad --idle-ms); place_waiting: the jobs rota run keeps waiting for a GPU\n"
     "with room (jobs, bytes of their --mem, oldest_s: how long the first has waited), also a line in the text.\n"
-    "Rates come from two samples --sample seconds apart (default\n"
-    "0.2, 0..10; 0 = no rates: null). Exit codes: 0 ok; 1 rotad unreachable; 2 usage error.\n";
+    "Rates come from two samples --sample seconds apart (default 0.2, 0..10; 0 = no rates: null), all from\n"
+    "that one window: a GPU's devtime_per_s is its busy time, clients_devtime_per_s the sum of its clients'\n"
+    "devtime_per_s, never more (clients whose launches overlap are scaled down together).\n"
+    "Exit codes: 0 ok; 1 rotad unreachable; 2 usage error.\n";
 
 static void status_json_str(FILE *f, const char *s)
 {
@@ -73,9 +75,11 @@ static void status_print_json(FILE *f, const rota_region_t *r, const rota_sample
         for (unsigned k = 0; k < ROTA_LAT_BUCKETS; k++) fprintf(f, "%s%" PRIu64, k ? "," : "", LD(&d->hold_lat_hist[k]));
         fprintf(f, "],\"confirm_events\":%" PRIu64 ",\"confirm_lat_sum_ns\":%" PRIu64 ",\"confirm_lat_max_ns\":%" PRIu64,
                 LD(&d->confirm_events), LD(&d->confirm_lat_sum_ns), LD(&d->confirm_lat_max_ns));
-        double db = 0;
+        double db = 0, dc = 0;
         bool known = rota_sample_dev_busy(a, b, i, &db);
         status_json_rate(f, "devtime_per_s", known, db);
+        known = rota_sample_dev_clients(a, b, i, &dc);
+        status_json_rate(f, "clients_devtime_per_s", known, dc);
         fputc('}', f);
     }
     fprintf(f, "],\"place_waiting\":{\"jobs\":%u,\"bytes\":%" PRIu64 ",\"oldest_s\":%.3f}", LD(&r->place_waiting),

@@ -25,10 +25,13 @@
 static const char top_usage[] =
     "usage: rota top [--interval SECONDS] [--once] [--socket PATH]\n"
     "\n"
-    "Shows, refreshed every --interval seconds (default 1, 0.1..3600), each GPU rotad tracks (busy fraction as\n"
-    "rotad measures it, device time per second from the clients' completed launches, capacity, reserved,\n"
-    "waiters, held clients) and each client (pid, command, class, weight, state: running, held, memwait or\n"
-    "idle, GPU, memory used, launches/s, device time per second and in total, launches in flight).\n"
+    "Shows, refreshed every --interval seconds (default 1, 0.1..3600), each GPU rotad tracks (BUSY%: the time\n"
+    "it had work in flight, as rotad measures it; DEVT/S: its clients' device time per second, the sum of\n"
+    "their rows; capacity, reserved, waiters, held clients) and each client (pid, command, class, weight,\n"
+    "state: running, held, memwait or idle, GPU, memory used, launches/s, device time per second and in\n"
+    "total, launches in flight). Every rate of a frame comes from the same two samples, one interval apart;\n"
+    "clients whose launches overlap (time-sliced) are scaled down together so that a GPU's clients never\n"
+    "show more device time than the GPU was busy.\n"
     "q or Ctrl-C quits (the terminal is restored). --once prints one frame (rates over 0.2 s) and exits,\n"
     "for scripts. A '-' is a number not known yet (no earlier sample). Exit codes: 0 ok; 1 rotad\n"
     "unreachable or lost; 2 usage error.\n";
@@ -46,15 +49,22 @@ static void top_frame(FILE *f, const rota_region_t *r, const rota_sample_t *a, c
     if (!nd) fprintf(f, "    (no GPU has been used yet)%s", eol);
     for (unsigned i = 0; i < nd; i++) {
         const rota_dev_t *d = &r->devices[i];
-        char u[PROTO_UUID_STR], cap[16], res[16], dts[16];
-        double db;
+        char u[PROTO_UUID_STR], cap[16], res[16], dts[16], busy[16];
+        double db, dc;
         proto_uuid_str(d->uuid, u);
         rota_fmt_size(cap, sizeof cap, LD(&d->capacity));
         rota_fmt_size(res, sizeof res, LD(&d->reserved));
-        if (rota_sample_dev_busy(a, b, i, &db)) snprintf(dts, sizeof dts, "%.2f", db);
-        else snprintf(dts, sizeof dts, "-");
-        fprintf(f, "%-3u %-40s %6.1f %7s %10s %10s %7u %4u%s", i, u, LD(&d->busy_permille) / 10.0, dts, cap, res,
-                LD(&d->waiters), LD(&d->held), eol);
+        /* one window for every rate of the frame: the GPU's busy time and its clients' device time (which the
+         * clients' rows add up to, never more than the GPU's) */
+        if (rota_sample_dev_busy(a, b, i, &db) && rota_sample_dev_clients(a, b, i, &dc)) {
+            snprintf(busy, sizeof busy, "%.1f", db * 100);
+            snprintf(dts, sizeof dts, "%.2f", dc);
+        } else {
+            snprintf(busy, sizeof busy, "-");
+            snprintf(dts, sizeof dts, "-");
+        }
+        fprintf(f, "%-3u %-40s %6s %7s %10s %10s %7u %4u%s", i, u, busy, dts, cap, res, LD(&d->waiters),
+                LD(&d->held), eol);
     }
     char pw[160];
     if (rota_fmt_place_waiting(pw, sizeof pw, r, rota_sample_now_ns())) fprintf(f, "%s%s%s", eol, pw, eol);

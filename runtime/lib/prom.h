@@ -1,0 +1,22 @@
+/* prom.h - rotad's region as Prometheus text (exposition format 0.0.4): rota metrics and rotad --metrics-listen. */
+#ifndef ROTA_LIB_PROM_H
+#define ROTA_LIB_PROM_H
+
+#include "runtime/abi.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* The Content-Type an HTTP server gives this text. */
+#define PROM_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/* Writes every rota_* metric family of region r to f, at now_ns (CLOCK_MONOTONIC: the time a hold in progress
+ * counts up to). The names, types and labels are listed in docs/operating.md. Only reads r (any thread or process).
+ * Returns 0, -ENOMEM, or -EIO when f failed. */
+int prom_render(FILE *f, const rota_region_t *r, uint64_t now_ns);
+
+/* One consistent read of a slot's hold statistics (a seqlock against rotad's scheduler): the time held per reason
+ * (ROTA_HOLD_PRIO, _SHARE, _QUANTUM as bits 0..2), the hold in progress counted up to now_ns. */
+void prom_slot_held_ns(const rota_slot_stats_t *st, uint64_t now_ns, uint64_t held_ns[3]);
+
+#endif

@@ -1,0 +1,35 @@
+/* metrics.h - rotad --metrics-listen: GET /metrics over HTTP/1.x, served by a thread of its own that only reads. */
+#ifndef ROTA_METRICS_H
+#define ROTA_METRICS_H
+
+#include "runtime/abi.h"
+
+#include <stddef.h>
+
+/* At most this many scrapes are served at once; a connection past it replaces the oldest one when that one has
+ * been open METRICS_IDLE_MS, else is closed at once. */
+#define METRICS_MAX_CONNS 16
+#define METRICS_IDLE_MS 5000
+/* The serving thread's nice value: on a node short of CPU, scrapes wait, not launches. */
+#define METRICS_NICE 10
+/* A request (line and headers) longer than this is answered 431 and closed. */
+#define METRICS_REQ_MAX 4096
+
+typedef struct metrics metrics_t;
+
+/* Parses "PORT", "ADDR:PORT" or "[ADDR6]:PORT" (no ADDR: 127.0.0.1) and listens there, non-blocking. 0 or -errno,
+ * with one message in err (a bad address is -EINVAL). */
+int metrics_open(const char *listen_spec, metrics_t **out, char *err, size_t errlen);
+/* Starts the thread that serves: it accepts, reads, answers and closes on non-blocking sockets and renders r
+ * (prom_render) per request. It only reads the region (atomics and seqlocks, as rota status does from another
+ * process), so neither rotad's event loop nor its scheduler thread ever waits for a scrape. After detaching (a fork
+ * keeps no thread). 0 or -errno. */
+int metrics_start(metrics_t *m, const rota_region_t *r);
+/* Stops and joins the thread (before the region goes); idempotent. */
+void metrics_stop(metrics_t *m);
+/* The address actually bound ("127.0.0.1:PORT"), for the log. */
+const char *metrics_address(const metrics_t *m);
+/* Stops the thread, closes every connection and the listening socket, frees m (NULL: nothing). */
+void metrics_close(metrics_t *m);
+
+#endif
