@@ -40,7 +40,7 @@ int main(void)
     rota_sample_take(r, &s[1]);
     s[1].t_ns = s[0].t_ns + 1000000000; /* exactly one second later */
 
-    double gpu, clients, l0, b0, l1, b1, l2, b2;
+    double gpu = 0, clients = 0, l0 = 0, b0 = 0, l1 = 0, b1 = 0, l2 = 0, b2 = 0;
     ok(rota_sample_dev_busy(&s[0], &s[1], 0, &gpu), "GPU 0's busy fraction is known");
     in_range(gpu, 0.7499, 0.7501, "GPU 0 was busy 0.75 (%.4f)", gpu);
     ok(rota_sample_rates(&s[0], &s[1], 0, &l0, &b0) && rota_sample_rates(&s[0], &s[1], 1, &l1, &b1),
