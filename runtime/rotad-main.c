@@ -263,21 +263,14 @@ int main(int argc, char **argv)
         }
         server_set_metrics(s, metrics);
     }
-    if (probe) { /* before any thread exists: the probe forks */
-        rota_place_cand_t gpus[ROTA_MAX_DEVICES];
-        char why[256];
-        int n = probe_gpus(gpus, why, sizeof why);
-        if (n < 0) {
-            if (log_level >= 1) fprintf(stderr, "rotad: info: not listing the node's GPUs: %s; librota places no process\n", why);
-        } else {
-            n = server_add_gpus(s, gpus, n);
-            if (log_level >= 1) fprintf(stderr, "rotad: info: %d GPU%s on this node\n", n, n == 1 ? "" : "s");
-            for (int i = 0; i < n && log_level >= 2; i++) {
-                char id[PROTO_UUID_STR];
-                proto_uuid_str(gpus[i].uuid, id);
-                fprintf(stderr, "rotad: debug: GPU %d: %s, %llu bytes\n", i, id, (unsigned long long)gpus[i].total_mem);
-            }
-        }
+    /* The probe runs before any thread exists (it forks); what it found is logged once the log is where it goes,
+     * never on the terminal of a rotad that detaches. */
+    rota_place_cand_t gpus[ROTA_MAX_DEVICES];
+    char why[256];
+    int ngpus = 0;
+    if (probe) {
+        ngpus = probe_gpus(gpus, why, sizeof why);
+        if (ngpus >= 0) ngpus = server_add_gpus(s, gpus, ngpus);
     }
     int ready_fd = -1;
     if (!foreground) {
@@ -290,6 +283,15 @@ int main(int argc, char **argv)
     }
     int le = logdest_start(); /* after detaching: the syslog thread lives in the process that serves */
     if (le && log_level >= 0) fprintf(stderr, "rotad: warning: unable to log to %s: %s\n", logdest_name(), strerror(-le));
+    if (probe && ngpus < 0 && log_level >= 1)
+        fprintf(stderr, "rotad: info: not listing the node's GPUs: %s; librota places no process\n", why);
+    if (probe && ngpus >= 0 && log_level >= 1)
+        fprintf(stderr, "rotad: info: %d GPU%s on this node\n", ngpus, ngpus == 1 ? "" : "s");
+    for (int i = 0; probe && i < ngpus && log_level >= 2; i++) {
+        char id[PROTO_UUID_STR];
+        proto_uuid_str(gpus[i].uuid, id);
+        fprintf(stderr, "rotad: debug: GPU %d: %s, %llu bytes\n", i, id, (unsigned long long)gpus[i].total_mem);
+    }
     if (metrics && log_level >= 1)
         fprintf(stderr, "rotad: info: serving metrics on http://%s/metrics\n", metrics_address(metrics));
     int notify[2], nnotify = 0;

@@ -48,6 +48,9 @@ sed 's/^/# /' "$T/out"  # what a user would see
 sock=$(sed -n 's/^quickstart-done ROTA_SOCKET=//p' "$T/out")
 case $sock in "$T"/*) ok 0 "its socket is under the test's TMPDIR ($sock)" ;; *) ok 1 "its socket is under TMPDIR ($sock)" ;; esac
 grep -q 'PRIORITY' "$T/out"; ok $? "rota status showed the clients"
+log=${sock%/rotad.sock}/rotad.log
+grep -q 'listening on' "$log" 2>/dev/null && ! grep -q '^rotad:' "$T/out"
+ok $? "rotad logged to its --log file, and nothing to the terminal that started it"
 # rotad stops within moments of its SIGTERM; give it 10 s
 i=0
 while [ -n "$sock" ] && { [ -e "$sock" ] || [ -e "$sock.lock" ]; } && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
