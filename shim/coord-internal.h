@@ -24,6 +24,8 @@ uint32_t coord_conn_gen(void);
 /* rotad's index of the GPU of CUdevice dev on connection c (with the read lock held), or -1. */
 int coord_region_dev(conn_t *c, CUdevice dev);
 uint64_t coord_now_ns(void);
+/* Starts fn on a detached librota thread that blocks every signal: 0 or -errno. */
+int coord_thread_start(void *(*fn)(void *));
 /* coord.c: the index of CUdevice dev in the device table (identified on first use), or -1 when rota cannot
  * identify it. Charging: bytes the device already gave (ADOPT: rotad cannot refuse them); uncharging: bytes it
  * took back (a free, held during a retry episode). */

@@ -182,17 +182,7 @@ static bool track_start_locked(void)
 {
     if (tk.failed) return false;
     if (tk.started) return true;
-    pthread_t th;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    /* The tracker inherits no signal mask worth keeping; it blocks everything so signals go elsewhere. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int e = pthread_create(&th, &at, track_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&at);
+    int e = coord_thread_start(track_main);
     if (e) {
         tk.failed = true;
         rota_log(ROTA_LOG_WARN, "unable to start the launch tracker thread; launches are not bounded");

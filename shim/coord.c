@@ -482,21 +482,29 @@ static void *coord_reap_main(void *arg)
 }
 
 /* With coord.mu held: opens or extends the episode on d and makes sure the reaper will end it. */
+int coord_thread_start(void *(*fn)(void *))
+{
+    pthread_t th;
+    pthread_attr_t at;
+    int e = pthread_attr_init(&at);
+    if (e) return -e;
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    /* The thread blocks every signal, so that the application's signals go to its own threads. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    e = pthread_create(&th, &at, fn, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&at);
+    return -e;
+}
+
 static void coord_episode_touch_locked(coord_dev_t *d, uint64_t now)
 {
     d->episode_ns = now + COORD_EPISODE_NS;
     coord.episodes = true;
     if (!coord.reap_started) {
-        pthread_t th;
-        pthread_attr_t at;
-        pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        coord.reap_started = pthread_create(&th, &at, coord_reap_main, NULL) == 0;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&at);
+        coord.reap_started = coord_thread_start(coord_reap_main) == 0;
         /* Without the thread, episodes still end at the process's next memory call. */
     }
     pthread_cond_signal(&coord.reap_cv);

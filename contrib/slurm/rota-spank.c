@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "runtime/lib/parse.h"
+#include "runtime/lib/preload.h"
 #include "runtime/lib/prio.h"
 
 /*
@@ -267,51 +268,6 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 
 /* ---- remote: the task's environment --------------------------------------------------------------------- */
 
-static bool spank_is_librota(const char *e, size_t n)
-{
-    const char *base = e;
-    for (size_t i = 0; i < n; i++)
-        if (e[i] == '/') base = e + i + 1;
-    size_t bn = n - (size_t)(base - e);
-    return bn == strlen("librota.so") && !strncmp(base, "librota.so", bn);
-}
-
-static bool spank_is_sanitizer(const char *e, size_t n)
-{
-    const char *base = e;
-    for (size_t i = 0; i < n; i++)
-        if (e[i] == '/') base = e + i + 1;
-    size_t bn = n - (size_t)(base - e);
-    static const char *const rt[] = {"libasan.so", "libtsan.so", "libubsan.so", "libclang_rt."};
-    for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
-        if (bn >= strlen(rt[i]) && !strncmp(base, rt[i], strlen(rt[i]))) return true;
-    return false;
-}
-
-/* LD_PRELOAD from old: sanitizer runtimes, then lib (NULL: none), then the rest; every librota.so of old dropped.
- * out holds n bytes; -ENAMETOOLONG when it does not fit. */
-static int spank_preload(const char *lib, const char *old, char *out, size_t n)
-{
-    size_t len = 0;
-    out[0] = 0;
-    for (int pass = 0; pass < 3; pass++) {
-        if (pass == 1) {
-            if (lib && (len += (size_t)snprintf(out + len, n - len, "%s%s", len ? ":" : "", lib)) >= n)
-                return -ENAMETOOLONG;
-            continue;
-        }
-        for (const char *e = old ? old : ""; *e;) {
-            size_t k = strcspn(e, ": ");
-            if (k && !spank_is_librota(e, k) && spank_is_sanitizer(e, k) == (pass == 0) &&
-                (len += (size_t)snprintf(out + len, n - len, "%s%.*s", len ? ":" : "", (int)k, e)) >= n)
-                return -ENAMETOOLONG;
-            e += k;
-            if (*e) e++;
-        }
-    }
-    return 0;
-}
-
 static int spank_set(spank_t sp, const char *k, const char *v)
 {
     spank_err_t rc = spank_setenv(sp, k, v, 1);
@@ -332,7 +288,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     char old[8192], pre[8192 + 1024], v[64];
     bool on = job.on >= 0 ? job.on : conf.on;
     const char *cur = spank_get(sp, "LD_PRELOAD", old, sizeof old);
-    if (spank_preload(on ? conf.lib : NULL, cur, pre, sizeof pre)) {
+    if (preload_compose(on ? conf.lib : NULL, cur, pre, sizeof pre)) {
         slurm_error("rota: LD_PRELOAD is too long");
         return -1;
     }

@@ -9,6 +9,7 @@
 #include "runtime/lib/gpus.h"
 #include "runtime/lib/parse.h"
 #include "runtime/lib/prio.h"
+#include "runtime/lib/preload.h"
 #include "runtime/lib/proto.h"
 #include "runtime/lib/simdriver.h"
 #include "runtime/lib/trace.h"
@@ -28,7 +29,7 @@ static const char run_usage[] =
     "\n"
     "Runs CMD under rota: LD_PRELOAD starts with librota.so (--lib, else $ROTA_LIBROTA, else\n"
     "BINDIR/../lib/librota.so next to this rota binary; an existing LD_PRELOAD is kept after it, but a\n"
-    "sanitizer runtime in it stays first), and\n"
+    "sanitizer runtime in it stays first and a librota.so in it is dropped), and\n"
     "ROTA_PRIORITY, ROTA_WEIGHT (> 0, <= 1e6), ROTA_MEM_LIMIT (SIZE: bytes or K/M/G/T) and ROTA_GPU are set.\n"
     "\n"
     "GPU placement (--gpu, default auto), over the GPUs CMD could see (CUDA_VISIBLE_DEVICES is honoured):\n"
@@ -340,39 +341,14 @@ static int run_libpath(const run_opts_t *o, char *out, size_t n)
     return 0;
 }
 
-/* A sanitizer runtime must be first in the initial library list: such entries of LD_PRELOAD stay in front. */
-static bool run_is_sanitizer(const char *e, size_t n)
-{
-    const char *base = e;
-    for (size_t i = 0; i < n; i++)
-        if (e[i] == '/') base = e + i + 1;
-    size_t bn = n - (size_t)(base - e);
-    static const char *const rt[] = {"libasan.so", "libtsan.so", "libubsan.so", "libclang_rt."};
-    for (size_t i = 0; i < sizeof rt / sizeof rt[0]; i++)
-        if (bn >= strlen(rt[i]) && !strncmp(base, rt[i], strlen(rt[i]))) return true;
-    return false;
-}
-
-/* LD_PRELOAD for CMD: sanitizer runtimes of old, then lib, then the rest of old (':' or ' ' separated). */
+/* LD_PRELOAD for CMD (preload.h): librota once, after the sanitizer runtimes of old. */
 static char *run_preload(const char *lib, const char *old)
 {
-    if (!old) old = "";
-    size_t need = strlen(lib) + strlen(old) + 2;
+    size_t need = strlen(lib) + (old ? strlen(old) : 0) + 2;
     char *out = malloc(need);
-    if (!out) return NULL;
-    size_t len = 0;
-    for (int pass = 0; pass < 3; pass++) {
-        if (pass == 1) {
-            len += (size_t)snprintf(out + len, need - len, "%s%s", len ? ":" : "", lib);
-            continue;
-        }
-        for (const char *e = old; *e;) {
-            size_t n = strcspn(e, ": ");
-            if (n && run_is_sanitizer(e, n) == (pass == 0))
-                len += (size_t)snprintf(out + len, need - len, "%s%.*s", len ? ":" : "", (int)n, e);
-            e += n;
-            if (*e) e++;
-        }
+    if (out && preload_compose(lib, old, out, need)) { /* cannot happen: need holds all of it */
+        free(out);
+        out = NULL;
     }
     return out;
 }
