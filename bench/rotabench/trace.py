@@ -1,16 +1,49 @@
 # trace.py - a run as a Chrome/Perfetto trace: jobs, requests, rota's holds, memory waits, placements.
 import json
+import os
+import subprocess
 
-from rotabench.metrics import IDLE_KINDS, PLACE_WAIT_MIN_US
+from rotabench.metrics import IDLE_KINDS
 
 
 # ---- Chrome / Perfetto trace ------------------------------------------------------------------------------
 TRACE_DEVICE_EVENTS = 400000  # engine slices in one trace at most: ui.perfetto.dev stays responsive
+ROTA_TID0 = 10  # `rota trace`'s tracks (rota, gpu N) follow a job's own (lifetime, work, rota's memory waits)
 
 
-def write_trace(path, run, mix):
+def rota_trace_events(run, pids, rota_bin):
+    """The run's ROTA_TRACE file through `rota trace` (holds by reason, memory waits, placements, idle probes):
+    its events moved onto the run's clock, each traced pid onto its job's process (pids: job name -> trace pid),
+    its tracks after the job's own. [] where the run wrote no ROTA_TRACE."""
+    path = getattr(run, "rota_trace", None)
+    if not path or not os.path.exists(path) or os.path.getsize(path) == 0:
+        return []
+    out = subprocess.run([rota_bin, "trace", path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         timeout=300)
+    if out.returncode != 0:
+        raise RuntimeError("%s trace %s: exit %d" % (rota_bin, path, out.returncode))
+    d = json.loads(out.stdout)
+    shift = d.get("otherData", {}).get("t0_us", 0) - run.t0 / 1000.0
+    ev = []
+    for e in d["traceEvents"]:
+        if e.get("ph") == "M" and e.get("name") in ("process_name", "process_sort_index"):
+            continue  # the job's process is named by the bench
+        e = dict(e, pid=pids.get(run.pid_job(e.get("pid")), 0))
+        if "tid" in e:
+            e["tid"] = ROTA_TID0 + e["tid"]
+        if "ts" in e:
+            e["ts"] += shift
+        ev.append(e)
+    return ev
+
+
+def write_trace(path, run, mix, rota_bin=None):
     """Job lifetimes, queueing, memory waits, placements and requests from the workload records, plus rota's
-    decisions from ROTA_TRACE (hold/release, mem_wait/mem_grant, place) where the shim/rotad wrote them."""
+    decisions from ROTA_TRACE where the shim/rotad wrote them (rota_trace_events; rota_bin: the `rota` that
+    draws them, default the run's own, else $ROTA_BUILD/bin/rota)."""
+    if rota_bin is None:
+        ctx = getattr(run, "ctx", None)
+        rota_bin = ctx.tools.rota if ctx else os.path.join(os.environ.get("ROTA_BUILD", "build"), "bin", "rota")
     ev = []
     us = lambda ns: (ns - run.t0) / 1000.0  # noqa: E731
     pids = {}
@@ -52,30 +85,8 @@ def write_trace(path, run, mix):
             prev = t
         if status == "crashed: OOM":
             ev.append({"ph": "i", "s": "p", "name": "OOM", "pid": pid, "tid": 1, "ts": us(rec["end_ns"])})
-    # rota's own decisions (ROTA_TRACE, JSON lines)
-    open_span = {}
-    for e in sorted(run.rota_events(), key=lambda e: e["ts_us"]):
-        n = run.pid_job(e.get("pid"))
-        pid = pids.get(n, 0)
-        ts = e["ts_us"] - run.t0 / 1000.0
-        kind = e["ev"]
-        args = {k: v for k, v in e.items() if k not in ("ts_us", "ev")}
-        if kind == "place" and e.get("wait_us", 0) >= PLACE_WAIT_MIN_US:
-            ev.append({"ph": "X", "name": "waiting for a GPU with room", "pid": pid, "tid": 3,
-                       "ts": ts - e["wait_us"], "dur": e["wait_us"], "args": args})
-        if kind in ("hold", "mem_wait"):
-            open_span[(pid, kind)] = (ts, args)
-        elif kind in ("release", "mem_grant", "mem_deny"):
-            start = open_span.pop((pid, "hold" if kind == "release" else "mem_wait"), None)
-            if start:
-                held = "held (%s)" % start[1]["reason"] if start[1].get("reason") else "held"
-                ev.append({"ph": "X", "name": held if kind == "release" else "rota mem wait (%s)" % kind,
-                           "pid": pid, "tid": 3, "ts": start[0], "dur": max(0.0, ts - start[0]),
-                           "args": dict(start[1], **args)})
-            else:
-                ev.append({"ph": "i", "s": "t", "name": kind, "pid": pid, "tid": 3, "ts": ts, "args": args})
-        else:
-            ev.append({"ph": "i", "s": "t", "name": kind, "pid": pid, "tid": 3, "ts": ts, "args": args})
+    # rota's own decisions (ROTA_TRACE, JSON lines), as `rota trace` draws them for users
+    ev.extend(rota_trace_events(run, pids, rota_bin))
     # each GPU's engine (simcuda's timeline): whose kernels ran, back-to-back ones of a job as one slice, and
     # why it idled (IDLE_KINDS)
     tl, pieces = getattr(run, "timeline", None), getattr(run, "idle_pieces", {})

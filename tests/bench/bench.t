@@ -364,10 +364,14 @@ try:
     with open(tpath) as f:
         tev = json.load(f)["traceEvents"]
     held = [e for e in tev if e.get("name") == "held"]
-    mw = [e for e in tev if e.get("name", "").startswith("rota mem wait")]
+    mw = [e for e in tev if e.get("name", "").startswith("memory wait")]
     busy = [e for e in tev if e.get("ph") == "C"]
+    # drawn by `rota trace` (the command users run), moved onto the run's clock and the job's process
     ok(len(held) == 1 and abs(held[0]["ts"] - 600000) < 1 and abs(held[0]["dur"] - 50000) < 1 and
-       held[0]["pid"] == 1 and held[0]["args"].get("by") == 99, "ROTA_TRACE hold..release: one 'held' span")
+       held[0]["pid"] == 1 and held[0]["args"]["begin"].get("by") == 99,
+       "ROTA_TRACE hold..release: one 'held' span, through rota trace")
+    ok(not [e for e in tev if e.get("name") == "process_name" and e["args"]["name"] == "pid 4242"],
+       "the traced pid is the job's process, not one of its own")
     hq = [e for e in tev if e.get("name") == "held (quantum)"]
     ok(len(hq) == 1 and abs(hq[0]["dur"] - 20000) < 1, "a hold with its reason: a 'held (quantum)' span")
     ok(len(mw) == 1 and abs(mw[0]["dur"] - 300000) < 1, "ROTA_TRACE mem_wait..mem_grant: one 300 ms span")
