@@ -74,23 +74,6 @@ static bool job_said(const job_t *j, const char *s)
     return strstr(buf, s) != NULL;
 }
 
-/* simcuda-stat's counter NAME of device dev on node nd (text format), or -1. */
-static long long stat_of(const char *nd, int dev, const char *name)
-{
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "%s/bin/simcuda-stat --node %s", getenv("ROTA_BUILD"), nd);
-    char *out = th_run_out(cmd);
-    char key[64];
-    snprintf(key, sizeof key, "device %d:", dev);
-    char *line = strstr(out, key);
-    if (!line) return -1;
-    char *eol = strchr(line, '\n');
-    if (eol) *eol = 0;
-    snprintf(key, sizeof key, " %s=", name);
-    char *v = strstr(line, key);
-    return v ? strtoll(v + strlen(key), NULL, 10) : -1;
-}
-
 int main(void)
 {
     if (getenv("ROTA_REMAP_T_JOB")) return job_main();
@@ -118,7 +101,7 @@ int main(void)
     is_int(ndev, 4, "rotad's probe enters the node's four GPUs in the ledger before any client");
     ok(strstr(js, "\"capacity\":4294967296") != NULL, "with their capacity (4G)");
     long long ctxs = 0;
-    for (int d = 0; d < 4; d++) ctxs += stat_of(node2, d, "contexts");
+    for (int d = 0; d < 4; d++) ctxs += th_node_stat(node2, d, "contexts");
     is_int((int)ctxs, 0, "the probe created no context (simcuda-stat)");
     {
         /* a process with other knobs may re-create the node only when nobody is attached: rotad is not */
@@ -167,7 +150,7 @@ int main(void)
     is_int(seen, 0xf, "four device-0 jobs started at once spread over the four GPUs (mask %#x)", seen);
     int used = 0;
     for (int d = 0; d < 4; d++)
-        used += stat_of(node, d, "mem_used") == (64 << 20) && stat_of(node, d, "contexts") == 1;
+        used += th_node_stat(node, d, "mem_used") == (64 << 20) && th_node_stat(node, d, "contexts") == 1;
     is_int(used, 4, "simcuda-stat: one context and the job's 64M on each of the four GPUs");
     ok(job_said(&j[3], "rota: info: placed on GPU "), "ROTA_LOG=info names the GPU chosen");
     ok(job_said(&j[0], "rota: debug: placement: GPU 3 "), "ROTA_LOG=debug shows what rotad chose by");

@@ -470,4 +470,21 @@ static inline char *th_run_out(const char *cmd)
     return buf;
 }
 
+/* simcuda-stat's counter NAME of device dev on node nd (its text format): simcuda's own view, or -1. */
+static inline long long th_node_stat(const char *nd, int dev, const char *name)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "%s/bin/simcuda-stat --node %s", getenv("ROTA_BUILD"), nd);
+    char *out = th_run_out(cmd);
+    char key[64];
+    snprintf(key, sizeof key, "device %d:", dev);
+    char *line = strstr(out, key);
+    if (!line) return -1;
+    char *eol = strchr(line, '\n');
+    if (eol) *eol = 0;
+    snprintf(key, sizeof key, " %s=", name);
+    char *v = strstr(line, key);
+    return v ? strtoll(v + strlen(key), NULL, 10) : -1;
+}
+
 #endif
