@@ -428,15 +428,9 @@ static bool job_fail(job_t *j, const char *call, CUresult rc)
         if (try_rc_ != CUDA_SUCCESS) return job_fail((j), #call, try_rc_); \
     } while (0)
 
-/* One cuMemAlloc, timed: a slow one is a memory wait (rota queues instead of failing). */
-static bool job_alloc(job_t *j, uint64_t bytes)
+/* A timed driver allocation (cuMemAlloc or cuMemCreate): a slow one is a memory wait. */
+static void job_alloc_timed(job_t *j, uint64_t t0, uint64_t bytes)
 {
-    if (j->nseg == MAX_SEGMENTS) /* the footprint grew in more than MAX_SEGMENTS steps: a spec problem */
-        return job_fail(j, "cuMemAlloc (more than 256 segments)", CUDA_ERROR_NOT_SUPPORTED);
-    bytes = (bytes + SEG_ROUND - 1) / SEG_ROUND * SEG_ROUND;
-    CUdeviceptr p;
-    uint64_t t0 = now_ns();
-    CUresult rc = cuMemAlloc(&p, bytes);
     uint64_t dt = now_ns() - t0;
     j->alloc_ns += dt;
     j->nallocs++;
@@ -446,6 +440,18 @@ static bool job_alloc(job_t *j, uint64_t bytes)
         vec_push(&j->wait_dur, dt);
         vec_push(&j->wait_bytes, bytes);
     }
+}
+
+/* One cuMemAlloc, timed: a slow one is a memory wait (rota queues instead of failing). */
+static bool job_alloc(job_t *j, uint64_t bytes)
+{
+    if (j->nseg == MAX_SEGMENTS) /* the footprint grew in more than MAX_SEGMENTS steps: a spec problem */
+        return job_fail(j, "cuMemAlloc (more than 256 segments)", CUDA_ERROR_NOT_SUPPORTED);
+    bytes = (bytes + SEG_ROUND - 1) / SEG_ROUND * SEG_ROUND;
+    CUdeviceptr p;
+    uint64_t t0 = now_ns();
+    CUresult rc = cuMemAlloc(&p, bytes);
+    job_alloc_timed(j, t0, bytes);
     if (rc != CUDA_SUCCESS) return job_fail(j, "cuMemAlloc", rc);
     j->seg[j->nseg] = p;
     j->seg_bytes[j->nseg] = bytes;
@@ -563,20 +569,6 @@ static void tc_reserved(job_t *j, int64_t delta)
     if (j->mem_reserved > j->mem_reserved_peak) j->mem_reserved_peak = j->mem_reserved;
 }
 
-/* A timed driver allocation (cuMemAlloc or cuMemCreate): a slow one is a memory wait. */
-static void tc_timed(job_t *j, uint64_t t0, uint64_t bytes)
-{
-    uint64_t dt = now_ns() - t0;
-    j->alloc_ns += dt;
-    j->nallocs++;
-    if (dt > MEM_WAIT_NS) {
-        j->mem_wait_ns += dt;
-        vec_push(&j->wait_t, t0);
-        vec_push(&j->wait_dur, dt);
-        vec_push(&j->wait_bytes, bytes);
-    }
-}
-
 /* Best fit among the pool's free blocks, with max_split_size's rules; -1 if none. */
 static int tc_find(const job_t *j, int pool, uint64_t size)
 {
@@ -627,7 +619,7 @@ static bool tc_expand(job_t *j, int pool, uint64_t size, bool *err)
     for (uint64_t k = 0; k < n; k++) {
         uint64_t t0 = now_ns();
         CUresult rc = cuMemCreate(&g->pages[first + k], g->page, &prop, 0);
-        tc_timed(j, t0, g->page);
+        job_alloc_timed(j, t0, g->page);
         if (rc != CUDA_SUCCESS) {
             while (k-- > 0) cuMemRelease(g->pages[first + k]);
             if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;
@@ -661,7 +653,7 @@ static bool tc_alloc_block(job_t *j, int pool, uint64_t size, bool *err)
     if (s < 0) return false;
     uint64_t t0 = now_ns();
     CUresult rc = cuMemAlloc(&j->tseg[s].base, bytes);
-    tc_timed(j, t0, bytes);
+    job_alloc_timed(j, t0, bytes);
     if (rc != CUDA_SUCCESS) {
         j->tseg[s].used = false;
         if (rc == CUDA_ERROR_OUT_OF_MEMORY) return false;

@@ -66,9 +66,10 @@ static void prom_gpu_labels(FILE *f, const prom_gpu_t *g)
     prom_label(f, "gpu_index", g->index, true);
 }
 
-#define PROM_GPU_GAUGE(name, help, fmt, expr)                                                                  \
+/* One family of per-GPU samples of TYPE (gauge or counter); expr may use d (the GPU) and ds (its stats). */
+#define PROM_GPU_FAMILY(type, name, help, fmt, expr)                                                           \
     do {                                                                                                       \
-        prom_head(f, name, "gauge", help);                                                                     \
+        prom_head(f, name, type, help);                                                                        \
         for (unsigned i = 0; i < nd; i++) {                                                                    \
             const rota_dev_t *d = &r->devices[i];                                                              \
             const rota_dev_stats_t *ds = &r->stats.devices[i];                                                 \
@@ -79,19 +80,8 @@ static void prom_gpu_labels(FILE *f, const prom_gpu_t *g)
             fprintf(f, "} " fmt "\n", expr);                                                                   \
         }                                                                                                      \
     } while (0)
-#define PROM_GPU_COUNTER(name, help, fmt, expr)                                                                \
-    do {                                                                                                       \
-        prom_head(f, name, "counter", help);                                                                   \
-        for (unsigned i = 0; i < nd; i++) {                                                                    \
-            const rota_dev_t *d = &r->devices[i];                                                              \
-            const rota_dev_stats_t *ds = &r->stats.devices[i];                                                 \
-            (void)d;                                                                                           \
-            (void)ds;                                                                                          \
-            fputs(name "{", f);                                                                                \
-            prom_gpu_labels(f, &g[i]);                                                                         \
-            fprintf(f, "} " fmt "\n", expr);                                                                   \
-        }                                                                                                      \
-    } while (0)
+#define PROM_GPU_GAUGE(name, help, fmt, expr) PROM_GPU_FAMILY("gauge", name, help, fmt, expr)
+#define PROM_GPU_COUNTER(name, help, fmt, expr) PROM_GPU_FAMILY("counter", name, help, fmt, expr)
 
 static void prom_gpus(FILE *f, const rota_region_t *r, unsigned nd, const prom_gpu_t *g)
 {
