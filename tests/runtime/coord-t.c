@@ -120,18 +120,6 @@ static int alloc_rc(child_t *c, const char *size, int ms, double *took)
     return rc;
 }
 
-static uint64_t ledger_reserved(void)
-{
-    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_OBSERVER};
-    conn_t *c;
-    char err[256];
-    if (conn_open(&o, &c, err, sizeof err)) return UINT64_MAX;
-    const rota_region_t *r = conn_region(c);
-    uint64_t v = atomic_load(&r->ndevices) ? atomic_load(&r->devices[0].reserved) : 0;
-    conn_close(c);
-    return v;
-}
-
 #define M (UINT64_C(1) << 20)
 
 int main(void)
@@ -163,10 +151,10 @@ int main(void)
     is_int(alloc_rc(&a, "100M", 5000, NULL), 0, "after a free it fits again");
     is_str(th_say(&a, "free", 5000), "0", "free");
     is_str(th_say(&a, "free", 5000), "0", "free");
-    ok(ledger_reserved() < 128 * M, "the ledger got the frees back (credit only: %llu)",
-       (unsigned long long)ledger_reserved());
+    ok(th_ledger_reserved() < 128 * M, "the ledger got the frees back (credit only: %llu)",
+       (unsigned long long)th_ledger_reserved());
     th_finish(&a);
-    ok(ledger_reserved() == 0 || (usleep(200000), ledger_reserved() == 0), "client exit: the ledger is at zero");
+    ok(th_ledger_reserved() == 0 || (usleep(200000), th_ledger_reserved() == 0), "client exit: the ledger is at zero");
 
     /* across processes: queue instead of OOM, served on free; timeout; kill -9 */
     spawn(&a, NULL);
@@ -203,7 +191,7 @@ int main(void)
     th_finish(&c3);
     th_finish(&c2);
     usleep(100000);
-    is_uint(ledger_reserved(), 0, "every client gone: nothing leaked");
+    is_uint(th_ledger_reserved(), 0, "every client gone: nothing leaked");
 
     /* rotad dies mid-run, then returns: clients pass through and re-register */
     spawn(&a, wait10);
@@ -226,14 +214,14 @@ int main(void)
     usleep(1100000); /* reconnects are rate-limited to one a second */
     is_int(alloc_rc(&a, "10M", 5000, NULL), 0, "after rotad returns, the next allocation reconnects");
     is_int(alloc_rc(&c2, "10M", 5000, NULL), 0, "for both clients");
-    uint64_t r = ledger_reserved();
+    uint64_t r = th_ledger_reserved();
     ok(r >= (200 + 50 + 10 + 700 + 10) * M && r <= (200 + 50 + 10 + 700 + 10) * M + 128 * M,
        "the new rotad's ledger has every live byte re-registered (%llu M, plus credit)",
        (unsigned long long)(r / M));
     th_finish(&a);
     th_finish(&c2);
     usleep(100000);
-    is_uint(ledger_reserved(), 0, "and gets them all back at exit");
+    is_uint(th_ledger_reserved(), 0, "and gets them all back at exit");
 
     /* the cost of an allocation through librota + rotad (the figure is the report; the bound is loose) */
     spawn(&a, NULL);
@@ -281,7 +269,7 @@ int main(void)
     usleep(1600000);
     th_finish(&a);
     usleep(100000);
-    is_uint(ledger_reserved(), 0, "parent and child gone: nothing leaked");
+    is_uint(th_ledger_reserved(), 0, "parent and child gone: nothing leaked");
 
     /* fail-open and ROTA_REQUIRE without rotad */
     is_int(th_rotad_stop(rotad), 0, "rotad stops");

@@ -186,18 +186,6 @@ static int say_code(child_t *c, const char *cmd, int ms)
     return rc;
 }
 
-static uint64_t ledger_reserved(void)
-{
-    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_OBSERVER};
-    conn_t *c;
-    char err[256];
-    if (conn_open(&o, &c, err, sizeof err)) return UINT64_MAX;
-    const rota_region_t *r = conn_region(c);
-    uint64_t v = atomic_load(&r->ndevices) ? atomic_load(&r->devices[0].reserved) : 0;
-    conn_close(c);
-    return v;
-}
-
 #define M (UINT64_C(1) << 20)
 
 int main(void)
@@ -299,7 +287,7 @@ int main(void)
     spawn(&a, plain);
     is_int(say_code(&a, "pool 600M", 5000), 0, "A: 600M from the default pool (threshold: keep all), "
                                                         "freed and synchronised");
-    uint64_t r = ledger_reserved();
+    uint64_t r = th_ledger_reserved();
     ok(r >= 600 * M && r != UINT64_MAX, "the ledger still counts the pool's 600M (%llu)", (unsigned long long)r);
     fprintf(b.to, "alloc 600M\n");
     usleep(300000);
@@ -318,7 +306,7 @@ int main(void)
     is_str(th_say(&b, NULL, 100), "", "B's 600M waits");
     is_int(say_code(&a, "sync", 5000), 0, "A synchronises (it does not trim)");
     is_int(say_rc(&b, NULL, 5000, &took, NULL), 0, "B's 600M is granted: rota trimmed A's pool while B waited");
-    r = ledger_reserved();
+    r = th_ledger_reserved();
     ok(r >= 600 * M && r < 700 * M, "the ledger counts B's 600M, not A's pool any more (%llu)", (unsigned long long)r);
     th_finish(&a);
 
@@ -327,7 +315,7 @@ int main(void)
     spawn(&a, plain);
     is_int(say_code(&a, "behind 600M", 5000), 0, "A: 600M from the default pool (threshold 0), its free queued "
                                                   "behind a 1 s kernel");
-    r = ledger_reserved();
+    r = th_ledger_reserved();
     ok(r >= 600 * M && r != UINT64_MAX, "the ledger still counts the 600M (%llu)", (unsigned long long)r);
     fprintf(b.to, "alloc 600M\n");
     usleep(300000);

@@ -3,6 +3,7 @@
 #ifndef ROTA_TESTS_ROTAD_HELPERS_H
 #define ROTA_TESTS_ROTAD_HELPERS_H
 
+#include "runtime/lib/conn.h"
 #include "runtime/lib/proto.h"
 #include "tools/kernels/load.h"
 #include "tests/tap/tap.h"
@@ -468,6 +469,20 @@ static inline char *th_run_out(const char *cmd)
     buf[n] = 0;
     pclose(f);
     return buf;
+}
+
+/* rotad's ledger: bytes reserved on its first GPU (0 with none), read by an observer of th_sock's rotad;
+ * UINT64_MAX when rotad does not answer. */
+static inline uint64_t th_ledger_reserved(void)
+{
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_OBSERVER};
+    conn_t *c;
+    char err[256];
+    if (conn_open(&o, &c, err, sizeof err)) return UINT64_MAX;
+    const rota_region_t *r = conn_region(c);
+    uint64_t v = atomic_load(&r->ndevices) ? atomic_load(&r->devices[0].reserved) : 0;
+    conn_close(c);
+    return v;
 }
 
 /* simcuda-stat's counter NAME of device dev on node nd (its text format): simcuda's own view, or -1. */
