@@ -11,7 +11,12 @@
  *   region   one memfd, written by rotad only, sealed with F_SEAL_FUTURE_WRITE once rotad mapped it (ABI 8):
  *            no process can map it writable or write(2) it, whatever descriptor it opens, /proc/PID/fd
  *            re-opens included. Clients get a read-only file description of it in the WELCOME reply and map it
- *            PROT_READ: devices, ledger totals, groups, the client table, and (issue 5) scheduling words.
+ *            PROT_READ: devices and node totals, and (issue 5) each slot's scheduling words. Nothing in it says
+ *            who a client is or what it holds (ABI 10): every user's processes map it.
+ *   table    the clients' details (pid, uid, command, memory, limits, counters) and the groups' use: rotad's
+ *            own memory, mapped by no one else (ABI 10). An observer asks with LIST and gets a sealed copy
+ *            filtered for its uid (SO_PEERCRED): root and rotad's own user see every client, any other user
+ *            only its own processes, and how many others were left out.
  *   channel  one memfd per client, written by that client only (rotad maps it too and validates every
  *            value it reads: a client scribbling over its channel only ever hurts itself).
  *   board    one memfd, writable by rotad and by the clients rotad registered as high priority: the only words
@@ -32,18 +37,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROTA_ABI_VERSION 9u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
+#define ROTA_ABI_VERSION 10u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
                              * dev.normal_clients; 5: board.high_idle, region.high_idle_ns (direct release);
                              * 6: region.high_idle_learn, channel.idle_from_ns, channel.idle_win_ns, slot.idle_win_ns
                              * (the learned idle window); 7: place.wait_ms (a job that fits nowhere waits),
                              * region.place_waiting..., the idle window counted from channel.idle_from_ns always;
                              * 8: the region sealed against writes, the board read-only for normal and low
                              * clients (issue 21); 9: region.stats (operating statistics for rota metrics,
-                             * appended) */
+                             * appended); 10: the clients' details and the groups leave the region for rotad's
+                             * private table, served filtered per uid by LIST (issue 21, item 9) */
 #define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
 #define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
 #define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
 #define ROTA_BOARD_MAGIC 0x52544244u   /* "ROTB"+ */
+#define ROTA_TABLE_MAGIC 0x52545442u   /* "ROTT"+ */
 
 #define ROTA_MAX_DEVICES 16
 #define ROTA_MAX_CLIENTS 512
@@ -76,13 +83,13 @@ enum rota_prio {
  * Launch scheduling (issue 5; runtime/sched.c decides, shim/coord-launch.c obeys). A client's first launch after
  * being idle sets channel.active, stamps channel.active_since_ns and bumps + wakes channel.doorbell (a shared futex
  * rotad's scheduler thread waits on with futex_waitv). rotad validates what it reads, decides, and writes the
- * client's slot.hold (a shared futex word the held client waits on, with a bounded timeout: fail-open). rotad
+ * client's sched.hold (a shared futex word the held client waits on, with a bounded timeout: fail-open). rotad
  * clears channel.active (compare-exchange) once the client is idle: nothing in flight and no launch for the idle
  * window (rotad --idle-ms, default 2; for tracked normal and low clients --idle-low-us, default 0).
  *
  * Priority holds take effect without waiting for rotad: a high client's activating launch (after setting
  * channel.active) bumps board.devices[d].high_pending (d: its GPU's region index) before ringing its doorbell.
- * A normal/low launch on GPU d that reads high_pending != 0 is held as if slot.hold had ROTA_HOLD_PRIO, waiting on
+ * A normal/low launch on GPU d that reads high_pending != 0 is held as if sched.hold had ROTA_HOLD_PRIO, waiting on
  * that futex word, until rotad has read the activation, published the slot holds it implies (or none), and
  * zeroed the word (compare-exchange with the value it read at the start of its tick, then FUTEX_WAKE). So "lower
  * classes held" is one store after the high launch enters the gate; the high client measures that time itself
@@ -95,8 +102,8 @@ enum rota_prio {
  * region.high_idle_ns is rotad --idle-ms, which rotad publishes at start), and wakes the word; it clears the bit
  * (adding 1) at every launch, before launching, and if a launch it raced with is in flight once the bit is set (its
  * gate counts a launch in flight before that check, the tracker checks after setting the bit). A lower client whose
- * slot.hold is exactly ROTA_HOLD_PRIO on GPU d, with high_clients == 1 and no board mark, launches while the bit is set
- * and otherwise waits on that word rather than on slot.hold. rotad adds 2 to the word (keeping the bit) and wakes it
+ * sched.hold is exactly ROTA_HOLD_PRIO on GPU d, with high_clients == 1 and no board mark, launches while the bit is set
+ * and otherwise waits on that word rather than on sched.hold. rotad adds 2 to the word (keeping the bit) and wakes it
  * after any hold change on GPU d, after the slot holds are out, so such a waiter never sleeps through rotad's release.
  * rotad's own release follows at its tick as before: the direct release only saves the scheduler's wake-up from the
  * hand-over, and the lower classes' share is computed again then.
@@ -116,7 +123,7 @@ enum rota_prio {
  * A client may end one gap's window sooner (its launching thread asleep waiting for input, shim/coord-idleprobe.c):
  * it then writes idle_win_ns = the time since idle_from_ns, then idle_from_ns again (the same value, release).
  *
- * slot.track (rotad writes it before slot.hold, at every tick): 0 while the client is uncontended on its GPU (no
+ * sched.track (rotad writes it before sched.hold, at every tick): 0 while the client is uncontended on its GPU (no
  * high client registered there or on an unknown GPU, no other client active there or on an unknown GPU, not
  * held; and none of this for the last 200 ms): its normal/low launches are then not tracked (no event, no
  * tracker wake-up, no in-flight bound; busy_ns does not grow). Once it reads 1 the client tracks again: its
@@ -137,7 +144,7 @@ enum rota_dev_flags {
 enum rota_sched_state {
     ROTA_SCHED_IDLE = 0,     /* no launch for the idle window and nothing in flight */
     ROTA_SCHED_RUNNING = 1,  /* launching */
-    ROTA_SCHED_HELD = 2,     /* held by rotad (slot.hold != 0) */
+    ROTA_SCHED_HELD = 2,     /* held by rotad (sched.hold != 0) */
     ROTA_SCHED_MEMWAIT = 3,  /* a memory request is queued (slot.waiting != 0) */
 };
 
@@ -181,7 +188,7 @@ enum rota_slot_state {
     ROTA_SLOT_LIVE = 1,
 };
 
-/* One client. A slot is reused after its client died; gen is bumped each time, so (slot, gen) names exactly one
+/* One client's details, in rotad's table (never in the region). A slot is reused after its client died; gen is bumped each time, so (slot, gen) names exactly one
  * client for rotad's lifetime, whatever PIDs the kernel hands out meanwhile. */
 typedef struct rota_slot {
     _Atomic uint32_t state;            /* rota_slot_state */
@@ -197,13 +204,13 @@ typedef struct rota_slot {
     _Atomic uint64_t limit;            /* per GPU, bytes; 0 = none */
     _Atomic uint64_t waiting;          /* bytes of the queued request (0 = not waiting) */
     _Atomic uint64_t used[ROTA_MAX_DEVICES]; /* in use + unused credit */
-    /* scheduling (issue 5) */
-    _Atomic uint32_t hold;             /* futex word: rota_hold bits; nonzero = hold this client at its next launch */
+    /* scheduling (issue 5); the words the client's launch gate reads are region.sched[slot] */
+    uint32_t unused0;                  /* was hold (ABI 9; now rota_slot_sched_t.hold): zero */
     _Atomic uint32_t sched_state;      /* rota_sched_state, for rota top */
     _Atomic uint64_t launches;         /* copied from the channel (validated: never decreases) */
     _Atomic uint64_t busy_ns;          /* device time as the client measures it (coord-track.c), validated */
     _Atomic uint32_t inflight;
-    _Atomic uint32_t track;            /* issue 5: 1 = contention may begin here: track launches (see below) */
+    uint32_t unused1;                  /* was track (ABI 9; now rota_slot_sched_t.track): zero */
     char comm[ROTA_COMM_LEN];          /* NUL-terminated, sanitised */
     _Atomic uint64_t credit;           /* unused credit (all GPUs) as last read from the channel; part of used[] */
     _Atomic uint64_t idle_win_ns;      /* a high client's idle window as rotad applies it; UINT64_MAX: not yet */
@@ -219,7 +226,7 @@ typedef struct rota_slot_stats {
     _Atomic uint64_t mem_waits_timed_out; /* requests refused once their wait ran out */
     _Atomic uint64_t held_ns[3];       /* time held per reason (ROTA_HOLD_PRIO, _SHARE, _QUANTUM), ended holds */
     _Atomic uint64_t hold_since_ns;    /* CLOCK_MONOTONIC start of the current hold (hold_bits != 0) */
-    _Atomic uint32_t hold_bits;        /* the current hold's reasons (slot.hold as last counted) */
+    _Atomic uint32_t hold_bits;        /* the current hold's reasons (sched.hold as last counted) */
     _Atomic uint32_t hold_seq;         /* seqlock: odd while rotad updates held_ns, hold_since_ns, hold_bits */
 } rota_slot_stats_t;
 
@@ -235,8 +242,15 @@ typedef struct rota_stats {
     _Atomic uint64_t place_wait_ns;    /* time those jobs waited */
     uint64_t reserved_abi[6];
     rota_dev_stats_t devices[ROTA_MAX_DEVICES];
-    rota_slot_stats_t slots[ROTA_MAX_CLIENTS];
 } rota_stats_t;
+
+/* The words of a slot its client's launch gate reads (region.sched[slot]); the slot's owner is not named here.
+ * One cache line each: rotad stores into one client's word while others spin on theirs. */
+typedef struct rota_slot_sched {
+    _Atomic uint32_t hold;             /* futex word: rota_hold bits; nonzero = hold this client at its next launch */
+    _Atomic uint32_t track;            /* issue 5: 1 = contention may begin here: track launches (see below) */
+    uint64_t reserved_abi[7];
+} rota_slot_sched_t;
 
 typedef struct rota_region {
     uint32_t magic;                    /* ROTA_REGION_MAGIC */
@@ -259,10 +273,31 @@ typedef struct rota_region {
     _Atomic uint64_t place_wait_since_ns;
     uint64_t reserved_abi[4];
     rota_dev_t devices[ROTA_MAX_DEVICES];
+    rota_slot_sched_t sched[ROTA_MAX_CLIENTS]; /* ABI 10: a slot's launch-gate words, by slot index */
+    rota_stats_t stats;                /* ABI 9: operating statistics (above), node and GPU totals */
+} rota_region_t;
+
+/* ---- table (rotad's own memory; observers get filtered copies through LIST) ------------------------------------ */
+
+enum rota_table_flags {
+    ROTA_TABLE_ALL = 1u, /* a copy with every client (the viewer is root or rotad's own user) */
+};
+
+typedef struct rota_table {
+    uint32_t magic;                    /* ROTA_TABLE_MAGIC */
+    uint32_t abi;                      /* ROTA_ABI_VERSION */
+    uint64_t size;                     /* sizeof(rota_table_t) */
+    uint32_t viewer_uid;               /* a copy: the uid it was made for (SO_PEERCRED of the LIST) */
+    uint32_t flags;                    /* rota_table_flags */
+    uint32_t hidden_clients;           /* a copy: live clients of other users, left out (their slots read FREE) */
+    uint32_t hidden_groups;            /* a copy: configured groups left out (their entries zeroed) */
+    uint64_t reserved_abi[4];
+    /* Per-group limits and use: index as the config lists them (region.ngroups of them). A copy for a user who
+     * does not see every client keeps only the groups one of its own processes is charged to. */
     rota_group_t groups[ROTA_MAX_GROUPS];
     rota_slot_t slots[ROTA_MAX_CLIENTS];
-    rota_stats_t stats;                /* ABI 9: operating statistics (above) */
-} rota_region_t;
+    rota_slot_stats_t stats[ROTA_MAX_CLIENTS]; /* ABI 9: each slot's operating statistics */
+} rota_table_t;
 
 /* ---- channel (one client writes, rotad validates) ----------------------------------------------------------- */
 
@@ -323,6 +358,7 @@ typedef struct rota_board {
 #define ROTA_REGION_MAP_SIZE ROTA_ROUND_PAGE(sizeof(rota_region_t))
 #define ROTA_CHANNEL_MAP_SIZE ROTA_ROUND_PAGE(sizeof(rota_channel_t))
 #define ROTA_BOARD_MAP_SIZE ROTA_ROUND_PAGE(sizeof(rota_board_t))
+#define ROTA_TABLE_MAP_SIZE ROTA_ROUND_PAGE(sizeof(rota_table_t))
 
 /* ---- socket messages --------------------------------------------------------------------------------------- */
 
@@ -334,7 +370,9 @@ enum rota_msg_type {
     ROTA_MSG_RELEASE = 5,  /* client -> rotad: give bytes back (free, or a failed allocation); no answer */
     ROTA_MSG_ADOPT = 6,    /* client -> rotad: after a reconnect, bytes already allocated; no answer */
     ROTA_MSG_PLACE = 7,    /* client or observer -> rotad: choose a GPU among candidates; answered by RESULT */
-    ROTA_MSG_TYPE_MAX = 7,
+    ROTA_MSG_LIST = 8,     /* client or observer -> rotad: a copy of the table for the asker's uid; answered by
+                            * RESULT (status 0: the copy's descriptor comes with it) */
+    ROTA_MSG_TYPE_MAX = 8,
 };
 
 enum rota_role {
@@ -427,6 +465,17 @@ typedef struct rota_msg_place {
     rota_place_cand_t cand[ROTA_MAX_DEVICES]; /* entries past ncand must be zero */
 } rota_msg_place_t;
 
+/* LIST (ABI 10): the answer is a RESULT (dev -1, limit and credit 0) carrying one descriptor: a memfd of
+ * ROTA_TABLE_MAP_SIZE bytes, sealed against every write (F_SEAL_WRITE), holding a rota_table_t made for the
+ * asker's uid at that moment. status: 0; -EAGAIN (asked again within ROTA_LIST_MIN_MS on this connection: ask
+ * later); -ENOMEM. Each copy is rotad's work, so one connection gets at most one per ROTA_LIST_MIN_MS. */
+#define ROTA_LIST_MIN_MS 10u
+typedef struct rota_msg_list {
+    rota_msg_hdr_t h;
+    uint32_t flags;        /* none defined: must be 0 */
+    uint32_t pad0;         /* zero */
+} rota_msg_list_t;
+
 /* Largest message (PLACE); receive buffers have this size. 128 before PLACE existed: only rotad receives PLACE,
  * so a peer built with the smaller buffer never sees a longer packet. */
 #define ROTA_MSG_MAX 512
@@ -436,6 +485,7 @@ _Static_assert(sizeof(rota_msg_hello_t) == 64, "hello");
 _Static_assert(sizeof(rota_msg_welcome_t) == 112, "welcome");
 _Static_assert(sizeof(rota_msg_mem_t) == 56, "mem message");
 _Static_assert(sizeof(rota_msg_result_t) == 40, "result");
+_Static_assert(sizeof(rota_msg_list_t) == 24, "list");
 _Static_assert(sizeof(rota_msg_welcome_t) <= ROTA_MSG_MAX, "messages fit ROTA_MSG_MAX");
 _Static_assert(sizeof(rota_place_cand_t) == 24, "place candidate");
 _Static_assert(sizeof(rota_msg_place_t) == 40 + 24 * ROTA_MAX_DEVICES, "place");
@@ -450,17 +500,21 @@ _Static_assert(offsetof(rota_slot_t, used) == 56, "slot layout");
 _Static_assert(sizeof(rota_slot_t) == 256, "slot entry");
 _Static_assert(offsetof(rota_region_t, size) == 8, "region header");
 _Static_assert(offsetof(rota_region_t, devices) == 128, "region devices");
+_Static_assert(sizeof(rota_slot_sched_t) == 64, "a slot's launch-gate words: one cache line");
+_Static_assert(offsetof(rota_table_t, groups) == 64 && offsetof(rota_table_t, slots) % 64 == 0 &&
+                   offsetof(rota_table_t, stats) == offsetof(rota_table_t, slots) + 256 * ROTA_MAX_CLIENTS,
+               "table layout");
 _Static_assert(offsetof(rota_region_t, place_waiting) == 76 && offsetof(rota_region_t, place_wait_bytes) == 80 &&
                    offsetof(rota_region_t, place_wait_since_ns) == 88,
                "region place waiters");
 _Static_assert(offsetof(rota_region_t, high_idle_ns) == 64 && offsetof(rota_board_dev_t, high_idle) == 4,
                "direct release words");
-_Static_assert(offsetof(rota_region_t, slots) % 64 == 0, "slots are cache-line aligned");
+_Static_assert(offsetof(rota_region_t, sched) % 64 == 0, "launch-gate words are cache-line aligned");
 _Static_assert(sizeof(rota_slot_stats_t) == 64 && sizeof(rota_dev_stats_t) == 64 &&
-                   sizeof(rota_stats_t) == 64 + 64 * (ROTA_MAX_DEVICES + ROTA_MAX_CLIENTS),
+                   sizeof(rota_stats_t) == 64 + 64 * ROTA_MAX_DEVICES,
                "statistics entries are one cache line each");
-_Static_assert(offsetof(rota_region_t, stats) == offsetof(rota_region_t, slots) + 256 * ROTA_MAX_CLIENTS,
-               "statistics follow the slots");
+_Static_assert(offsetof(rota_region_t, stats) == offsetof(rota_region_t, sched) + 64 * ROTA_MAX_CLIENTS,
+               "statistics follow the launch-gate words");
 _Static_assert(offsetof(rota_channel_t, inflight) == 24, "channel layout");
 _Static_assert(offsetof(rota_channel_t, credit) == 128, "channel credit");
 _Static_assert(offsetof(rota_channel_t, hold_events) == 128 + 8 * ROTA_MAX_DEVICES, "channel hold statistics");

@@ -35,6 +35,7 @@ struct metrics {
     int ep, lfd, stop_fd;
     int listen_tag, stop_tag;
     const rota_region_t *r;
+    const rota_table_t *t; /* NULL: no per-client and per-group series (rotad --metrics-clients) */
     pthread_t th;
     bool running;
     char addr[64];
@@ -210,7 +211,7 @@ static void metrics_accept(metrics_t *m)
 }
 
 /* The answer to the request in c->in (complete: it ends with an empty line). */
-static int metrics_answer(metrics_conn_t *c, const rota_region_t *r)
+static int metrics_answer(metrics_conn_t *c, const rota_region_t *r, const rota_table_t *t)
 {
     const char *status = "200 OK", *ctype = PROM_CONTENT_TYPE;
     char *body = NULL;
@@ -222,7 +223,7 @@ static int metrics_answer(metrics_conn_t *c, const rota_region_t *r)
         const char *path = c->in + (head ? 5 : 4);
         size_t plen = strcspn(path, " ?\r\n");
         if (plen == 8 && !strncmp(path, "/metrics", 8)) {
-            prom_render(f, r, metrics_now_ns());
+            prom_render(f, r, t, metrics_now_ns());
         } else {
             status = "404 Not Found";
             ctype = "text/plain; charset=utf-8";
@@ -277,7 +278,8 @@ static void metrics_static_answer(metrics_conn_t *c, const char *status)
 }
 
 /* Returns true when the connection is done (to be dropped). */
-static bool metrics_on_conn(metrics_t *m, metrics_conn_t *c, uint32_t events, const rota_region_t *r)
+static bool metrics_on_conn(metrics_t *m, metrics_conn_t *c, uint32_t events, const rota_region_t *r,
+                            const rota_table_t *t)
 {
     if (c->out) return metrics_flush(c) || (events & (EPOLLERR | EPOLLHUP));
     for (;;) {
@@ -291,7 +293,7 @@ static bool metrics_on_conn(metrics_t *m, metrics_conn_t *c, uint32_t events, co
         c->inlen += (size_t)n;
         c->in[c->inlen] = 0;
         if (strstr(c->in, "\r\n\r\n") || strstr(c->in, "\n\n")) {
-            if (metrics_answer(c, r)) metrics_static_answer(c, "503 Service Unavailable");
+            if (metrics_answer(c, r, t)) metrics_static_answer(c, "503 Service Unavailable");
             break;
         }
     }
@@ -320,9 +322,10 @@ static void *metrics_main(void *arg)
     return NULL;
 }
 
-int metrics_start(metrics_t *m, const rota_region_t *r)
+int metrics_start(metrics_t *m, const rota_region_t *r, const rota_table_t *t)
 {
     m->r = r;
+    m->t = t;
     m->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (m->stop_fd < 0) return -errno;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &m->stop_tag};
@@ -352,6 +355,7 @@ void metrics_stop(metrics_t *m)
 static void metrics_serve_events(metrics_t *m, const struct epoll_event *evs, int n)
 {
     const rota_region_t *r = m->r;
+    const rota_table_t *t = m->t;
     for (int i = 0; i < n; i++) {
         if (evs[i].data.ptr == &m->listen_tag) {
             metrics_accept(m);
@@ -362,7 +366,7 @@ static void metrics_serve_events(metrics_t *m, const struct epoll_event *evs, in
         for (k = 0; k < METRICS_MAX_CONNS && m->conns[k] != c; k++) {
         }
         if (k == METRICS_MAX_CONNS) continue; /* dropped by an accept earlier in this batch */
-        if (metrics_on_conn(m, c, evs[i].events, r)) metrics_drop(m, k);
+        if (metrics_on_conn(m, c, evs[i].events, r, t)) metrics_drop(m, k);
     }
 }
 

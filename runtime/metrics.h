@@ -20,11 +20,12 @@ typedef struct metrics metrics_t;
 /* Parses "PORT", "ADDR:PORT" or "[ADDR6]:PORT" (no ADDR: 127.0.0.1) and listens there, non-blocking. 0 or -errno,
  * with one message in err (a bad address is -EINVAL). */
 int metrics_open(const char *listen_spec, metrics_t **out, char *err, size_t errlen);
-/* Starts the thread that serves: it accepts, reads, answers and closes on non-blocking sockets and renders r
- * (prom_render) per request. It only reads the region (atomics and seqlocks, as rota status does from another
- * process), so neither rotad's event loop nor its scheduler thread ever waits for a scrape. After detaching (a fork
- * keeps no thread). 0 or -errno. */
-int metrics_start(metrics_t *m, const rota_region_t *r);
+/* Starts the thread that serves: it accepts, reads, answers and closes on non-blocking sockets and renders r and t
+ * (prom_render) per request. t: rotad's table, for the per-client and per-group series; NULL leaves them out (the
+ * endpoint has no notion of who asks: anyone who reaches the port reads what it serves). It only reads (atomics
+ * and seqlocks), so neither rotad's event loop nor its scheduler thread ever waits for a scrape. After detaching
+ * (a fork keeps no thread). 0 or -errno. */
+int metrics_start(metrics_t *m, const rota_region_t *r, const rota_table_t *t);
 /* Stops and joins the thread (before the region goes); idempotent. */
 void metrics_stop(metrics_t *m);
 /* The address actually bound ("127.0.0.1:PORT"), for the log. */

@@ -95,8 +95,8 @@ static void place_measure(const place_t *pl, const rota_region_t *r, int dev, un
     g->busy = LD(&d->busy_permille);
     /* Beyond what is reserved: requests queued here, and the rest of the declared limit (ROTA_MEM_LIMIT, rota
      * run --mem) of each job at home here (its first GPU, or the one it queues on), which it will grow to. */
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-        const rota_slot_t *sl = &r->slots[i];
+    for (unsigned i = 0; pl->t && i < ROTA_MAX_CLIENTS; i++) {
+        const rota_slot_t *sl = &pl->t->slots[i];
         if (LD(&sl->state) != ROTA_SLOT_LIVE) continue;
         int wdev = LD(&sl->wait_dev), home = LD(&sl->device);
         uint64_t used = LD(&sl->used[dev]), w = wdev == dev ? LD(&sl->waiting) : 0, lim = LD(&sl->limit);

@@ -71,6 +71,7 @@ typedef struct place {
     place_pending_t p[PLACE_MAX_PENDING];
     uint32_t known;        /* region devices rotad enumerated itself (probe.c): ROTA_PLACE_KNOWN chooses here */
     place_waiter_t *waiters; /* by class, then arrival: each is linked in behind its class (place_wait_add) */
+    const rota_table_t *t; /* rotad's table: the clients' declared limits and queued requests; NULL: none */
 } place_t;
 
 /* Called for a waiter that leaves the queue with its answer, idx as place_choose gives it (never -EAGAIN); the

@@ -88,20 +88,33 @@ int region_create(region_t *rg, const config_t *cfg)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     r->start_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    /* The table is private memory: no descriptor of it exists, so no client can map it. */
+    rota_table_t *t = mmap(NULL, ROTA_TABLE_MAP_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (t == MAP_FAILED) {
+        rc = -errno;
+        munmap(bp, ROTA_BOARD_MAP_SIZE);
+        close(bfd);
+        close(bro);
+        goto out_close_ro;
+    }
+    t->magic = ROTA_TABLE_MAGIC;
+    t->abi = ROTA_ABI_VERSION;
+    t->size = sizeof *t;
+    t->flags = ROTA_TABLE_ALL;
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-        atomic_store(&r->slots[i].group, -1);
-        atomic_store(&r->slots[i].device, -1);
-        atomic_store(&r->slots[i].wait_dev, -1);
+        atomic_store(&t->slots[i].group, -1);
+        atomic_store(&t->slots[i].device, -1);
+        atomic_store(&t->slots[i].wait_dev, -1);
     }
     if (cfg) {
         for (unsigned i = 0; i < cfg->ngroups; i++) {
-            memcpy(r->groups[i].name, cfg->groups[i].path, sizeof r->groups[i].name);
-            r->groups[i].limit = cfg->groups[i].limit;
+            memcpy(t->groups[i].name, cfg->groups[i].path, sizeof t->groups[i].name);
+            t->groups[i].limit = cfg->groups[i].limit;
         }
         /* Per-user limits (config "user NAME limit SIZE") are groups too, after the cgroup ones: the ledger adds
          * up each user's processes there. */
         for (unsigned i = 0; i < cfg->nusers && cfg->ngroups + i < ROTA_MAX_GROUPS; i++) {
-            rota_group_t *g = &r->groups[cfg->ngroups + i];
+            rota_group_t *g = &t->groups[cfg->ngroups + i];
             snprintf(g->name, sizeof g->name, "user %u", (unsigned)cfg->users[i].uid);
             g->limit = cfg->users[i].limit;
         }
@@ -114,6 +127,7 @@ int region_create(region_t *rg, const config_t *cfg)
     rg->b = b;
     rg->board_fd = bfd;
     rg->board_ro_fd = bro;
+    rg->t = t;
     return 0;
 
 out_close_ro:
@@ -133,7 +147,9 @@ void region_destroy(region_t *rg)
     close(rg->ro_fd);
     close(rg->board_fd);
     close(rg->board_ro_fd);
+    munmap(rg->t, ROTA_TABLE_MAP_SIZE);
     rg->r = NULL;
+    rg->t = NULL;
     rg->b = NULL;
 }
 
@@ -156,4 +172,107 @@ int region_channel_create(uint32_t slot, uint32_t gen, rota_channel_t **map, int
 void region_channel_destroy(rota_channel_t *map)
 {
     if (map) munmap(map, ROTA_CHANNEL_MAP_SIZE);
+}
+
+#define LD(p) atomic_load_explicit((p), memory_order_relaxed)
+#define CP(dst, src, f) atomic_store_explicit(&(dst)->f, LD(&(src)->f), memory_order_relaxed)
+
+static void region_copy_slot(rota_slot_t *d, const rota_slot_t *s)
+{
+    CP(d, s, state);
+    CP(d, s, gen);
+    CP(d, s, pid);
+    CP(d, s, uid);
+    CP(d, s, priority);
+    CP(d, s, weight);
+    CP(d, s, max_inflight);
+    CP(d, s, group);
+    CP(d, s, device);
+    CP(d, s, wait_dev);
+    CP(d, s, limit);
+    CP(d, s, waiting);
+    for (unsigned i = 0; i < ROTA_MAX_DEVICES; i++) CP(d, s, used[i]);
+    CP(d, s, sched_state);
+    CP(d, s, launches);
+    CP(d, s, busy_ns);
+    CP(d, s, inflight);
+    memcpy(d->comm, s->comm, sizeof d->comm); /* written by this thread only, before the slot went live */
+    CP(d, s, credit);
+    CP(d, s, idle_win_ns);
+}
+
+/* The hold statistics as one consistent read (the scheduler thread updates them under hold_seq). */
+static void region_copy_stats(rota_slot_stats_t *d, const rota_slot_stats_t *s)
+{
+    CP(d, s, mem_wait_ns);
+    CP(d, s, mem_waits_granted);
+    CP(d, s, mem_waits_timed_out);
+    for (int tries = 0; tries < 1000; tries++) {
+        uint32_t q = atomic_load_explicit(&s->hold_seq, memory_order_acquire);
+        if (q & 1) continue;
+        for (unsigned k = 0; k < 3; k++) CP(d, s, held_ns[k]);
+        CP(d, s, hold_since_ns);
+        CP(d, s, hold_bits);
+        atomic_thread_fence(memory_order_acquire);
+        if (LD(&s->hold_seq) == q) break;
+    }
+}
+
+int region_table_copy(const region_t *rg, uint32_t uid, bool all)
+{
+    const rota_table_t *t = rg->t;
+    int fd = memfd_create("rota-table", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return -errno;
+    int rc;
+    if (ftruncate(fd, ROTA_TABLE_MAP_SIZE) < 0) goto out_errno;
+    rota_table_t *c = mmap(NULL, ROTA_TABLE_MAP_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (c == MAP_FAILED) goto out_errno;
+    c->magic = ROTA_TABLE_MAGIC;
+    c->abi = ROTA_ABI_VERSION;
+    c->size = sizeof *c;
+    c->viewer_uid = uid;
+    c->flags = all ? ROTA_TABLE_ALL : 0;
+    uint32_t show_groups = 0; /* bit g: group g has one of the viewer's processes */
+    _Static_assert(ROTA_MAX_GROUPS <= 32, "a group mask is 32 bits");
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        const rota_slot_t *s = &t->slots[i];
+        if (LD(&s->state) != ROTA_SLOT_LIVE) {
+            atomic_store_explicit(&c->slots[i].group, -1, memory_order_relaxed);
+            atomic_store_explicit(&c->slots[i].device, -1, memory_order_relaxed);
+            atomic_store_explicit(&c->slots[i].wait_dev, -1, memory_order_relaxed);
+            continue;
+        }
+        int g = LD(&s->group);
+        if (!all && LD(&s->uid) != uid) {
+            c->hidden_clients++;
+            atomic_store_explicit(&c->slots[i].group, -1, memory_order_relaxed);
+            atomic_store_explicit(&c->slots[i].device, -1, memory_order_relaxed);
+            atomic_store_explicit(&c->slots[i].wait_dev, -1, memory_order_relaxed);
+            continue;
+        }
+        region_copy_slot(&c->slots[i], s);
+        region_copy_stats(&c->stats[i], &t->stats[i]);
+        if (g >= 0 && g < ROTA_MAX_GROUPS) show_groups |= 1u << g;
+    }
+    char mine[ROTA_GROUP_NAME];
+    snprintf(mine, sizeof mine, "user %u", (unsigned)uid); /* the viewer's own "user NAME limit" line */
+    unsigned ng = LD(&rg->r->ngroups);
+    for (unsigned g = 0; g < ng && g < ROTA_MAX_GROUPS; g++) {
+        const rota_group_t *s = &t->groups[g];
+        if (!all && !(show_groups & (1u << g)) && strcmp(s->name, mine)) {
+            c->hidden_groups++;
+            continue;
+        }
+        memcpy(c->groups[g].name, s->name, sizeof s->name);
+        c->groups[g].limit = s->limit;
+        for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) CP(&c->groups[g], s, used[d]);
+    }
+    munmap(c, ROTA_TABLE_MAP_SIZE);
+    /* F_SEAL_WRITE once the only writable mapping is gone: the viewer can neither write it nor resize it. */
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) goto out_errno;
+    return fd;
+out_errno:
+    rc = -errno;
+    close(fd);
+    return rc;
 }

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int reload_config(const char *path, config_t *cfg, rota_region_t *r, char *err, size_t errlen)
+int reload_config(const char *path, config_t *cfg, rota_table_t *t, char *err, size_t errlen)
 {
     static config_t next; /* 12 KB: off the event loop's stack; only the loop's thread reloads */
     int rc = config_load(path, &next, err, errlen);
@@ -22,11 +22,11 @@ int reload_config(const char *path, config_t *cfg, rota_region_t *r, char *err, 
     }
     unsigned changed = 0;
     for (unsigned i = 0; i < next.ngroups; i++) {
-        if (r->groups[i].limit != next.groups[i].limit) changed++;
-        r->groups[i].limit = next.groups[i].limit;
+        if (t->groups[i].limit != next.groups[i].limit) changed++;
+        t->groups[i].limit = next.groups[i].limit;
     }
     for (unsigned i = 0; i < next.nusers && next.ngroups + i < ROTA_MAX_GROUPS; i++) { /* after the cgroup ones */
-        rota_group_t *g = &r->groups[next.ngroups + i];
+        rota_group_t *g = &t->groups[next.ngroups + i];
         if (g->limit != next.users[i].limit) changed++;
         g->limit = next.users[i].limit;
     }

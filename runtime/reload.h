@@ -8,12 +8,12 @@
 #include <stddef.h>
 
 /* Loads path with config_load and, when it parses and names the same groups and users (same paths and uids, in
- * the same order: a group's index in the region is fixed while clients are counted in it), makes it *cfg and
- * writes the new group and user limits into the region. Everything rotad reads from *cfg per decision applies
+ * the same order: a group's index in the table is fixed while clients are counted in it), makes it *cfg and
+ * writes the new group and user limits into rotad's table. Everything rotad reads from *cfg per decision applies
  * from then on (credit, limits, per-user caps, hello timeout, max weight, who may run high); what it took at
  * start stays (high-stall-ms and doorbell-max-hz, given to the scheduler thread; grace-ms). On error *cfg and the
- * region are untouched and err holds "FILE:LINE: what" or why the file cannot apply (-errno). Returns 0 with a
+ * table are untouched and err holds "FILE:LINE: what" or why the file cannot apply (-errno). Returns 0 with a
  * summary in err. */
-int reload_config(const char *path, config_t *cfg, rota_region_t *r, char *err, size_t errlen);
+int reload_config(const char *path, config_t *cfg, rota_table_t *t, char *err, size_t errlen);
 
 #endif

@@ -28,7 +28,7 @@ static const char usage[] =
     "usage: rotad [--socket PATH] [--config FILE] [--foreground] [--notify-fd N] [--idle-ms MS]\n"
     "             [--idle-fixed] [--idle-low-us US] [--tick-ms MS] [--policy share|quantum]\n"
     "             [--quantum-ms MS] [--low-factor N] [--no-probe]\n"
-    "             [--metrics-listen [ADDR:]PORT] [--log stderr|syslog|FILE]\n"
+    "             [--metrics-listen [ADDR:]PORT [--metrics-clients]] [--log stderr|syslog|FILE]\n"
     "\n"
     "rota's per-node coordinator: the node-wide GPU memory ledger, queue-instead-of-OOM, launch scheduling.\n"
     "\n"
@@ -67,7 +67,10 @@ static const char usage[] =
     "  --version       print the version and exit\n"
     "  --metrics-listen [ADDR:]PORT\n"
     "                  serve GET /metrics (Prometheus text format 0.0.4) on this TCP address (default\n"
-    "                  address 127.0.0.1; [ADDR6]:PORT for IPv6; off by default), see docs/operating.md\n"
+    "                  address 127.0.0.1; [ADDR6]:PORT for IPv6; off by default), see docs/operating.md;\n"
+    "                  node and GPU series only: whoever reaches the port reads them\n"
+    "  --metrics-clients\n"
+    "                  serve the per-client (pid, command) and per-group series there too\n"
     "  --log stderr|syslog|FILE\n"
     "                  where the log goes (default: stderr with --foreground, syslog once detached;\n"
     "                  a detached rotad never writes to the terminal that started it)\n"
@@ -129,7 +132,7 @@ static int rotad_detach(int *ready_fd)
 int main(int argc, char **argv)
 {
     const char *sock = NULL, *cfgpath = NULL, *metrics_listen = NULL, *log_spec = NULL;
-    bool foreground = false, probe = true;
+    bool foreground = false, probe = true, metrics_clients = false;
     int notify_fd = -1;
     sched_opts_t so = {0}; /* the scheduler's options, filled here and handed over as they are */
     for (int i = 1; i < argc; i++) {
@@ -145,6 +148,8 @@ int main(int argc, char **argv)
             foreground = true;
         } else if (!strcmp(a, "--no-probe")) {
             probe = false;
+        } else if (!strcmp(a, "--metrics-clients")) {
+            metrics_clients = true;
         } else if (!strcmp(a, "--idle-fixed")) {
             so.idle_fixed = true;
         } else if (!strcmp(a, "--socket") && has_val) {
@@ -205,6 +210,8 @@ int main(int argc, char **argv)
             return ROTAD_EXIT_USAGE;
         }
     }
+    if (metrics_clients && !metrics_listen)
+        return rotad_fatal(ROTAD_EXIT_USAGE, "--metrics-clients: only with --metrics-listen");
     int log_level = 1;
     const char *lv = getenv("ROTA_LOG");
     if (lv && lv[0]) {
@@ -250,7 +257,8 @@ int main(int argc, char **argv)
     if (so.quantum_ns && so.policy && so.policy != &sched_policy_quantum)
         return rotad_fatal(ROTAD_EXIT_USAGE, "--quantum-ms: only with --policy quantum");
     so.log_level = log_level;
-    server_opts_t o = {.socket_path = path, .cfg = &cfg, .config_path = cfgpath, .log_level = log_level, .sched = so};
+    server_opts_t o = {.socket_path = path, .cfg = &cfg, .config_path = cfgpath, .log_level = log_level, .sched = so,
+                       .metrics_clients = metrics_clients};
     server_t *s;
     char err[512];
     int rc = server_open(&o, &s, err, sizeof err);

@@ -54,6 +54,7 @@ typedef struct sched_client {
 
 struct sched {
     rota_region_t *r;
+    rota_table_t *t;   /* the clients' details: statistics and the idle window rota status shows */
     rota_board_t *b;
     sched_opts_t o;
     pthread_t th;
@@ -114,13 +115,13 @@ static void sched_wake_idle_word(sched_t *s, unsigned d)
 
 static void sched_set_hold(sched_t *s, unsigned slot, uint32_t hold)
 {
-    rota_slot_t *sl = &s->r->slots[slot];
-    if (LD(&sl->hold) == hold) return;
-    atomic_store_explicit(&sl->hold, hold, memory_order_seq_cst);
-    sched_wake_shared(&sl->hold);
-    stats_hold(s->r, slot, hold, sched_now_ns()); /* time held by reason (rota metrics) */
+    rota_slot_sched_t *w = &s->r->sched[slot];
+    if (LD(&w->hold) == hold) return;
+    atomic_store_explicit(&w->hold, hold, memory_order_seq_cst);
+    sched_wake_shared(&w->hold);
+    stats_hold(s->t, slot, hold, sched_now_ns()); /* time held by reason (rota metrics) */
     if (s->o.log_level >= 2)
-        fprintf(stderr, "rotad: debug: slot %u (pid %d) %s%s%s%s\n", slot, (int)LD(&sl->pid),
+        fprintf(stderr, "rotad: debug: slot %u (pid %d) %s%s%s%s\n", slot, (int)LD(&s->t->slots[slot].pid),
                 hold ? "held:" : "released", hold & ROTA_HOLD_PRIO ? " priority" : "",
                 hold & ROTA_HOLD_SHARE ? " share" : "", hold & ROTA_HOLD_QUANTUM ? " quantum" : "");
 }
@@ -227,10 +228,10 @@ static bool sched_tick(sched_t *s, uint64_t now)
              * fills its host gaps. Not an untracked one (slot.track 0), nor one that has not launched since it
              * was told to track (its first tracked launch counts the untracked backlog): it shows nothing in
              * flight while its work runs, so only its launches tell, over idle_ns, as for a high client. */
-            bool counted = c->prio != ROTA_PRIO_HIGH && LD(&r->slots[i].track) && last > c->track_on_ns;
+            bool counted = c->prio != ROTA_PRIO_HIGH && LD(&r->sched[i].track) && last > c->track_on_ns;
             uint64_t idle_ns = counted ? s->o.idle_low_ns : s->o.idle_ns;
             uint64_t due = last + idle_ns;
-            if (c->prio == ROTA_PRIO_HIGH) due = sched_high_due(s, ch, &r->slots[i], last, now);
+            if (c->prio == ROTA_PRIO_HIGH) due = sched_high_due(s, ch, &s->t->slots[i], last, now);
             if (!infl && !waiting && now > last && now < due && (!next_idle || due < next_idle))
                 next_idle = due; /* wake up then, not a tick later: whom it holds waits */
             if (!infl && !waiting && now > last && now >= due &&
@@ -246,7 +247,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
             }
         }
         /* Statistics for rota status/top, validated: counters only grow, in-flight is capped. */
-        rota_slot_t *sl = &r->slots[i];
+        rota_slot_t *sl = &s->t->slots[i];
         uint64_t la = LD(&ch->launches), bu = LD(&ch->busy_ns);
         if (la > LD(&sl->launches)) ST(&sl->launches, la);
         if (bu > LD(&sl->busy_ns)) ST(&sl->busy_ns, bu);
@@ -274,7 +275,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
         if (infl) nbusy[c->pool]++;
         /* An uncontended client is not tracked (slot.track 0): nothing in flight shows, but while it launches
          * (active) its GPU is as good as busy; placement and rota top read this. */
-        if (infl || (c->active && !LD(&sl->track))) devbusy[c->pool] = true;
+        if (infl || (c->active && !LD(&r->sched[i].track))) devbusy[c->pool] = true;
         if (c->prio == ROTA_PRIO_HIGH) nhigh[c->pool]++; /* registered, active or not */
         else if (c->active || infl) nbusylow[c->pool]++;
         if (c->prio == ROTA_PRIO_NORMAL) nnormal[c->pool]++; /* registered, active or not */
@@ -313,7 +314,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
     uint32_t hold[ROTA_MAX_CLIENTS] = {0};
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         sched_client_t *c = &s->c[i];
-        if (c->live) hold[i] = sched_prio_hold(c->prio, hi[c->pool], LD(&r->slots[i].hold));
+        if (c->live) hold[i] = sched_prio_hold(c->prio, hi[c->pool], LD(&r->sched[i].hold));
     }
 
     /* Stage 2, the launch policy among equals (sched-policy.h), per share group of each GPU (sched_group: with
@@ -352,7 +353,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
             for (unsigned j = 0; j < nm; j++) {
                 const sched_client_t *c = &s->c[idx[j]];
                 m[j] = (sched_member_t){.slot = idx[j], .active = c->active, .vtime = c->vtime,
-                                        .hold_was = LD(&r->slots[idx[j]].hold)};
+                                        .hold_was = LD(&r->sched[idx[j]].hold)};
             }
             sched_group_t g = {.o = &s->o, .pool = p, .cls = k, .now = now, .n = n, .vmin = vmin, .nm = nm,
                                .m = m};
@@ -370,7 +371,8 @@ static bool sched_tick(sched_t *s, uint64_t now)
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         sched_client_t *c = &s->c[i];
         if (!c->live) continue;
-        rota_slot_t *sl = &r->slots[i];
+        rota_slot_t *sl = &s->t->slots[i];
+        rota_slot_sched_t *w = &r->sched[i];
         /* Uncontended (abi.h, slot.track): alone on a known GPU; clients of unknown GPUs contend everywhere. The
          * only client rotad has is uncontended whatever its GPU, at once: tracked, its launches would wait in the
          * gate's in-flight bound on the host, one after another, and its kernels on high-priority streams would
@@ -380,9 +382,9 @@ static bool sched_tick(sched_t *s, uint64_t now)
         if (nlive == 1 && !hold[i] && c->prio != ROTA_PRIO_HIGH) c->contended_ns = 0;
         else if (p == 0 || others || hold[i] || c->prio == ROTA_PRIO_HIGH) c->contended_ns = now;
         uint32_t track = now - c->contended_ns < SCHED_TRACK_CALM_NS;
-        if (track && !LD(&sl->track)) c->track_on_ns = now;
-        if (LD(&sl->track) != track) atomic_store(&sl->track, track); /* before the hold: a held client tracks */
-        if (LD(&sl->hold) != hold[i]) changed[c->pool] = true;
+        if (track && !LD(&w->track)) c->track_on_ns = now;
+        if (LD(&w->track) != track) atomic_store(&w->track, track); /* before the hold: a held client tracks */
+        if (LD(&w->hold) != hold[i]) changed[c->pool] = true;
         sched_set_hold(s, i, hold[i]);
         if (hold[i]) held[c->pool]++;
         uint32_t st = LD(&sl->waiting) ? ROTA_SCHED_MEMWAIT
@@ -486,11 +488,12 @@ static void sched_kick(sched_t *s)
     syscall(SYS_futex, &s->ctl, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
 }
 
-int sched_start(rota_region_t *r, rota_board_t *b, const sched_opts_t *o, sched_t **out)
+int sched_start(rota_region_t *r, rota_table_t *t, rota_board_t *b, const sched_opts_t *o, sched_t **out)
 {
     sched_t *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
     s->r = r;
+    s->t = t;
     s->b = b;
     s->o = *o;
     if (!s->o.idle_ns) s->o.idle_ns = SCHED_IDLE_NS_DEFAULT;
@@ -537,10 +540,10 @@ void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, unsigned pr
     pthread_mutex_lock(&s->mu);
     s->c[slot] = (sched_client_t){.live = true, .ch = ch, .prio = prio < ROTA_PRIO_COUNT ? prio : ROTA_PRIO_NORMAL,
                                   .weight = weight ? weight : 1000, .track_on_ns = sched_now_ns()};
-    ST(&s->r->slots[slot].hold, 0);
-    atomic_store(&s->r->slots[slot].track, 1); /* until the next tick knows better */
-    ST(&s->r->slots[slot].sched_state, ROTA_SCHED_IDLE);
-    ST(&s->r->slots[slot].idle_win_ns, UINT64_MAX); /* not known until its first idle check (abi.h) */
+    ST(&s->r->sched[slot].hold, 0);
+    atomic_store(&s->r->sched[slot].track, 1); /* until the next tick knows better */
+    ST(&s->t->slots[slot].sched_state, ROTA_SCHED_IDLE);
+    ST(&s->t->slots[slot].idle_win_ns, UINT64_MAX); /* not known until its first idle check (abi.h) */
     pthread_mutex_unlock(&s->mu);
     sched_kick(s);
 }

@@ -64,7 +64,7 @@ typedef struct sched_opts {
 #define SCHED_WAITV_MAX 127
 
 /* Starts the thread. 0 or -errno. */
-int sched_start(rota_region_t *r, rota_board_t *b, const sched_opts_t *o, sched_t **out);
+int sched_start(rota_region_t *r, rota_table_t *t, rota_board_t *b, const sched_opts_t *o, sched_t **out);
 /* Releases every hold and stops the thread. NULL is fine. */
 void sched_stop(sched_t *s);
 /* A registered client (the channel stays mapped until sched_client_remove returned). */

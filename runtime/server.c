@@ -50,6 +50,7 @@ typedef struct client {
     bool doomed;           /* to be dropped at the end of this batch of events */
     bool channel_warned;
     bool reserved;         /* sent a RESERVE */
+    uint64_t list_ns;      /* CLOCK_MONOTONIC of its last LIST copy (ROTA_LIST_MIN_MS apart) */
     struct client *prev, *next;
 } client_t;
 
@@ -346,7 +347,8 @@ int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen
         rc = server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to create the shared region: %s", strerror(-e));
         goto out_unlink;
     }
-    waitq_init(&s->q, s->rg.r);
+    waitq_init(&s->q, s->rg.r, s->rg.t);
+    s->pl.t = s->rg.t;
     /* One descriptor per client: make room for a full client table. */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4096) {
@@ -398,7 +400,7 @@ static void server_result_credit(server_t *s, client_t *c, uint32_t seq, int sta
     m.status = status;
     m.dev = dev;
     m.credit = credit;
-    m.limit = (c->slot >= 0 && dev >= 0) ? ledger_limit(s->rg.r, (unsigned)c->slot, (unsigned)dev) : 0;
+    m.limit = (c->slot >= 0 && dev >= 0) ? ledger_limit(s->rg.t, (unsigned)c->slot, (unsigned)dev) : 0;
     server_send(s, c, &m, sizeof m, NULL, 0);
 }
 
@@ -415,7 +417,7 @@ static void server_revoke(server_t *s, unsigned dev)
     for (client_t *c = s->clients; c; c = c->next) {
         if (c->slot < 0 || !c->ch || !(c->devmask & (1u << dev))) continue;
         uint64_t x = atomic_exchange(&c->ch->credit[dev], 0);
-        if (x) ledger_uncharge(s->rg.r, (unsigned)c->slot, dev, x);
+        if (x) ledger_uncharge(s->rg.r, s->rg.t, (unsigned)c->slot, dev, x);
     }
 }
 
@@ -428,9 +430,8 @@ static uint64_t server_grant_credit(server_t *s, client_t *c, unsigned dev)
     uint64_t cur = atomic_load(&c->ch->credit[dev]);
     if (cur >= chunk) return 0;
     uint64_t top = chunk - cur;
-    rota_region_t *r = s->rg.r;
-    if (ledger_check(r, (unsigned)c->slot, dev, top + chunk)) return 0;
-    ledger_charge(r, (unsigned)c->slot, dev, top);
+    if (ledger_check(s->rg.r, s->rg.t, (unsigned)c->slot, dev, top + chunk)) return 0;
+    ledger_charge(s->rg.r, s->rg.t, (unsigned)c->slot, dev, top);
     atomic_fetch_add(&c->ch->credit[dev], top);
     return top;
 }
@@ -442,7 +443,7 @@ static void server_answer(void *ctx, const waiter_t *w, int status)
     if (!c || c->gen != w->gen) return;
     if (status == 0 || status == -ENOMEM) {
         uint64_t now = server_now_ns();
-        stats_mem_wait(s->rg.r, w->slot, w->dev, now > w->since_ns ? now - w->since_ns : 0, status == 0);
+        stats_mem_wait(s->rg.r, s->rg.t, w->slot, w->dev, now > w->since_ns ? now - w->since_ns : 0, status == 0);
     }
     server_log(s, 2, "pid %d: %s %llu bytes on GPU %u", (int)c->pid, status ? "refused" : "granted (queued)",
                (unsigned long long)w->bytes, w->dev);
@@ -483,7 +484,7 @@ static void server_refresh(server_t *s)
             bad = true;
             why = "channel names another slot";
         }
-        rota_slot_t *sl = &s->rg.r->slots[c->slot];
+        rota_slot_t *sl = &s->rg.t->slots[c->slot];
         if (bad) {
             if (!c->channel_warned)
                 server_log_client(s, c, "%s; ignoring its channel", why);
@@ -573,7 +574,7 @@ static void server_on_hello(server_t *s, client_t *c, const rota_msg_hello_t *h)
         c->slot_counted = true;
     }
     s->by_slot[slot] = c;
-    rota_slot_t *sl = &r->slots[slot];
+    rota_slot_t *sl = &s->rg.t->slots[slot];
     int group = -1;
     char cg[512];
     if (cfg->ngroups && config_cgroup_of(c->pid, cg, sizeof cg) == 0) group = config_match(cfg, cg);
@@ -591,13 +592,12 @@ static void server_on_hello(server_t *s, client_t *c, const rota_msg_hello_t *h)
     ST(&sl->limit, h->mem_limit);
     ST(&sl->waiting, 0);
     for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) ST(&sl->used[d], 0);
-    ST(&sl->hold, 0);
     ST(&sl->sched_state, 0);
     ST(&sl->launches, 0);
     ST(&sl->busy_ns, 0);
     ST(&sl->inflight, 0);
     ST(&sl->credit, 0);
-    stats_slot_reset(r, (unsigned)slot);
+    stats_slot_reset(s->rg.t, (unsigned)slot);
     proto_sanitize(sl->comm, h->comm, sizeof sl->comm);
     atomic_store_explicit(&sl->state, ROTA_SLOT_LIVE, memory_order_release);
     ST(&r->nclients, LD(&r->nclients) + 1);
@@ -636,6 +636,7 @@ static int server_device(server_t *s, client_t *c, const rota_msg_mem_t *m)
 static void server_on_reserve(server_t *s, client_t *c, const rota_msg_mem_t *m)
 {
     rota_region_t *r = s->rg.r;
+    rota_table_t *t = s->rg.t;
     int dev = server_device(s, c, m);
     c->reserved = true;
     if (dev < 0) {
@@ -644,21 +645,21 @@ static void server_on_reserve(server_t *s, client_t *c, const rota_msg_mem_t *m)
     }
     unsigned slot = (unsigned)c->slot, d = (unsigned)dev;
     server_use_dev(s, c, dev);
-    int rc = ledger_check_ever(r, slot, d, m->bytes);
+    int rc = ledger_check_ever(r, t, slot, d, m->bytes);
     if (rc) {
         server_result(s, c, m->h.seq, rc, dev);
         return;
     }
     uint64_t now = server_now_ns();
-    bool grace = now < s->grace_end_ns && !ledger_check(r, slot, d, m->bytes);
+    bool grace = now < s->grace_end_ns && !ledger_check(r, t, slot, d, m->bytes);
     if (!grace && !waitq_count_dev(&s->q, d)) {
-        rc = ledger_check(r, slot, d, m->bytes);
+        rc = ledger_check(r, t, slot, d, m->bytes);
         if (rc) {
             server_revoke(s, d); /* pressure: unused credit first */
-            rc = ledger_check(r, slot, d, m->bytes);
+            rc = ledger_check(r, t, slot, d, m->bytes);
         }
         if (!rc) {
-            ledger_charge(r, slot, d, m->bytes);
+            ledger_charge(r, t, slot, d, m->bytes);
             uint64_t credit = server_grant_credit(s, c, d);
             server_result_credit(s, c, m->h.seq, 0, dev, credit);
             return;
@@ -672,10 +673,10 @@ static void server_on_reserve(server_t *s, client_t *c, const rota_msg_mem_t *m)
      * group's): no other client can help, so it never waits on itself. A framework that caches memory
      * (PyTorch) learns at once that it must release some (docs/design/memory.md). Its unused credit is its own
      * holding too: taken back first. */
-    if (ledger_check_own(r, slot, d, m->bytes)) {
+    if (ledger_check_own(t, slot, d, m->bytes)) {
         uint64_t x = c->ch ? atomic_exchange(&c->ch->credit[d], 0) : 0;
-        if (x) ledger_uncharge(r, slot, d, x);
-        rc = ledger_check_own(r, slot, d, m->bytes);
+        if (x) ledger_uncharge(r, t, slot, d, x);
+        rc = ledger_check_own(t, slot, d, m->bytes);
         if (rc) {
             server_result(s, c, m->h.seq, rc, dev);
             if (x) waitq_serve(&s->q, d, server_answer, s);
@@ -706,7 +707,7 @@ static void server_on_release(server_t *s, client_t *c, const rota_msg_mem_t *m)
 {
     int dev = ledger_find(s->rg.r, m->uuid);
     if (dev < 0) return; /* never reserved there: nothing to give back */
-    uint64_t back = ledger_uncharge(s->rg.r, (unsigned)c->slot, (unsigned)dev, m->bytes);
+    uint64_t back = ledger_uncharge(s->rg.r, s->rg.t, (unsigned)c->slot, (unsigned)dev, m->bytes);
     if (back < m->bytes)
         server_log(s, 2, "pid %d released %llu bytes but held only %llu", (int)c->pid,
                    (unsigned long long)m->bytes, (unsigned long long)back);
@@ -722,20 +723,21 @@ static void server_on_release(server_t *s, client_t *c, const rota_msg_mem_t *m)
 static void server_on_adopt(server_t *s, client_t *c, const rota_msg_mem_t *m)
 {
     rota_region_t *r = s->rg.r;
+    rota_table_t *t = s->rg.t;
     int dev = server_device(s, c, m);
     if (dev < 0) return;
     unsigned slot = (unsigned)c->slot, d = (unsigned)dev;
     server_use_dev(s, c, dev);
-    int rc = ledger_check(r, slot, d, m->bytes);
+    int rc = ledger_check(r, t, slot, d, m->bytes);
     if (rc) {
         server_revoke(s, d);
-        rc = ledger_check(r, slot, d, m->bytes);
+        rc = ledger_check(r, t, slot, d, m->bytes);
     }
     if (rc) {
         server_log_client(s, c, "re-registered more memory than its GPU or limits allow; not charged");
         return;
     }
-    ledger_charge(r, slot, d, m->bytes);
+    ledger_charge(r, t, slot, d, m->bytes);
     server_log(s, 2, "pid %d re-registered %llu bytes on GPU %d", (int)c->pid, (unsigned long long)m->bytes, dev);
 }
 
@@ -780,6 +782,32 @@ static void server_on_place(server_t *s, client_t *c, const rota_msg_place_t *m)
     server_place_result(s, c, m, i, 0);
 }
 
+/* LIST (abi.h): a copy of the table made for the asker's uid (SO_PEERCRED, not its word). Root and rotad's own user
+ * see every client; any other user its own processes and the node's totals (issue 21: a process must not learn
+ * another user's pids, commands or memory from rotad). A copy costs rotad a memfd and a pass over the table, so one
+ * connection gets one per ROTA_LIST_MIN_MS; connections are capped per user (max-connections-per-user). */
+static void server_on_list(server_t *s, client_t *c, const rota_msg_list_t *m)
+{
+    uint64_t now = server_now_ns();
+    if (c->list_ns && now - c->list_ns < (uint64_t)ROTA_LIST_MIN_MS * 1000000u) {
+        server_result(s, c, m->h.seq, -EAGAIN, -1);
+        return;
+    }
+    c->list_ns = now;
+    server_refresh(s); /* the clients' counters as of now, as an observer's HELLO gets them */
+    int fd = region_table_copy(&s->rg, (uint32_t)c->uid, server_privileged(c->uid));
+    if (fd < 0) {
+        server_log(s, 0, "cannot copy the client table: %s", strerror(-fd));
+        server_result(s, c, m->h.seq, fd, -1);
+        return;
+    }
+    rota_msg_result_t r = {0};
+    proto_hdr_init(&r.h, ROTA_MSG_RESULT, sizeof r, m->h.seq);
+    r.dev = -1;
+    server_send(s, c, &r, sizeof r, &fd, 1);
+    close(fd);
+}
+
 static void server_on_message(server_t *s, client_t *c, const void *buf, size_t n)
 {
     uint32_t abi = 0;
@@ -808,6 +836,10 @@ static void server_on_message(server_t *s, client_t *c, const void *buf, size_t 
     }
     if (type == ROTA_MSG_PLACE) { /* observers (rota run) ask too */
         server_on_place(s, c, buf);
+        return;
+    }
+    if (type == ROTA_MSG_LIST) {
+        server_on_list(s, c, buf);
         return;
     }
     if (c->role != ROTA_ROLE_CLIENT) {
@@ -848,12 +880,13 @@ static void server_on_readable(server_t *s, client_t *c)
 static void server_drop(server_t *s, client_t *c)
 {
     rota_region_t *r = s->rg.r;
+    rota_table_t *t = s->rg.t;
     uint32_t mask = 0;
     if (c->slot >= 0) {
-        rota_slot_t *sl = &r->slots[c->slot];
+        rota_slot_t *sl = &t->slots[c->slot];
         sched_client_remove(s->sched, (unsigned)c->slot); /* before its channel goes; releases whom it held */
         waitq_drop_slot(&s->q, (unsigned)c->slot);
-        mask = ledger_reclaim(r, (unsigned)c->slot);
+        mask = ledger_reclaim(r, t, (unsigned)c->slot);
         for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++)
             if (c->devmask & (1u << d)) {
                 uint32_t n = LD(&r->devices[d].clients);
@@ -996,7 +1029,7 @@ static void server_reload(server_t *s)
     }
     notify_send("RELOADING=1");
     char msg[512];
-    if (reload_config(s->o.config_path, s->o.cfg, s->rg.r, msg, sizeof msg))
+    if (reload_config(s->o.config_path, s->o.cfg, s->rg.t, msg, sizeof msg))
         server_log(s, 0, "SIGHUP: config not reloaded, keeping the current one: %s", msg);
     else
         server_log(s, 1, "SIGHUP: reloaded %s: %s", s->o.config_path, msg);
@@ -1023,9 +1056,9 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
     /* Bounds from the config file (issue 21) join the scheduling options. */
     s->o.sched.high_stall_ns = (uint64_t)s->o.cfg->high_stall_ms * 1000000u;
     s->o.sched.doorbell_max_hz = s->o.cfg->doorbell_max_hz;
-    int se = sched_start(s->rg.r, s->rg.b, &s->o.sched, &s->sched);
+    int se = sched_start(s->rg.r, s->rg.t, s->rg.b, &s->o.sched, &s->sched);
     if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start the scheduler: %s", strerror(-se));
-    se = s->o.metrics ? metrics_start(s->o.metrics, s->rg.r) : 0;
+    se = s->o.metrics ? metrics_start(s->o.metrics, s->rg.r, s->o.metrics_clients ? s->rg.t : NULL) : 0;
     if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start serving metrics: %s", strerror(-se));
     server_log(s, 1, "listening on %s (pid %d, rota ABI %u)", s->path, (int)getpid(), ROTA_ABI_VERSION);
     /* After a crash, the clients of the rotad before re-register what they hold (their trackers reconnect within

@@ -6,6 +6,7 @@
 #include "runtime/config.h"
 #include "runtime/sched.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +26,7 @@ typedef struct server_opts {
     config_t *cfg;            /* may be NULL; SIGHUP replaces it in place (runtime/reload.h) */
     const char *config_path;  /* the file SIGHUP reloads into *cfg; NULL: SIGHUP has nothing to reload */
     struct metrics *metrics;  /* rotad --metrics-listen (runtime/metrics.h), its thread started by the loop; or NULL */
+    bool metrics_clients;     /* rotad --metrics-clients: the endpoint serves per-client and per-group series too */
     int log_level;            /* 0 warnings, 1 info, 2 debug */
     sched_opts_t sched;       /* launch scheduling (runtime/sched.h), handed to the scheduler as it is */
 } server_opts_t;

@@ -1,13 +1,14 @@
-/* stats.c - rotad's operating statistics: memory waits, placement waits and hold time, kept in the region. */
+/* stats.c - rotad's operating statistics: memory waits, placement waits and hold time, kept in the region
+ * (node and GPU totals) and in rotad's table (per client). */
 #include "runtime/stats.h"
 
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
 #define ST(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
 
-void stats_slot_reset(rota_region_t *r, unsigned slot)
+void stats_slot_reset(rota_table_t *t, unsigned slot)
 {
     if (slot >= ROTA_MAX_CLIENTS) return;
-    rota_slot_stats_t *st = &r->stats.slots[slot];
+    rota_slot_stats_t *st = &t->stats[slot];
     uint32_t q = LD(&st->hold_seq);
     ST(&st->hold_seq, q + 1);
     atomic_thread_fence(memory_order_release);
@@ -20,10 +21,10 @@ void stats_slot_reset(rota_region_t *r, unsigned slot)
     atomic_store_explicit(&st->hold_seq, q + 2, memory_order_release);
 }
 
-void stats_mem_wait(rota_region_t *r, unsigned slot, unsigned dev, uint64_t waited_ns, bool granted)
+void stats_mem_wait(rota_region_t *r, rota_table_t *t, unsigned slot, unsigned dev, uint64_t waited_ns, bool granted)
 {
     if (slot < ROTA_MAX_CLIENTS) {
-        rota_slot_stats_t *st = &r->stats.slots[slot];
+        rota_slot_stats_t *st = &t->stats[slot];
         ST(&st->mem_wait_ns, LD(&st->mem_wait_ns) + waited_ns);
         if (granted) ST(&st->mem_waits_granted, LD(&st->mem_waits_granted) + 1);
         else ST(&st->mem_waits_timed_out, LD(&st->mem_waits_timed_out) + 1);
@@ -42,10 +43,10 @@ void stats_place_wait(rota_region_t *r, uint64_t waited_ns)
     ST(&r->stats.place_wait_ns, LD(&r->stats.place_wait_ns) + waited_ns);
 }
 
-void stats_hold(rota_region_t *r, unsigned slot, uint32_t bits, uint64_t now_ns)
+void stats_hold(rota_table_t *t, unsigned slot, uint32_t bits, uint64_t now_ns)
 {
     if (slot >= ROTA_MAX_CLIENTS) return;
-    rota_slot_stats_t *st = &r->stats.slots[slot];
+    rota_slot_stats_t *st = &t->stats[slot];
     bits &= ROTA_HOLD_PRIO | ROTA_HOLD_SHARE | ROTA_HOLD_QUANTUM;
     uint32_t old = LD(&st->hold_bits);
     if (old == bits) return;

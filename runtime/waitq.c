@@ -9,9 +9,10 @@
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
 #define ST(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
 
-void waitq_init(waitq_t *q, rota_region_t *r)
+void waitq_init(waitq_t *q, rota_region_t *r, rota_table_t *t)
 {
     q->r = r;
+    q->t = t;
     q->head = NULL;
     q->arrivals = 0;
     q->count = 0;
@@ -20,7 +21,7 @@ void waitq_init(waitq_t *q, rota_region_t *r)
 static void waitq_account(waitq_t *q, const waiter_t *w, int sign)
 {
     rota_dev_t *d = &q->r->devices[w->dev];
-    rota_slot_t *s = &q->r->slots[w->slot];
+    rota_slot_t *s = &q->t->slots[w->slot];
     if (sign > 0) {
         ST(&d->waiters, LD(&d->waiters) + 1);
         ST(&s->waiting, LD(&s->waiting) + w->bytes);
@@ -79,9 +80,8 @@ bool waitq_contains(const waitq_t *q, const waiter_t *w)
  * can free until one of the waiters is served, and the queue's order would hold them all until they time out. */
 static bool waitq_stuck(const waitq_t *q, unsigned dev)
 {
-    const rota_region_t *r = q->r;
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-        const rota_slot_t *s = &r->slots[i];
+        const rota_slot_t *s = &q->t->slots[i];
         uint64_t used = LD(&s->used[dev]), credit = LD(&s->credit);
         if (used <= credit) continue;
         if (!LD(&s->waiting) || LD(&s->wait_dev) != (int32_t)dev) return false;
@@ -107,7 +107,7 @@ unsigned waitq_serve(waitq_t *q, unsigned dev, waitq_answer_fn *fn, void *ctx)
             pp = &w->next;
             continue;
         }
-        int rc = ledger_check(q->r, w->slot, dev, w->bytes);
+        int rc = ledger_check(q->r, q->t, w->slot, dev, w->bytes);
         if (rc == -EDQUOT) {
             pp = &w->next;
             continue;
@@ -121,7 +121,7 @@ unsigned waitq_serve(waitq_t *q, unsigned dev, waitq_answer_fn *fn, void *ctx)
             pp = &w->next;
             continue;
         }
-        ledger_charge(q->r, w->slot, dev, w->bytes);
+        ledger_charge(q->r, q->t, w->slot, dev, w->bytes);
         waitq_unlink(q, pp);
         fn(ctx, w, 0);
         free(w);

@@ -21,7 +21,8 @@ typedef struct waiter {
 } waiter_t;
 
 typedef struct waitq {
-    rota_region_t *r;     /* keeps devices[].waiters and slots[].waiting in step */
+    rota_region_t *r;     /* keeps region devices[].waiters and table slots[].waiting in step */
+    rota_table_t *t;
     waiter_t *head;       /* sorted by (prio, arrival) */
     uint64_t arrivals;
     unsigned count;
@@ -31,7 +32,7 @@ typedef struct waitq {
  * or whatever waitq_flush was given. The waiter is freed after the call returns. */
 typedef void waitq_answer_fn(void *ctx, const waiter_t *w, int status);
 
-void waitq_init(waitq_t *q, rota_region_t *r);
+void waitq_init(waitq_t *q, rota_region_t *r, rota_table_t *t);
 /* Queues a request; NULL when out of memory. */
 waiter_t *waitq_add(waitq_t *q, unsigned slot, unsigned gen, uint32_t seq, unsigned dev, uint64_t bytes,
                     unsigned prio, uint64_t deadline_ns);

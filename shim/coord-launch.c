@@ -171,7 +171,7 @@ static bool launch_conn_dead(void)
 typedef struct launch_gate {
     conn_t *c;
     const rota_region_t *r;
-    const rota_slot_t *sl;
+    const rota_slot_sched_t *sl;
     uint32_t key;            /* region device index + 1; 0 = unknown GPU: no board words */
     _Atomic uint32_t *mark;  /* board high_pending: a high activation rotad has not answered yet */
     _Atomic uint32_t *idle;  /* board high_idle: the GPU's only high client ended its activity (direct release) */
@@ -183,7 +183,7 @@ static void launch_gate_init(launch_gate_t *g, conn_t *c, uint32_t key)
     bool dev = b && key && key <= ROTA_MAX_DEVICES;
     g->c = c;
     g->r = conn_region(c);
-    g->sl = &g->r->slots[conn_slot(c)];
+    g->sl = &g->r->sched[conn_slot(c)];
     g->key = key;
     g->mark = dev ? &b->devices[key - 1].high_pending : NULL;
     g->idle = dev ? &b->devices[key - 1].high_idle : NULL;
@@ -266,7 +266,7 @@ static void launch_stamp(rota_channel_t *ch, _Atomic uint32_t *mark, uint64_t t_
 static void launch_wait_hold(const launch_gate_t *g, rota_channel_t *ch)
 {
     conn_t *c = g->c;
-    const rota_slot_t *sl = g->sl;
+    const rota_slot_sched_t *sl = g->sl;
     _Atomic uint32_t *mark = g->mark;
     if (launch_rotad_gone(c)) {
         launch_mark_dead();
@@ -528,7 +528,7 @@ uint64_t launch_complete(uint64_t busy_ns, uint64_t now_ns)
         bool high = rota_options()->priority == ROTA_PRIO_HIGH && conn_high(c);
         uint32_t key = LD(&ch->sched_dev);
         const rota_region_t *r = conn_region(c);
-        uint32_t self = LD(&r->slots[conn_slot(c)].hold) != 0; /* held itself: not among the others */
+        uint32_t self = LD(&r->sched[conn_slot(c)].hold) != 0; /* held itself: not among the others */
         if (high) {
             launch_high_done(r, ch, now_ns);
             due = launch_high_idle(c, ch, now_ns);
@@ -592,7 +592,7 @@ CUresult coord_launch_gate(CUstream stream)
     if (LD(&ch->sched_dev) != key) atomic_store_explicit(&ch->sched_dev, key, memory_order_relaxed);
     launch_gate_t g;
     launch_gate_init(&g, c, key);
-    const rota_slot_t *sl = g.sl;
+    const rota_slot_sched_t *sl = g.sl;
     if (high) {
         /* Counted in flight from here, before the idle bit is read (launch_high_idle), never bounded; and shown
          * to rotad from here: the launch and what follows it (the tracker's start at a process's first launch)

@@ -441,6 +441,73 @@ int conn_place(conn_t *c, const conn_place_t *p, int *dev, uint64_t *waited_ms)
     return 0;
 }
 
+#define CONN_LIST_SEQ 0x7fff0002u /* as CONN_PLACE_SEQ */
+
+/* One LIST round trip: the sealed copy's descriptor in *fd, or -errno (rotad's -EAGAIN included). */
+static int conn_list_once(conn_t *c, int *fd)
+{
+    rota_msg_list_t m = {0};
+    proto_hdr_init(&m.h, ROTA_MSG_LIST, sizeof m, CONN_LIST_SEQ);
+    int rc = proto_send(c->fd, &m, sizeof m, NULL, 0);
+    if (rc) return rc;
+    int pr = conn_poll_until(c->fd, conn_now_ms(), 5000);
+    if (pr < 0) return pr;
+    if (pr == 0) return -ETIMEDOUT;
+    char buf[ROTA_MSG_MAX];
+    int fds[1] = {-1}, nfds = 1;
+    ssize_t got = proto_recv(c->fd, buf, sizeof buf, fds, &nfds, 0);
+    const char *why;
+    rc = -EBADMSG;
+    if (got <= 0 || proto_check(buf, (size_t)got, NULL, &why) != ROTA_MSG_RESULT) goto out;
+    rota_msg_result_t res;
+    memcpy(&res, buf, sizeof res);
+    if (res.h.seq != CONN_LIST_SEQ) goto out;
+    if (res.status) {
+        rc = res.status;
+        goto out;
+    }
+    if (nfds != 1 || fds[0] < 0) goto out;
+    *fd = fds[0];
+    return 0;
+out:
+    if (nfds == 1 && fds[0] >= 0) close(fds[0]);
+    return rc;
+}
+
+int conn_table(conn_t *c, const rota_table_t **out)
+{
+    int fd = -1, rc = -EAGAIN;
+    for (int tries = 0; tries < 20 && rc == -EAGAIN; tries++) {
+        if (tries) nanosleep(&(struct timespec){0, (ROTA_LIST_MIN_MS + 1) * 1000000L}, NULL);
+        rc = conn_list_once(c, &fd);
+    }
+    if (rc) return rc;
+    /* Mapped only once it cannot shrink under the mapping (SIGBUS) nor change: rotad seals its copies. */
+    int seals = fcntl(fd, F_GET_SEALS);
+    void *p = NULL;
+    if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_WRITE)) != (F_SEAL_SHRINK | F_SEAL_WRITE)) {
+        rc = -EBADMSG;
+        goto out;
+    }
+    rc = conn_map(fd, ROTA_TABLE_MAP_SIZE, PROT_READ, &p);
+    if (rc) goto out;
+    const char *why;
+    rc = proto_table_check(p, ROTA_TABLE_MAP_SIZE, &why);
+    if (rc) {
+        munmap(p, ROTA_TABLE_MAP_SIZE);
+        goto out;
+    }
+    *out = p;
+out:
+    close(fd);
+    return rc;
+}
+
+void conn_table_free(const rota_table_t *t)
+{
+    if (t) munmap((void *)t, ROTA_TABLE_MAP_SIZE);
+}
+
 bool conn_credit_take(conn_t *c, int dev, uint64_t bytes)
 {
     if (!c->channel || dev < 0 || dev >= ROTA_MAX_DEVICES || c->dead) return false;

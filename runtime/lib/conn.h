@@ -65,6 +65,15 @@ typedef struct conn_place {
  * comes after a timeout carries a sequence number nobody waits for and is dropped. */
 int conn_place(conn_t *c, const conn_place_t *p, int *dev, uint64_t *waited_ms);
 
+/* A copy of rotad's client table as this process's user may see it (LIST, abi.h): every client for root and for
+ * rotad's own user, else only this user's processes (table->hidden_clients counts the others). Mapped read-only
+ * until conn_table_free. Like conn_place, it reads the answer straight off the socket: the connection's only
+ * request in flight (an observer's). Returns 0, or -errno: -EBADMSG (not a valid answer or copy), -EPROTO
+ * (another ABI), -ETIMEDOUT, a send error, or rotad's refusal (-ENOMEM; -EAGAIN only when it kept refusing
+ * for 20 tries, ROTA_LIST_MIN_MS apart). */
+int conn_table(conn_t *c, const rota_table_t **table);
+void conn_table_free(const rota_table_t *table);
+
 /* The fast path: takes bytes from this client's memory credit on rotad's GPU index dev (from conn_reserve's
  * *dev) without a round trip. false when the credit is short (then ask with conn_reserve). Lock-free. */
 bool conn_credit_take(conn_t *c, int dev, uint64_t bytes);

@@ -162,8 +162,8 @@ static void prom_client_labels(FILE *f, const prom_client_t *c, const prom_gpu_t
     do {                                                                                                       \
         prom_head(f, name, type, help);                                                                        \
         for (unsigned j = 0; j < nc; j++) {                                                                    \
-            const rota_slot_t *s = &r->slots[c[j].slot];                                                       \
-            const rota_slot_stats_t *ss = &r->stats.slots[c[j].slot];                                          \
+            const rota_slot_t *s = &t->slots[c[j].slot];                                                       \
+            const rota_slot_stats_t *ss = &t->stats[c[j].slot];                                                \
             (void)s;                                                                                           \
             (void)ss;                                                                                          \
             fputs(name "{", f);                                                                                \
@@ -179,7 +179,7 @@ static uint64_t prom_used(const rota_slot_t *s)
     return t;
 }
 
-static void prom_clients(FILE *f, const rota_region_t *r, const prom_client_t *c, unsigned nc, const prom_gpu_t *g,
+static void prom_clients(FILE *f, const rota_table_t *t, const prom_client_t *c, unsigned nc, const prom_gpu_t *g,
                          uint64_t now_ns)
 {
     PROM_CLIENTS("rota_client_memory_used_bytes", "gauge",
@@ -188,7 +188,7 @@ static void prom_clients(FILE *f, const rota_region_t *r, const prom_client_t *c
     prom_head(f, "rota_client_memory_limit_bytes", "gauge",
               "The client's own memory limit per GPU (rota run --mem); absent when it has none.");
     for (unsigned j = 0; j < nc; j++) {
-        uint64_t lim = LD(&r->slots[c[j].slot].limit);
+        uint64_t lim = LD(&t->slots[c[j].slot].limit);
         if (!lim) continue;
         fputs("rota_client_memory_limit_bytes{", f);
         prom_client_labels(f, &c[j], g);
@@ -207,7 +207,7 @@ static void prom_clients(FILE *f, const rota_region_t *r, const prom_client_t *c
                  "Time the client's answered memory requests spent queued.", "%.9f", prom_s(LD(&ss->mem_wait_ns)));
     prom_head(f, "rota_client_memory_waits_total", "counter", "The client's queued memory requests by outcome.");
     for (unsigned j = 0; j < nc; j++) {
-        const rota_slot_stats_t *ss = &r->stats.slots[c[j].slot];
+        const rota_slot_stats_t *ss = &t->stats[c[j].slot];
         fputs("rota_client_memory_waits_total{", f);
         prom_client_labels(f, &c[j], g);
         fprintf(f, ",outcome=\"granted\"} %" PRIu64 "\n", LD(&ss->mem_waits_granted));
@@ -220,7 +220,7 @@ static void prom_clients(FILE *f, const rota_region_t *r, const prom_client_t *c
               "Time rotad held the client's launches, by reason (a hold with two reasons counts for both).");
     for (unsigned j = 0; j < nc; j++) {
         uint64_t h[3];
-        prom_slot_held_ns(&r->stats.slots[c[j].slot], now_ns, h);
+        prom_slot_held_ns(&t->stats[c[j].slot], now_ns, h);
         for (unsigned k = 0; k < 3; k++) {
             fputs("rota_client_held_seconds_total{", f);
             prom_client_labels(f, &c[j], g);
@@ -231,7 +231,7 @@ static void prom_clients(FILE *f, const rota_region_t *r, const prom_client_t *c
 
 /* ---- node --------------------------------------------------------------------------------------------------- */
 
-int prom_render(FILE *f, const rota_region_t *r, uint64_t now_ns)
+int prom_render(FILE *f, const rota_region_t *r, const rota_table_t *t, uint64_t now_ns)
 {
     unsigned nd = atomic_load_explicit(&r->ndevices, memory_order_acquire); /* entries written before */
     if (nd > ROTA_MAX_DEVICES) nd = ROTA_MAX_DEVICES;
@@ -243,8 +243,8 @@ int prom_render(FILE *f, const rota_region_t *r, uint64_t now_ns)
     prom_client_t *c = calloc(ROTA_MAX_CLIENTS, sizeof *c); /* 40 KB: off the stack */
     if (!c) return -ENOMEM;
     unsigned nc = 0;
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-        const rota_slot_t *s = &r->slots[i];
+    for (unsigned i = 0; t && i < ROTA_MAX_CLIENTS; i++) {
+        const rota_slot_t *s = &t->slots[i];
         if (atomic_load_explicit(&s->state, memory_order_acquire) != ROTA_SLOT_LIVE) continue;
         prom_client_t *x = &c[nc++];
         x->slot = i;
@@ -270,28 +270,30 @@ int prom_render(FILE *f, const rota_region_t *r, uint64_t now_ns)
     prom_head(f, "rota_place_wait_seconds_total", "counter", "Time jobs placed after a wait spent waiting.");
     fprintf(f, "rota_place_wait_seconds_total %.9f\n", prom_s(LD(&r->stats.place_wait_ns)));
 
-    unsigned ng = atomic_load_explicit(&r->ngroups, memory_order_acquire);
+    unsigned ng = t ? atomic_load_explicit(&r->ngroups, memory_order_acquire) : 0;
     if (ng > ROTA_MAX_GROUPS) ng = ROTA_MAX_GROUPS;
     prom_head(f, "rota_group_memory_limit_bytes", "gauge", "A configured group's memory limit per GPU.");
     for (unsigned i = 0; i < ng; i++) {
         char name[ROTA_GROUP_NAME];
-        proto_sanitize(name, r->groups[i].name, sizeof name);
+        proto_sanitize(name, t->groups[i].name, sizeof name);
+        if (!name[0]) continue; /* left out of this viewer's copy */
         fputs("rota_group_memory_limit_bytes{", f);
         prom_label(f, "group", name, false);
-        fprintf(f, "} %" PRIu64 "\n", r->groups[i].limit);
+        fprintf(f, "} %" PRIu64 "\n", t->groups[i].limit);
     }
     prom_head(f, "rota_group_memory_used_bytes", "gauge", "Memory a configured group's processes hold, all GPUs.");
     for (unsigned i = 0; i < ng; i++) {
         char name[ROTA_GROUP_NAME];
-        proto_sanitize(name, r->groups[i].name, sizeof name);
+        proto_sanitize(name, t->groups[i].name, sizeof name);
+        if (!name[0]) continue;
         uint64_t used = 0;
-        for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) used += LD(&r->groups[i].used[d]);
+        for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) used += LD(&t->groups[i].used[d]);
         fputs("rota_group_memory_used_bytes{", f);
         prom_label(f, "group", name, false);
         fprintf(f, "} %" PRIu64 "\n", used);
     }
     prom_gpus(f, r, nd, g);
-    prom_clients(f, r, c, nc, g, now_ns);
+    prom_clients(f, t, c, nc, g, now_ns);
     free(c);
     return ferror(f) ? -EIO : 0;
 }

@@ -26,6 +26,7 @@ static size_t proto_type_size(unsigned type)
     case ROTA_MSG_ADOPT: return sizeof(rota_msg_mem_t);
     case ROTA_MSG_RESULT: return sizeof(rota_msg_result_t);
     case ROTA_MSG_PLACE: return sizeof(rota_msg_place_t);
+    case ROTA_MSG_LIST: return sizeof(rota_msg_list_t);
     default: return 0;
     }
 }
@@ -152,6 +153,14 @@ int proto_check(const void *buf, size_t n, uint32_t *abi, const char **why)
         }
         break;
     }
+    case ROTA_MSG_LIST: {
+        const rota_msg_list_t *m = buf;
+        if (m->flags || m->pad0) {
+            *why = "list: reserved fields not zero";
+            return -EBADMSG;
+        }
+        break;
+    }
     case ROTA_MSG_RESULT: {
         const rota_msg_result_t *m = buf;
         if (m->status > 0 || m->dev < -1 || m->dev >= ROTA_MAX_DEVICES) {
@@ -267,7 +276,8 @@ static int proto_obj_check(const volatile void *map, size_t mapped, const proto_
 
 _Static_assert(offsetof(rota_region_t, abi) == 4 && offsetof(rota_region_t, size) == 8 &&
                    offsetof(rota_channel_t, abi) == 4 && offsetof(rota_channel_t, size) == 8 &&
-                   offsetof(rota_board_t, abi) == 4 && offsetof(rota_board_t, size) == 8,
+                   offsetof(rota_board_t, abi) == 4 && offsetof(rota_board_t, size) == 8 &&
+                   offsetof(rota_table_t, abi) == 4 && offsetof(rota_table_t, size) == 8,
                "shared objects start with magic, abi, size");
 
 int proto_region_check(const volatile void *map, size_t mapped, const char **why)
@@ -300,6 +310,14 @@ int proto_board_check(const volatile void *map, size_t mapped, const char **why)
     static const proto_obj_t o = {ROTA_BOARD_MAGIC, sizeof(rota_board_t), ROTA_BOARD_MAP_SIZE,
                                   "board is smaller than this ABI's board", "board has a bad magic",
                                   "board is of another rota ABI version", "board has the wrong size"};
+    return proto_obj_check(map, mapped, &o, why);
+}
+
+int proto_table_check(const volatile void *map, size_t mapped, const char **why)
+{
+    static const proto_obj_t o = {ROTA_TABLE_MAGIC, sizeof(rota_table_t), ROTA_TABLE_MAP_SIZE,
+                                  "client table is smaller than this ABI's table", "client table has a bad magic",
+                                  "client table is of another rota ABI version", "client table has the wrong size"};
     return proto_obj_check(map, mapped, &o, why);
 }
 

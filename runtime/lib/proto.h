@@ -29,11 +29,12 @@ ssize_t proto_recv(int fd, void *buf, size_t cap, int *fds, int *nfds, int flags
 #define PROTO_UUID_STR 41
 void proto_uuid_str(const uint8_t uuid[ROTA_UUID_LEN], char out[PROTO_UUID_STR]);
 
-/* Checks a mapped region / channel header against this build's ABI; returns 0, -EPROTO (another version) or
+/* Checks a mapped region / channel / board / table header against this build's ABI; returns 0, -EPROTO (another version) or
  * -EBADMSG (not a rota object, wrong size). why gets a sentence for the message. */
 int proto_region_check(const volatile void *map, size_t mapped, const char **why);
 int proto_channel_check(const volatile void *map, size_t mapped, const char **why);
 int proto_board_check(const volatile void *map, size_t mapped, const char **why);
+int proto_table_check(const volatile void *map, size_t mapped, const char **why);
 
 /* Copies a possibly unterminated, possibly hostile string of at most cap bytes into out (cap bytes), keeping
  * printable ASCII only (others become '?'), always NUL-terminated. */

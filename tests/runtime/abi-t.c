@@ -39,7 +39,10 @@ int main(void)
     OFF(rota_region_t, size, 8);
     OFF(rota_region_t, ndevices, 40);
     OFF(rota_region_t, devices, 128);
-    OFF(rota_region_t, groups, 128 + ROTA_MAX_DEVICES * 192);
+    OFF(rota_region_t, sched, 128 + ROTA_MAX_DEVICES * 192);
+    OFF(rota_slot_sched_t, hold, 0);
+    OFF(rota_slot_sched_t, track, 4);
+    is_uint(sizeof(rota_slot_sched_t), 64, "a slot's launch-gate words are one cache line");
     OFF(rota_dev_t, capacity, 16);
     OFF(rota_dev_t, reserved, 24);
     OFF(rota_dev_t, waiters, 32);
@@ -54,7 +57,8 @@ int main(void)
     OFF(rota_slot_t, limit, 40);
     OFF(rota_slot_t, waiting, 48);
     OFF(rota_slot_t, used, 56);
-    OFF(rota_slot_t, hold, 56 + 8 * ROTA_MAX_DEVICES);
+    OFF(rota_slot_t, unused0, 56 + 8 * ROTA_MAX_DEVICES);
+    OFF(rota_slot_t, comm, 232 - ROTA_COMM_LEN);
     OFF(rota_channel_t, magic, 0);
     OFF(rota_channel_t, slot, 16);
     OFF(rota_channel_t, inflight, 24);
@@ -76,11 +80,22 @@ int main(void)
     OFF(rota_channel_t, idle_from_ns, 80);
     OFF(rota_channel_t, idle_win_ns, 88);
     OFF(rota_slot_t, idle_win_ns, 240);
-    /* operating statistics (ABI 9), after the slots */
-    OFF(rota_region_t, stats, 128 + ROTA_MAX_DEVICES * 192 + ROTA_MAX_GROUPS * (ROTA_GROUP_NAME + 8 + 8 * ROTA_MAX_DEVICES) +
-                                  ROTA_MAX_CLIENTS * 256);
+    /* operating statistics (ABI 9), after the launch-gate words (ABI 10) */
+    OFF(rota_region_t, stats, 128 + ROTA_MAX_DEVICES * 192 + ROTA_MAX_CLIENTS * 64);
     OFF(rota_stats_t, devices, 64);
-    OFF(rota_stats_t, slots, 64 + 64 * ROTA_MAX_DEVICES);
+    is_uint(sizeof(rota_stats_t), 64 + 64 * ROTA_MAX_DEVICES, "statistics: node and GPU totals only");
+    /* the client table (ABI 10): rotad's own memory, copies by LIST */
+    OFF(rota_table_t, magic, 0);
+    OFF(rota_table_t, abi, 4);
+    OFF(rota_table_t, size, 8);
+    OFF(rota_table_t, viewer_uid, 16);
+    OFF(rota_table_t, hidden_clients, 24);
+    OFF(rota_table_t, groups, 64);
+    OFF(rota_table_t, slots, 64 + ROTA_MAX_GROUPS * (ROTA_GROUP_NAME + 8 + 8 * ROTA_MAX_DEVICES));
+    OFF(rota_table_t, stats, 64 + ROTA_MAX_GROUPS * (ROTA_GROUP_NAME + 8 + 8 * ROTA_MAX_DEVICES) + ROTA_MAX_CLIENTS * 256);
+    ok(ROTA_TABLE_MAP_SIZE >= sizeof(rota_table_t) && ROTA_TABLE_MAP_SIZE % ROTA_PAGE == 0, "table map size");
+    OFF(rota_msg_list_t, flags, 16);
+    is_uint(sizeof(rota_msg_list_t), 24, "list message");
     OFF(rota_slot_stats_t, held_ns, 24);
     OFF(rota_slot_stats_t, hold_since_ns, 48);
     OFF(rota_slot_stats_t, hold_seq, 60);
@@ -141,6 +156,16 @@ int main(void)
     pm.wait_ms = 0;
     pm.reserved = 1;
     is_int(proto_check(&pm, sizeof pm, NULL, &why), -EBADMSG, "a place with its reserved word set: %s", why);
+
+    rota_msg_list_t lm = {0};
+    proto_hdr_init(&lm.h, ROTA_MSG_LIST, sizeof lm, 1);
+    is_int(proto_check(&lm, sizeof lm, NULL, &why), ROTA_MSG_LIST, "a list");
+    is_int(proto_check(&lm, sizeof lm - 1, NULL, &why), -EBADMSG, "a short list: %s", why);
+    lm.flags = 1;
+    is_int(proto_check(&lm, sizeof lm, NULL, &why), -EBADMSG, "a list with flags: %s", why);
+    lm.flags = 0;
+    lm.pad0 = 1;
+    is_int(proto_check(&lm, sizeof lm, NULL, &why), -EBADMSG, "a list with its pad set: %s", why);
 
     rota_msg_hello_t h = {0};
     proto_hdr_init(&h.h, ROTA_MSG_HELLO, sizeof h, 0);

@@ -34,8 +34,11 @@ done
 "$ROTA" metrics >"$T/none" 2>/dev/null; rc=$?; [ $rc = 1 ] && [ ! -s "$T/none" ]; ok $? "rota metrics without rotad: 1, nothing printed"
 
 mkfifo "$T/ready"
-ROTA_LOG=info "$ROTAD" --foreground --no-probe --socket "$S" --metrics-listen 127.0.0.1:0 --notify-fd 3 \
-    3>"$T/ready" 2>>"$T/log" &
+ROTAD_BIN=$ROTAD
+"$ROTAD" --foreground --no-probe --socket "$S" --metrics-clients 2>"$T/err"; rc=$?
+[ $rc = 2 ] && grep -qF "only with --metrics-listen" "$T/err"; ok $? "--metrics-clients alone: usage error (rc $rc)"
+ROTA_LOG=info "$ROTAD" --foreground --no-probe --socket "$S" --metrics-listen 127.0.0.1:0 --metrics-clients \
+    --notify-fd 3 3>"$T/ready" 2>>"$T/log" &
 RPID=$!
 PIDS="$PIDS $RPID"
 timeout 10 head -c 1 "$T/ready" >/dev/null; ok $? "rotad is up"
@@ -121,5 +124,31 @@ $PC fetch 127.0.0.1 "$PORT" "$T/m4.txt" 2>/dev/null
 ok $? "rota metrics prints the series the endpoint serves"
 
 kill -TERM $RPID; wait $RPID; ok $? "rotad stops cleanly"
+
+# Without --metrics-clients the endpoint, which cannot tell who scrapes it, serves no client's pid or command;
+# rota metrics, which rotad answers per uid, still shows root every client.
+S2=$T/rotad2.sock
+rm -f "$T/ready2"; mkfifo "$T/ready2"
+ROTA_LOG=info "$ROTAD_BIN" --foreground --no-probe --socket "$S2" --metrics-listen 127.0.0.1:0 --notify-fd 3 \
+    3>"$T/ready2" 2>>"$T/log2" &
+RPID2=$!
+PIDS="$PIDS $RPID2"
+timeout 10 head -c 1 "$T/ready2" >/dev/null; ok $? "a rotad without --metrics-clients is up"
+PORT2=$(sed -n 's|.*serving metrics on http://127\.0\.0\.1:\([0-9]*\)/metrics.*|\1|p' "$T/log2")
+ROTA_SOCKET=$S2 "$ROTA" run -- "$WL" --kind batch --duration 3 --mem 64M --out "$T/d.json" 2>>"$T/jobs" &
+JD=$!
+PIDS="$PIDS $JD"
+for i in $(seq 50); do
+    ROTA_SOCKET=$S2 "$ROTA" metrics >"$T/m6.txt" 2>/dev/null
+    grep -q "^rota_client_memory_used_bytes{pid=\"$JD\"" "$T/m6.txt" && break
+    sleep 0.1
+done
+$PC fetch 127.0.0.1 "$PORT2" "$T/m5.txt" 2>"$T/err"
+[ "$($PC value "$T/m5.txt" rota_clients)" = 1.000000000 ] && ! grep -q '^rota_client_\|^rota_group_' "$T/m5.txt"
+ok $? "the endpoint counts the job (rota_clients 1) but serves no per-client sample"
+grep -q "^rota_client_memory_used_bytes{pid=\"$JD\"" "$T/m6.txt"
+ok $? "rota metrics (root, through the socket) shows the job's series"
+wait $JD; ok $? "that job ran"
+kill -TERM $RPID2; wait $RPID2; ok $? "the second rotad stops cleanly"
 echo "1..$n"
 exit $fail

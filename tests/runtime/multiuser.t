@@ -1,7 +1,8 @@
 #!/bin/sh
 # multiuser.t - a root rotad serving two unprivileged users (issue 21): from their accounts, the region and the
-# board cannot be made writable, ADOPT is bounded, high priority needs the policy's permission, and a client refuses
-# a rotad run by another user. Creates two users with useradd (unique names) and removes them on exit.
+# board cannot be made writable, ADOPT is bounded, another user's jobs are invisible (rota status, rota metrics, the
+# region, the client table), high priority needs the policy's permission, and a client refuses a rotad run by
+# another user. Creates two users with useradd (unique names) and removes them on exit.
 set -u
 : "${ROTA_BUILD:?ROTA_BUILD must name the build folder}"
 ROTAD=$ROTA_BUILD/bin/rotad
@@ -68,6 +69,42 @@ sleep 1.1 # the ADOPT warnings above used this second's share of rotad's rate-li
 out=$(as "$UA" env SECURITY_T_ATTACK=high ROTA_SOCKET="$S" "$T/security-t" 2>&1); rc=$?
 ok $rc "user $UA asking for high priority runs as normal under the default policy ($out)"
 grep -q "uid $(id -u "$UA").*asked for high priority" "$T/log"; ok $? "rotad logs the refusal"
+
+# Redaction: UA's job is invisible to UB (rota status, rota metrics, the region, the client table), visible to UA
+# and root. The job's command is its program's name: a copy of security-t called rotaprivjob.
+cp "$ROTA_BUILD/bin/rota" "$T/rota" && chmod 755 "$T/rota"
+ROTA=$T/rota
+cp "$SECT" "$T/rotaprivjob" && chmod 755 "$T/rotaprivjob"
+mkfifo "$T/held" && chmod 666 "$T/held"
+# setpriv execs env, which execs the job: $! is the job's pid (the as function here would be a subshell)
+setpriv --reuid="$UA" --regid="$(id -g "$UA")" --clear-groups env HOME="$T" SECURITY_T_ATTACK=hold ROTA_SOCKET="$S" \
+    "$T/rotaprivjob" >"$T/held" 2>&1 &
+HPID=$!
+PIDS="$PIDS $HPID"
+held=$(timeout 10 head -n 1 "$T/held")
+[ "$held" = "held $HPID" ]; ok $? "user $UA's job holds memory through the root rotad ($held)"
+out=$(as "$UB" env SECURITY_T_ATTACK=peek SECURITY_T_NEEDLE=rotaprivjob ROTA_SOCKET="$S" "$T/security-t" 2>&1); rc=$?
+ok $rc "user $UB finds nothing of $UA's job in the region or in its copy of the client table ($out)"
+out=$(as "$UB" "$ROTA" status --socket "$S" 2>&1); rc=$?
+[ "$rc" = 0 ] && ! echo "$out" | grep -q "rotaprivjob" && ! echo "$out" | grep -qw "$HPID" &&
+    echo "$out" | grep -q "1 client(s) of other users not shown"
+ok $? "rota status as $UB: no pid or command of $UA's job, one client not shown"
+out=$(as "$UB" "$ROTA" status --json --socket "$S" 2>&1); rc=$?
+[ "$rc" = 0 ] && ! echo "$out" | grep -q "rotaprivjob" && echo "$out" | grep -q '"hidden_clients":1' &&
+    echo "$out" | grep -q '"reserved":100'
+ok $? "rota status --json as $UB: hidden_clients 1, the node's total (100 reserved) still shown"
+out=$(as "$UB" "$ROTA" metrics --socket "$S" 2>&1); rc=$?
+[ "$rc" = 0 ] && ! echo "$out" | grep -q "rotaprivjob" && ! echo "$out" | grep -q "pid=\"$HPID\"" &&
+    echo "$out" | grep -q '^rota_clients 1$'
+ok $? "rota metrics as $UB: no series of $UA's job, rota_clients 1"
+out=$(as "$UA" "$ROTA" status --socket "$S" 2>&1); rc=$?
+[ "$rc" = 0 ] && echo "$out" | grep -q "^$HPID .*rotaprivjob"
+ok $? "rota status as $UA shows its own job"
+out=$("$ROTA" status --socket "$S" 2>&1); rc=$?
+[ "$rc" = 0 ] && echo "$out" | grep -q "^$HPID .*rotaprivjob" && ! echo "$out" | grep -q "not shown"
+ok $? "rota status as root shows every job"
+kill -9 "$HPID" 2>/dev/null
+wait "$HPID" 2>/dev/null
 
 # The policy may allow it: a rotad with 'high-user UA' on another socket.
 echo "high-user $UA" > "$T/policy.conf"

@@ -84,8 +84,10 @@ static void cands(rota_msg_place_t *m, unsigned n, uint64_t cap)
 static void unit_tests(void)
 {
     rota_region_t *r = calloc(1, sizeof *r);
+    rota_table_t *t = calloc(1, sizeof *t);
     place_t *pl = calloc(1, sizeof *pl);
-    if (!r || !pl) bail("calloc");
+    if (!r || !t || !pl) bail("calloc");
+    pl->t = t;
     pid_t kids[6];
     for (int i = 0; i < 6; i++) kids[i] = sleeper();
     rota_msg_place_t m;
@@ -107,7 +109,7 @@ static void unit_tests(void)
     is_uint(place_pending_count(pl, 0, NULL), 1, "not counted twice");
 
     /* where the job fits first, then load, then free memory */
-    memset(pl, 0, sizeof *pl);
+    *pl = (place_t){.t = t};
     atomic_store(&r->devices[0].reserved, 8 * GIB);
     atomic_store(&r->devices[1].clients, 3);
     rota_msg_place_t m2;
@@ -119,24 +121,24 @@ static void unit_tests(void)
     m2.mem = 20 * GIB;
     is_int(place_choose(pl, r, kids[0], &m2, now), 1, "a job that fits nowhere: the most free memory (GPU 1)");
     m2.mem = 0;
-    memset(pl, 0, sizeof *pl);
+    *pl = (place_t){.t = t};
     is_int(place_choose(pl, r, kids[1], &m, now), 2,
            "a job of unknown memory, among equal load: the most free memory, then the lowest index");
-    memset(pl, 0, sizeof *pl);
+    *pl = (place_t){.t = t};
     atomic_store(&r->devices[2].reserved, 10 * GIB);
     atomic_store(&r->devices[3].reserved, 4 * GIB);
     m.mem = 3 * GIB;
     is_int(place_choose(pl, r, kids[1], &m, now), 2,
            "a 3G job among equal load: the tightest fit (GPU 2, 6G free; not GPU 0, 8G, nor GPU 3, 12G)");
     m.mem = 11 * GIB;
-    memset(pl, 0, sizeof *pl);
+    *pl = (place_t){.t = t};
     is_int(place_choose(pl, r, kids[1], &m, now), 3,
            "an 11G job fits GPU 1 (16G free, 3 clients) and GPU 3 (12G free, none): the lower load (GPU 3)");
     m.mem = 0;
     atomic_store(&r->devices[2].reserved, 0);
     atomic_store(&r->devices[3].reserved, 0);
     /* within the slack, load decides */
-    memset(pl, 0, sizeof *pl);
+    *pl = (place_t){.t = t};
     atomic_store(&r->devices[0].reserved, GIB / 8); /* < 2% of 16G */
     atomic_store(&r->devices[1].clients, 0);
     atomic_store(&r->devices[2].clients, 1);
@@ -147,7 +149,7 @@ static void unit_tests(void)
     atomic_store(&r->devices[0].clients, 1);
     is_int(place_choose(pl, r, kids[1], &m, now), 1, "then GPU 1 (no client, no pending)");
     /* pending memory counts */
-    memset(pl, 0, sizeof *pl);
+    *pl = (place_t){.t = t};
     for (int i = 0; i < 4; i++) {
         atomic_store(&r->devices[i].reserved, 0);
         atomic_store(&r->devices[i].clients, 0);
@@ -162,75 +164,75 @@ static void unit_tests(void)
     is_uint(place_pending_count(pl, 0, &pm), 1, "one pending on GPU 0");
     is_uint(pm, 10 * GIB, "with its 10G");
     /* declared limits and queued requests count as the memory they will take */
-    memset(pl, 0, sizeof *pl);
+    *pl = (place_t){.t = t};
     atomic_store(&r->devices[1].clients, 0);
-    atomic_store(&r->slots[0].state, ROTA_SLOT_LIVE);
-    atomic_store(&r->slots[0].device, 0);
-    atomic_store(&r->slots[0].wait_dev, -1);
-    atomic_store(&r->slots[0].limit, 12 * GIB);
-    atomic_store(&r->slots[0].used[0], GIB);
+    atomic_store(&t->slots[0].state, ROTA_SLOT_LIVE);
+    atomic_store(&t->slots[0].device, 0);
+    atomic_store(&t->slots[0].wait_dev, -1);
+    atomic_store(&t->slots[0].limit, 12 * GIB);
+    atomic_store(&t->slots[0].used[0], GIB);
     atomic_store(&r->devices[0].reserved, GIB);
     atomic_store(&r->devices[0].clients, 1);
     m.mem = 6 * GIB;
     is_int(place_choose(pl, r, kids[0], &m, now), 1, "a client's 12G limit counts in full on its GPU, not the 1G it holds");
-    atomic_store(&r->slots[1].state, ROTA_SLOT_LIVE);
-    atomic_store(&r->slots[1].device, -1);
-    atomic_store(&r->slots[1].wait_dev, 1);
-    atomic_store(&r->slots[1].waiting, 9 * GIB);
+    atomic_store(&t->slots[1].state, ROTA_SLOT_LIVE);
+    atomic_store(&t->slots[1].device, -1);
+    atomic_store(&t->slots[1].wait_dev, 1);
+    atomic_store(&t->slots[1].waiting, 9 * GIB);
     m.mem = 3 * GIB;
     is_int(place_choose(pl, r, kids[1], &m, now), 0,
            "a queued 9G request counts on its GPU: GPU 1 (6G pending + 9G queued) has no room for 3G, GPU 0 has 4G");
-    memset(&r->slots[0], 0, sizeof r->slots[0]);
-    memset(&r->slots[1], 0, sizeof r->slots[1]);
+    memset(&t->slots[0], 0, sizeof t->slots[0]);
+    memset(&t->slots[1], 0, sizeof t->slots[1]);
     atomic_store(&r->devices[0].reserved, 0);
     /* A job goes where the fewest clients of its class or above are (rivals); then the load; equal load: the
      * idler GPU. GPU 0: one high client; GPU 1: two normal ones. */
-    memset(pl, 0, sizeof *pl);
+    *pl = (place_t){.t = t};
     for (int i = 0; i < 4; i++) atomic_store(&r->devices[i].clients, 0);
     for (int i = 0; i < 3; i++) {
-        atomic_store(&r->slots[i].state, ROTA_SLOT_LIVE);
-        atomic_store(&r->slots[i].device, i ? 1 : 0);
-        atomic_store(&r->slots[i].wait_dev, -1);
-        atomic_store(&r->slots[i].priority, i ? ROTA_PRIO_NORMAL : ROTA_PRIO_HIGH);
+        atomic_store(&t->slots[i].state, ROTA_SLOT_LIVE);
+        atomic_store(&t->slots[i].device, i ? 1 : 0);
+        atomic_store(&t->slots[i].wait_dev, -1);
+        atomic_store(&t->slots[i].priority, i ? ROTA_PRIO_NORMAL : ROTA_PRIO_HIGH);
     }
     atomic_store(&r->devices[0].clients, 1);
     atomic_store(&r->devices[1].clients, 2);
     cands(&m, 2, 16 * GIB);
     is_int(place_choose(pl, r, kids[0], &m, now), 0,
            "a normal job: the fewest rivals (GPU 0's high client, not GPU 1's two normal ones)");
-    memset(pl, 0, sizeof *pl);
+    *pl = (place_t){.t = t};
     m.flags = ROTA_PLACE_LOW;
     is_int(place_choose(pl, r, kids[0], &m, now), 0, "a low job: every client is a rival (1 against 2)");
-    memset(pl, 0, sizeof *pl);
-    atomic_store(&r->slots[2].device, 0); /* GPU 0: high + normal; GPU 1: normal */
+    *pl = (place_t){.t = t};
+    atomic_store(&t->slots[2].device, 0); /* GPU 0: high + normal; GPU 1: normal */
     atomic_store(&r->devices[0].clients, 2);
     atomic_store(&r->devices[1].clients, 1);
-    atomic_store(&r->slots[1].priority, ROTA_PRIO_LOW); /* GPU 1: low */
+    atomic_store(&t->slots[1].priority, ROTA_PRIO_LOW); /* GPU 1: low */
     m.flags = 0;
     is_int(place_choose(pl, r, kids[0], &m, now), 1,
            "a normal job beside a low client rather than beside a high and a normal one");
-    atomic_store(&r->slots[2].device, 1); /* GPU 0: high; GPU 1: low + normal */
+    atomic_store(&t->slots[2].device, 1); /* GPU 0: high; GPU 1: low + normal */
     atomic_store(&r->devices[0].clients, 1);
     atomic_store(&r->devices[1].clients, 2);
-    memset(pl, 0, sizeof *pl);
+    *pl = (place_t){.t = t};
     is_int(place_choose(pl, r, kids[0], &m, now), 0, "equal rivals (a high client, a normal one): the lower load");
-    atomic_store(&r->slots[2].priority, ROTA_PRIO_LOW); /* GPU 0: high; GPU 1: two low */
-    memset(pl, 0, sizeof *pl);
+    atomic_store(&t->slots[2].priority, ROTA_PRIO_LOW); /* GPU 0: high; GPU 1: two low */
+    *pl = (place_t){.t = t};
     is_int(place_choose(pl, r, kids[0], &m, now), 1,
            "a normal job beside two low clients rather than beside a high one");
     is_int(place_choose(pl, r, kids[1], &m, now), 0,
            "a second normal job: the first one's pending placement is its rival on GPU 1");
     /* Fitting nowhere, the most free memory decides, not rivals: GPU 0 has the high client but 16G free, GPU 1
      * none but 2G free. */
-    memset(pl, 0, sizeof *pl);
+    *pl = (place_t){.t = t};
     atomic_store(&r->devices[1].reserved, 14 * GIB);
     m.mem = 20 * GIB;
     is_int(place_choose(pl, r, kids[0], &m, now), 0, "a 20G job that fits nowhere: the most free memory, not rivals");
     m.mem = 0;
     atomic_store(&r->devices[1].reserved, 0);
-    memset(pl, 0, sizeof *pl);
-    atomic_store(&r->slots[1].state, ROTA_SLOT_FREE);
-    atomic_store(&r->slots[2].state, ROTA_SLOT_FREE);
+    *pl = (place_t){.t = t};
+    atomic_store(&t->slots[1].state, ROTA_SLOT_FREE);
+    atomic_store(&t->slots[2].state, ROTA_SLOT_FREE);
     atomic_store(&r->devices[1].clients, 2); /* two clients whose class rotad does not know (no slot here) */
     m.flags = ROTA_PLACE_HIGH;
     is_int(place_choose(pl, r, kids[1], &m, now), 1,
@@ -238,14 +240,14 @@ static void unit_tests(void)
     is_int(place_choose(pl, r, kids[2], &m, now), 0,
            "a second high job: GPU 1's pending high placement counts as much as GPU 0's high client (load decides)");
     m.flags = 0;
-    memset(pl, 0, sizeof *pl);
-    memset(&r->slots[0], 0, sizeof r->slots[0]);
+    *pl = (place_t){.t = t};
+    memset(&t->slots[0], 0, sizeof t->slots[0]);
     atomic_store(&r->devices[0].clients, 1);
     atomic_store(&r->devices[1].clients, 1);
     atomic_store(&r->devices[0].busy_permille, 950);
     atomic_store(&r->devices[1].busy_permille, 300);
     is_int(place_choose(pl, r, kids[0], &m, now), 1, "equal load: the idler GPU (busy 0.30 against 0.95)");
-    memset(pl, 0, sizeof *pl);
+    *pl = (place_t){.t = t};
     atomic_store(&r->devices[1].busy_permille, 900);
     is_int(place_choose(pl, r, kids[1], &m, now), 0,
            "busy fractions %d permille apart or less count as equal (then the lowest index)", PLACE_BUSY_SLACK_PERMILLE);
@@ -280,7 +282,7 @@ static void unit_tests(void)
     cands(&m, 0, GIB);
     m.flags = ROTA_PLACE_KNOWN;
     is_int(proto_check(&m, sizeof m, NULL, &why), ROTA_MSG_PLACE, "PLACE KNOWN with no candidate passes (%s)", why);
-    memset(pl, 0, sizeof *pl);
+    *pl = (place_t){.t = t};
     is_int(place_choose(pl, r, kids[0], &m, now), -ENODEV, "KNOWN before any probed GPU: -ENODEV (nothing placed)");
     is_uint(place_pending_count(pl, 0, NULL), 0, "and nothing pending");
     cands(&m2, 1, GIB);
@@ -319,6 +321,7 @@ static void unit_tests(void)
     }
     free(pl);
     free(r);
+    free(t);
 }
 
 
@@ -343,8 +346,10 @@ static void answer(void *ctx, const place_waiter_t *w, int idx)
 static void wait_unit_tests(void)
 {
     rota_region_t *r = calloc(1, sizeof *r);
+    rota_table_t *t = calloc(1, sizeof *t);
     place_t *pl = calloc(1, sizeof *pl);
-    if (!r || !pl) bail("calloc");
+    if (!r || !t || !pl) bail("calloc");
+    pl->t = t;
     pid_t k[4];
     for (int i = 0; i < 4; i++) k[i] = sleeper();
     rota_msg_place_t m;
@@ -412,6 +417,7 @@ static void wait_unit_tests(void)
     }
     free(pl);
     free(r);
+    free(t);
 }
 
 /* Whether the job stays silent (no report line: rota run has not started it) for ms. */

@@ -485,6 +485,56 @@ static inline uint64_t th_ledger_reserved(void)
     return v;
 }
 
+/* A copy of the client table of th_sock's rotad as this process may see it (root: every client), through an
+ * observer connection of its own (LIST); NULL when rotad does not answer. Free with th_table_free. */
+static inline const rota_table_t *th_table(void)
+{
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_OBSERVER};
+    conn_t *c;
+    char err[256];
+    if (conn_open(&o, &c, err, sizeof err)) return NULL;
+    const rota_table_t *t = NULL;
+    if (conn_table(c, &t)) t = NULL;
+    conn_close(c);
+    return t;
+}
+
+static inline void th_table_free(const rota_table_t *t)
+{
+    conn_table_free(t);
+}
+
+/* Slot i of rotad's client table now (a fresh copy); state ROTA_SLOT_FREE when rotad does not answer. */
+static inline rota_slot_t th_slot(unsigned i)
+{
+    rota_slot_t v;
+    memset(&v, 0, sizeof v);
+    const rota_table_t *t = th_table();
+    if (t && i < ROTA_MAX_CLIENTS) memcpy(&v, &t->slots[i], sizeof v); /* a sealed copy: nobody writes it */
+    th_table_free(t);
+    return v;
+}
+
+/* The slot of the live client pid in rotad's client table, or -1. */
+static inline int th_slot_index(pid_t pid)
+{
+    const rota_table_t *t = th_table();
+    int idx = -1;
+    for (unsigned i = 0; t && i < ROTA_MAX_CLIENTS && idx < 0; i++)
+        if (atomic_load(&t->slots[i].state) == ROTA_SLOT_LIVE && atomic_load(&t->slots[i].pid) == pid) idx = (int)i;
+    th_table_free(t);
+    return idx;
+}
+
+/* Group g's use on GPU d in rotad's client table now; UINT64_MAX when rotad does not answer. */
+static inline uint64_t th_group_used(unsigned g, unsigned d)
+{
+    const rota_table_t *t = th_table();
+    uint64_t v = t && g < ROTA_MAX_GROUPS && d < ROTA_MAX_DEVICES ? atomic_load(&t->groups[g].used[d]) : UINT64_MAX;
+    th_table_free(t);
+    return v;
+}
+
 /* simcuda-stat's counter NAME of device dev on node nd (its text format): simcuda's own view, or -1. */
 static inline long long th_node_stat(const char *nd, int dev, const char *name)
 {

@@ -320,17 +320,35 @@ static conn_t *observe(void)
     return c;
 }
 
-/* The slot of pid in the region, or NULL. */
-static const rota_slot_t *slot_of(const rota_region_t *r, pid_t pid)
+/* The launch-gate words (hold, track) of pid's slot in the region, or NULL: the slot found in rotad's client
+ * table. */
+static const rota_slot_sched_t *slot_of(const rota_region_t *r, pid_t pid)
 {
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
-        if (atomic_load(&r->slots[i].state) == ROTA_SLOT_LIVE && atomic_load(&r->slots[i].pid) == pid)
-            return &r->slots[i];
-    return NULL;
+    int i = th_slot_index(pid);
+    return i < 0 ? NULL : &r->sched[i];
+}
+
+/* The details of the client whose words in region r are w, as rotad's client table has them now (a fresh copy). */
+static rota_slot_t detail(const rota_region_t *r, const rota_slot_sched_t *w)
+{
+    return th_slot((unsigned)(w - r->sched));
+}
+
+/* rotad's copy of the client's launches in flight, and the idle window it applies to a high client (detail()). */
+static uint32_t detail_inflight(const rota_region_t *r, const rota_slot_sched_t *w)
+{
+    rota_slot_t d = detail(r, w);
+    return atomic_load(&d.inflight);
+}
+
+static uint64_t detail_idle_win(const rota_region_t *r, const rota_slot_sched_t *w)
+{
+    rota_slot_t d = detail(r, w);
+    return atomic_load(&d.idle_win_ns);
 }
 
 /* Waits up to ms for slot->hold to become (nonzero if want, else zero). */
-static bool wait_hold(const rota_slot_t *s, bool want, int ms)
+static bool wait_hold(const rota_slot_sched_t *s, bool want, int ms)
 {
     double end = th_now_ms() + ms;
     while (th_now_ms() < end) {
@@ -341,7 +359,7 @@ static bool wait_hold(const rota_slot_t *s, bool want, int ms)
 }
 
 /* Waits up to ms for slot->track to become want. */
-static bool wait_track(const rota_slot_t *s, uint32_t want, int ms)
+static bool wait_track(const rota_slot_sched_t *s, uint32_t want, int ms)
 {
     double end = th_now_ms() + ms;
     while (th_now_ms() < end) {
@@ -353,13 +371,15 @@ static bool wait_track(const rota_slot_t *s, uint32_t want, int ms)
 
 /* Sends cmd to a command-mode child and watches slot->inflight (rotad's copy) until the child answers, for at
  * most 20 s; returns the most it saw, and the answer in *reply ("" on timeout) when reply is not NULL. */
-static unsigned long max_inflight_during(child_t *c, const rota_slot_t *s, const char *cmd, const char **reply)
+static unsigned long max_inflight_during(child_t *c, const rota_region_t *r, const rota_slot_sched_t *s,
+                                         const char *cmd, const char **reply)
 {
     unsigned long mx = 0;
     const char *l = "";
     fprintf(c->to, "%s\n", cmd);
     for (int i = 0; i < 20000 && !l[0]; i++) {
-        unsigned long v = atomic_load(&s->inflight);
+        rota_slot_t d = detail(r, s);
+        unsigned long v = atomic_load(&d.inflight);
         if (v > mx) mx = v;
         l = th_say(c, NULL, 1);
     }
@@ -369,7 +389,7 @@ static unsigned long max_inflight_during(child_t *c, const rota_slot_t *s, const
 
 /* A command-mode high client and a normal one, the normal one's GPU known to rotad (it launched once); returns
  * the normal client's slot in r. */
-static const rota_slot_t *hold_pair_env(child_t *hi, child_t *lo, const rota_region_t *r, const char *hi_extra,
+static const rota_slot_sched_t *hold_pair_env(child_t *hi, child_t *lo, const rota_region_t *r, const char *hi_extra,
                                         const char *hi_extra2)
 {
     const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", hi_extra ? hi_extra : hi_extra2,
@@ -381,13 +401,13 @@ static const rota_slot_t *hold_pair_env(child_t *hi, child_t *lo, const rota_reg
     th_ready(lo, "normal command client");
     th_say(lo, "spin 1 1000000", 5000); /* its GPU is known from its first launch */
     th_say(lo, "sync", 5000);
-    const rota_slot_t *ls = slot_of(r, lo->pid);
+    const rota_slot_sched_t *ls = slot_of(r, lo->pid);
     if (!ls) bail("no slot for the normal client");
     return ls;
 }
 
 /* A high and a normal command client; the normal one has launched once. Returns the normal client's slot. */
-static const rota_slot_t *hold_pair(child_t *hi, child_t *lo, const rota_region_t *r)
+static const rota_slot_sched_t *hold_pair(child_t *hi, child_t *lo, const rota_region_t *r)
 {
     return hold_pair_env(hi, lo, r, NULL, NULL);
 }
@@ -540,9 +560,10 @@ int main(void)
         pair_start(&a, &b, "ROTA_WEIGHT=3", "ROTA_WEIGHT=1");
         /* Mid-run: the region shows both as live clients with launches and device time. */
         usleep(1500000);
-        const rota_slot_t *sa = slot_of(r, a.pid), *sb = slot_of(r, b.pid);
-        ok(sa && sb && atomic_load(&sa->launches) > 0 && atomic_load(&sb->busy_ns) > 0 &&
-               atomic_load(&sa->priority) == ROTA_PRIO_NORMAL && atomic_load(&sa->weight) == 3000,
+        const rota_slot_sched_t *sa = slot_of(r, a.pid), *sb = slot_of(r, b.pid);
+        rota_slot_t da = sa ? detail(r, sa) : (rota_slot_t){0}, db = sb ? detail(r, sb) : (rota_slot_t){0};
+        ok(sa && sb && atomic_load(&da.launches) > 0 && atomic_load(&db.busy_ns) > 0 &&
+               atomic_load(&da.priority) == ROTA_PRIO_NORMAL && atomic_load(&da.weight) == 3000,
            "the region shows class, weight, launches and device time per client");
         ok(atomic_load(&d0->busy_permille) > 500, "and the GPU's busy fraction (%u permille)",
            atomic_load(&d0->busy_permille));
@@ -623,7 +644,7 @@ int main(void)
         double t0 = th_now_ms();
         spawn(&hi, eh);
         th_ready(&hi, "high client");
-        const rota_slot_t *sl = slot_of(r, lo.pid);
+        const rota_slot_sched_t *sl = slot_of(r, lo.pid);
         ok(rc == 0 && sl && wait_hold(sl, true, 3000), "a low client is held while a high client launches");
         double cap = -1, gl = -1;
         l = th_say(&lo, "sync", 5000);
@@ -660,17 +681,17 @@ int main(void)
         const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
         spawn(&lo, el);
         th_ready(&lo, "low client");
-        const rota_slot_t *sl = slot_of(r, lo.pid);
+        const rota_slot_sched_t *sl = slot_of(r, lo.pid);
         th_say(&lo, "spin 1 1000000", 5000); /* rotad learns its GPU */
         th_say(&lo, "sync", 5000);
         ok(sl && wait_track(sl, 0, 3000), "a lone low client is uncontended (slot.track 0)");
-        for (int i = 0; sl && atomic_load(&sl->inflight) && i < 1000; i++) usleep(1000); /* rotad saw it done */
+        for (int i = 0; sl && detail_inflight(r, sl) && i < 1000; i++) usleep(1000); /* rotad saw it done */
         double t = -1;
         int rc = -1;
         sscanf(th_say(&lo, "spin 4 50000000", 5000), "%d %lf", &rc, &t);
         /* A tracked launch shows in slot.inflight (rotad copies it every tick) for its 50 ms. */
         bool zero = true;
-        for (int i = 0; sl && i < 10; i++, usleep(5000)) zero &= atomic_load(&sl->inflight) == 0;
+        for (int i = 0; sl && i < 10; i++, usleep(5000)) zero &= detail_inflight(r, sl) == 0;
         ok(rc == 0 && zero && t >= 0 && t < 100,
            "uncontended: no launch tracked (slot.inflight 0 over 50 ms) and no bound (4 x 50 ms in %.1f ms < 100)", t);
         spawn(&hi, eh);
@@ -696,7 +717,7 @@ int main(void)
         spawn(&lo, el);
         th_ready(&hi, "bound clients");
         th_ready(&lo, "bound clients");
-        const rota_slot_t *sl = slot_of(r, lo.pid);
+        const rota_slot_sched_t *sl = slot_of(r, lo.pid);
         ok(sl && wait_track(sl, 1, 3000), "beside a registered high client the low client tracks");
         unsigned long maxinf[2] = {0, 0};
         double took[2] = {-1, -1};
@@ -707,7 +728,7 @@ int main(void)
             th_say(&lo, teach[k], 5000);
             th_say(&lo, "sync", 5000);
             const char *l;
-            maxinf[k] = max_inflight_during(&lo, sl, cmds[k], &l);
+            maxinf[k] = max_inflight_during(&lo, r, sl, cmds[k], &l);
             int rc = -1;
             sscanf(l, "%d %lf", &rc, &took[k]);
             th_say(&lo, "sync", 10000);
@@ -747,7 +768,7 @@ int main(void)
                     th_say(&lo, "spin 4 50000000", 5000);
                     th_say(&lo, "sync", 5000);
                 }
-                mx2[k] = max_inflight_during(&lo, sl, "spin 4 50000000", NULL);
+                mx2[k] = max_inflight_during(&lo, r, sl, "spin 4 50000000", NULL);
                 th_say(&lo, "sync", 10000);
             }
             expect(&sp, "done", 10000);
@@ -770,11 +791,11 @@ int main(void)
             spawn(&l2, el2);
             th_ready(&h2, "high client");
             th_ready(&l2, "bound client");
-            const rota_slot_t *s2 = slot_of(r, l2.pid);
+            const rota_slot_sched_t *s2 = slot_of(r, l2.pid);
             if (s2 && wait_track(s2, 1, 3000)) {
                 th_say(&l2, "spin 8 2000000", 5000); /* teach the bound its 2 ms average */
                 th_say(&l2, "sync", 5000);
-                mr[k] = max_inflight_during(&l2, s2, "spin 200 2000000", NULL);
+                mr[k] = max_inflight_during(&l2, r, s2, "spin 200 2000000", NULL);
                 th_say(&l2, "sync", 10000);
             }
             th_finish(&l2);
@@ -797,7 +818,7 @@ int main(void)
         spawn(&lo2, el);
         th_ready(&lo1, "low");
         th_ready(&lo2, "low");
-        const rota_slot_t *s1 = slot_of(r, lo1.pid), *s2 = slot_of(r, lo2.pid);
+        const rota_slot_sched_t *s1 = slot_of(r, lo1.pid), *s2 = slot_of(r, lo2.pid);
         ok(s1 && s2 && wait_hold(s1, true, 3000) && wait_hold(s2, true, 3000), "both low clients are held");
         unsigned long before = progress(&lo2, 300);
         th_kill9(&lo1);
@@ -832,7 +853,7 @@ int main(void)
         ok(got && rc == 0 && t < 1000, "an idle high client holds nobody (%.1f ms)", t);
         th_say(&lo, "sync", 5000);
         usleep(300000); /* both idle again for rotad (--idle-ms 5, plus the shared machine's slack) */
-        const rota_slot_t *sl = slot_of(r, lo.pid);
+        const rota_slot_sched_t *sl = slot_of(r, lo.pid);
         ok(sl && atomic_load(&sl->hold) == 0, "the low client is not held by rotad");
         kill(rotad, SIGSTOP);
         usleep(20000);
@@ -859,16 +880,17 @@ int main(void)
      * it; with a second high client registered, nothing does until rotad runs again. */
     SECTION(15) {
         child_t hi, lo, hi2;
-        const rota_slot_t *ls = hold_pair(&hi, &lo, r);
+        const rota_slot_sched_t *ls = hold_pair(&hi, &lo, r);
         const char *eh[] = {"SCHED_MODE=cmd", "ROTA_PRIORITY=high", NULL};
         is_uint(atomic_load(&r->high_idle_ns), 5000000, "rotad publishes its idle window for high clients (--idle-ms 5)");
 
         const char *hr = th_say(&hi, "spin 1 300000000", 5000);
         if (!ok(wait_hold(ls, true, 2000), "a high client's 300 ms kernel holds the normal client")) {
-            const rota_slot_t *hs = slot_of(r, hi.pid);
+            const rota_slot_sched_t *hs = slot_of(r, hi.pid);
+            rota_slot_t hd = hs ? detail(r, hs) : (rota_slot_t){0};
             diag("high reply '%s' slot %s: device %d state %u inflight %u; GPU 0: high_active %u high_clients %u "
-                 "held %u", hr, hs ? "found" : "missing", hs ? (int)atomic_load(&hs->device) : -9,
-                 hs ? atomic_load(&hs->sched_state) : 9u, hs ? atomic_load(&hs->inflight) : 9u,
+                 "held %u", hr, hs ? "found" : "missing", hs ? (int)atomic_load(&hd.device) : -9,
+                 hs ? atomic_load(&hd.sched_state) : 9u, hs ? atomic_load(&hd.inflight) : 9u,
                  atomic_load(&d0->high_active), atomic_load(&d0->high_clients), atomic_load(&d0->held));
             char cmd[512];
             snprintf(cmd, sizeof cmd, "tail -c 3000 %s >&2; echo --- >&2; tail -c 1500 %s >&2", hi.err, lo.err);
@@ -933,7 +955,7 @@ int main(void)
         th_ready(&hi, "high command client");
         th_ready(&a, "weight-1 client");
         th_ready(&b, "weight-1000 spinner");
-        const rota_slot_t *as = slot_of(r, a.pid), *bs = slot_of(r, b.pid);
+        const rota_slot_sched_t *as = slot_of(r, a.pid), *bs = slot_of(r, b.pid);
         if (!as || !bs) bail("no slot for the normal clients");
         fprintf(a.to, "spin 40 2000000\n"); /* held for its share before these are all launched */
         bool share = false;
@@ -979,7 +1001,7 @@ int main(void)
         th_ready(&hi, "high client");
         spawn(&lo, el);
         th_ready(&lo, "low client");
-        const rota_slot_t *sl = slot_of(r, lo.pid);
+        const rota_slot_sched_t *sl = slot_of(r, lo.pid);
         ok(sl && wait_hold(sl, true, 3000), "the low client is held");
         unsigned long held_n = progress(&lo, 300);
         conn_close(obs);
@@ -1009,7 +1031,7 @@ int main(void)
         th_ready(&a, "spinners");
         th_ready(&b, "spinners");
         usleep(200000);
-        const rota_slot_t *sa = slot_of(r, a.pid), *sb = slot_of(r, b.pid);
+        const rota_slot_sched_t *sa = slot_of(r, a.pid), *sb = slot_of(r, b.pid);
         int one = 0, samples = 0;
         for (; sa && sb && samples < 40; samples++) {
             uint32_t ha = atomic_load(&sa->hold), hb = atomic_load(&sb->hold);
@@ -1062,7 +1084,7 @@ int main(void)
         obs = observe();
         const rota_region_t *ri = conn_region(obs);
         child_t hi, lo;
-        const rota_slot_t *ls = hold_pair(&hi, &lo, ri);
+        const rota_slot_sched_t *ls = hold_pair(&hi, &lo, ri);
         double t0 = th_now_ms();
         th_say(&hi, "spin 1 150000000", 5000);
         ok(wait_hold(ls, true, 2000), "--idle-ms 400: a high kernel of 150 ms holds the normal client");
@@ -1089,15 +1111,15 @@ int main(void)
             is_uint(atomic_load(&ri->high_idle_learn), fixed ? 0 : 1, "%s: rotad publishes whether windows are "
                     "learned", fixed ? "--idle-fixed" : "default");
             child_t hi, lo;
-            const rota_slot_t *ls = hold_pair(&hi, &lo, ri);
-            const rota_slot_t *hs = slot_of(ri, hi.pid);
+            const rota_slot_sched_t *ls = hold_pair(&hi, &lo, ri);
+            const rota_slot_sched_t *hs = slot_of(ri, hi.pid);
             if (!hs) bail("no slot for the high client");
             for (unsigned i = 0; i < IDLEWIN_MIN_GAPS + 3; i++) { /* gaps of 60 ms: all beyond the 40 ms price */
                 th_say(&hi, "spin 1 3000000", 5000);
                 th_say(&hi, "sync", 5000);
                 usleep(60000);
             }
-            double win = atomic_load(&hs->idle_win_ns) / 1e6;
+            double win = detail_idle_win(ri, hs) / 1e6;
             if (!fixed) ok(win == 0, "%u gaps of 60 ms beside --idle-ms 40: the window rotad applies is 0 (%.3f ms)",
                            IDLEWIN_MIN_GAPS + 3, win);
             else ok(win == 40, "--idle-fixed: the window stays 40 ms (%.3f ms)", win);
@@ -1137,7 +1159,7 @@ int main(void)
                     th_say(&hi, "sync", 5000);
                     usleep(60000);
                 }
-                win = atomic_load(&hs->idle_win_ns) / 1e6;
+                win = detail_idle_win(ri, hs) / 1e6;
                 ok(win >= 1 && win <= 20, "  then half its gaps 1 ms: a window above them, under half the price "
                    "(%.3f ms; accepted 1..20)", win);
                 /* rotad stopped once its hold is out: only the high client's tracker, at the end of that
@@ -1185,7 +1207,7 @@ int main(void)
             snprintf(tpath, sizeof tpath, "%s/idle-probe-%zu.jsonl", th_dir, k);
             snprintf(tenv, sizeof tenv, "ROTA_TRACE=%s", tpath);
             unlink(tpath);
-            const rota_slot_t *ls = hold_pair_env(&hi, &lo, ri, cases[k].env, tenv);
+            const rota_slot_sched_t *ls = hold_pair_env(&hi, &lo, ri, cases[k].env, tenv);
             double t0 = th_now_ms();
             th_say(&hi, "spin 1 3000000", 5000);
             fprintf(hi.to, "%s\n", cases[k].cmd);
@@ -1225,7 +1247,7 @@ int main(void)
         rotad = th_rotad_start_args(rargs);
         obs = observe();
         child_t hi, lo;
-        const rota_slot_t *ls = hold_pair(&hi, &lo, conn_region(obs));
+        const rota_slot_sched_t *ls = hold_pair(&hi, &lo, conn_region(obs));
         fprintf(hi.to, "spin 200 2000000\n"); /* 400 ms of high work */
         fflush(hi.to);
         ok(wait_hold(ls, true, 3000), "gen: the normal client is held beside the high one");
@@ -1244,7 +1266,7 @@ int main(void)
         const rota_region_t *r2 = conn_region(obs);
         usleep(1100000); /* past librota's reconnect interval (1 s) */
         const char *ah = th_say(&hi, "alloc", 5000), *al = th_say(&lo, "alloc", 5000);
-        const rota_slot_t *ls2 = slot_of(r2, lo.pid);
+        const rota_slot_sched_t *ls2 = slot_of(r2, lo.pid);
         ok(ah[0] == '0' && al[0] == '0' && ls2 && slot_of(r2, hi.pid), "gen: both clients reconnected to the new rotad");
         th_say(&lo, "spin 1 1000000", 5000); /* its GPU known to the new rotad */
         th_say(&lo, "sync", 5000);

@@ -109,6 +109,13 @@ static void raw_sync(raw_client_t *rc, const uint8_t *uuid)
     if (proto_recv(rc->fd, buf, sizeof buf, NULL, NULL, 0) != (ssize_t)sizeof(rota_msg_result_t)) bail("place result");
 }
 
+/* Slot i's bytes on GPU d in rotad's client table now. */
+static uint64_t slot_used(unsigned i, int d)
+{
+    rota_slot_t sv = th_slot(i);
+    return d >= 0 && d < ROTA_MAX_DEVICES ? LD(&sv.used[d]) : UINT64_MAX;
+}
+
 static const rota_region_t *map_region(int fd)
 {
     void *p = mmap(NULL, ROTA_REGION_MAP_SIZE, PROT_READ, MAP_SHARED, fd, 0);
@@ -186,10 +193,10 @@ static void test_adopt_bounded(void)
     ok(WAIT_FOR_REGION(LD(&r->devices[d].reserved) == 0), "the first client's exit returns everything");
     raw_mem(&b, ROTA_MSG_ADOPT, U0, CAP, 500);
     raw_sync(&b, U0);
-    is_uint(LD(&r->slots[b.w.slot].used[d]), 0, "ADOPT over the process limit (500 > 300) is not charged");
+    is_uint(slot_used(b.w.slot, d), 0, "ADOPT over the process limit (500 > 300) is not charged");
     raw_mem(&b, ROTA_MSG_ADOPT, U0, CAP, 300);
     raw_sync(&b, U0);
-    is_uint(LD(&r->slots[b.w.slot].used[d]), 300, "ADOPT within it is");
+    is_uint(slot_used(b.w.slot, d), 300, "ADOPT within it is");
     raw_close(&b);
     munmap((void *)r, ROTA_REGION_MAP_SIZE);
 }
@@ -336,8 +343,8 @@ static int nobody_clients(void)
         return 2;
     }
     if (conn_open(&o, &c, err, sizeof err) != -EUSERS) bad |= 4;
-    const rota_region_t *r = conn_region(a);
-    const rota_slot_t *sl = &r->slots[conn_slot(a)];
+    rota_slot_t sv = th_slot(conn_slot(a)); /* its own process: any user sees that in rotad's table */
+    const rota_slot_t *sl = &sv;
     if (conn_high(a) || LD(&sl->priority) != ROTA_PRIO_NORMAL) bad |= 8;
     if (LD(&sl->weight) != 2000) bad |= 16;
     if (conn_reserve(a, U0, CAP, 200, 0, NULL, NULL)) bad |= 32;
@@ -386,7 +393,8 @@ static int nobody_high(void)
     conn_t *c;
     char err[256];
     if (conn_open(&o, &c, err, sizeof err)) return 2;
-    int rc = conn_high(c) && LD(&conn_region(c)->slots[conn_slot(c)].priority) == ROTA_PRIO_HIGH ? 0 : 1;
+    rota_slot_t sv = th_slot(conn_slot(c));
+    int rc = conn_high(c) && LD(&sv.priority) == ROTA_PRIO_HIGH ? 0 : 1;
     conn_close(c);
     return rc;
 }
@@ -476,7 +484,7 @@ static void test_sched_bounds(void)
     o.priority = ROTA_PRIO_LOW;
     if (conn_open(&o, &lo, err, sizeof err)) bail("low client: %s", err);
     const rota_region_t *r = conn_region(lo);
-    const rota_slot_t *ls = &r->slots[conn_slot(lo)];
+    const rota_slot_sched_t *ls = &r->sched[conn_slot(lo)];
     rota_channel_t *hc = conn_channel(hi);
     /* the high client claims work in flight that never completes (as if stopped with SIGSTOP) */
     struct timespec ts;
@@ -597,8 +605,10 @@ static void test_reregister(void)
     for (unsigned i = 0; i < LD(&r->ndevices); i++)
         if (!memcmp(r->devices[i].uuid, uuid, 16)) d = (int)i;
     uint64_t others = 0;
-    for (unsigned i = 0; d >= 0 && i < ROTA_MAX_CLIENTS; i++)
-        if (i != a.w.slot && LD(&r->slots[i].state) == ROTA_SLOT_LIVE) others += LD(&r->slots[i].used[d]);
+    const rota_table_t *t = th_table();
+    for (unsigned i = 0; t && d >= 0 && i < ROTA_MAX_CLIENTS; i++)
+        if (i != a.w.slot && LD(&t->slots[i].state) == ROTA_SLOT_LIVE) others += LD(&t->slots[i].used[d]);
+    th_table_free(t);
     is_uint(others, UINT64_C(600) << 20, "the holder re-registered its 600 MiB on its own, without allocating");
     munmap((void *)r, ROTA_REGION_MAP_SIZE);
     raw_close(&a);
@@ -922,7 +932,8 @@ static int attack_high(void)
         printf("%s\n", err);
         return 2;
     }
-    unsigned prio = LD(&conn_region(c)->slots[conn_slot(c)].priority);
+    rota_slot_t sv = th_slot(conn_slot(c));
+    unsigned prio = LD(&sv.priority);
     printf("registered as %s\n", prio == ROTA_PRIO_HIGH ? "high" : "normal");
     int rc = !conn_high(c) && prio == ROTA_PRIO_NORMAL ? 0 : 1;
     conn_close(c);
@@ -941,6 +952,61 @@ static int attack_connect(void)
     return rc == 0 ? 0 : rc == -EPERM ? 3 : 1;
 }
 
+/* hold: registers, holds 100 bytes and says "held PID"; then waits until killed (the client others must not see). */
+static int attack_hold(void)
+{
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = ROTA_PRIO_NORMAL, .weight = 1000};
+    conn_t *c;
+    char err[256];
+    if (conn_open(&o, &c, err, sizeof err)) {
+        printf("%s\n", err);
+        return 2;
+    }
+    if (conn_reserve(c, U0, CAP, 100, 0, NULL, NULL)) return 1;
+    printf("held %d\n", (int)getpid());
+    fflush(stdout);
+    for (;;) pause();
+}
+
+static bool has_bytes(const void *hay, size_t n, const char *needle)
+{
+    return memmem(hay, n, needle, strlen(needle)) != NULL;
+}
+
+/* peek: registers, then looks for another user's client (its command in SECURITY_T_NEEDLE) in everything rotad
+ * gives it: the region it maps and the client table LIST copies for it. 0 when nothing names that client, the
+ * copy shows no process of another uid, and it says how many it left out (at least one). */
+static int attack_peek(void)
+{
+    const char *needle = getenv("SECURITY_T_NEEDLE");
+    if (!needle || !needle[0]) return 100;
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = ROTA_PRIO_NORMAL, .weight = 1000};
+    conn_t *c;
+    char err[256];
+    if (conn_open(&o, &c, err, sizeof err)) {
+        printf("%s\n", err);
+        return 2;
+    }
+    int bad = 0;
+    if (has_bytes(conn_region(c), ROTA_REGION_MAP_SIZE, needle)) bad |= 1;
+    const rota_table_t *t = th_table();
+    if (!t) bad |= 2;
+    unsigned foreign = 0, mine = 0;
+    for (unsigned i = 0; t && i < ROTA_MAX_CLIENTS; i++) {
+        if (LD(&t->slots[i].state) != ROTA_SLOT_LIVE) continue;
+        if (LD(&t->slots[i].uid) != getuid()) foreign++;
+        else mine++;
+    }
+    if (t && has_bytes(t, ROTA_TABLE_MAP_SIZE, needle)) bad |= 4;
+    if (foreign) bad |= 8;
+    if (t && (t->flags & ROTA_TABLE_ALL || t->hidden_clients < 1)) bad |= 16;
+    printf("sees %u own client(s), %u hidden, %u of other users; '%s' %s\n", mine, t ? t->hidden_clients : 0,
+           foreign, needle, bad & 5 ? "FOUND" : "not found");
+    th_table_free(t);
+    conn_close(c);
+    return bad;
+}
+
 static int attack_main(const char *mode)
 {
     const char *sock = getenv("ROTA_SOCKET");
@@ -950,6 +1016,8 @@ static int attack_main(const char *mode)
     if (!strcmp(mode, "adopt")) return attack_adopt();
     if (!strcmp(mode, "high")) return attack_high();
     if (!strcmp(mode, "connect")) return attack_connect();
+    if (!strcmp(mode, "hold")) return attack_hold();
+    if (!strcmp(mode, "peek")) return attack_peek();
     return 100;
 }
 

@@ -77,7 +77,8 @@ static void test_basic(void)
 {
     conn_t *c = open_client(ROTA_PRIO_NORMAL, 0);
     const rota_region_t *r = conn_region(c);
-    const rota_slot_t *s = &r->slots[conn_slot(c)];
+    rota_slot_t sv = th_slot(conn_slot(c));
+    const rota_slot_t *s = &sv;
     is_int(LD(&s->state), ROTA_SLOT_LIVE, "registered: slot live");
     is_int(LD(&s->pid), getpid(), "slot pid comes from SO_PEERCRED");
     is_uint(LD(&s->uid), getuid(), "slot uid");
@@ -91,6 +92,7 @@ static void test_basic(void)
     is_int(dev, 0, "on GPU index 0");
     is_uint(lim, 0, "no limit");
     is_int(dev0_reserved(c), 400, "ledger shows 400");
+    sv = th_slot(conn_slot(c));
     is_uint(LD(&s->used[0]), 400, "slot shows 400");
     is_int(conn_reserve(c, U0, CAP, 601, 0, NULL, NULL), -ENOMEM, "601 more does not fit: -ENOMEM at once");
     is_int(conn_reserve(c, U0, CAP, 1001, 1000, NULL, NULL), -ENOMEM, "more than the GPU fails without waiting");
@@ -141,9 +143,11 @@ static void test_across_processes_and_priority(void)
     kids[2] = child_reserve(ROTA_PRIO_HIGH, 100, 10000, p[1], 'H');
     ok(WAIT_FOR(LD(&r->devices[0].waiters) == 3, 5000), "high-priority child queued (arrived last)");
     bool waiting_shown = false;
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
-        if (LD(&r->slots[i].pid) == kids[2] && LD(&r->slots[i].waiting) == 100) waiting_shown = true;
-    ok(waiting_shown, "the region shows the high child waiting for 100 bytes");
+    const rota_table_t *t = th_table();
+    for (unsigned i = 0; t && i < ROTA_MAX_CLIENTS; i++)
+        if (LD(&t->slots[i].pid) == kids[2] && LD(&t->slots[i].waiting) == 100) waiting_shown = true;
+    th_table_free(t);
+    ok(waiting_shown, "rotad's table shows the high child waiting for 100 bytes");
     char order[4] = {0}, m[2];
     for (int i = 0; i < 3; i++) {
         conn_release(filler, U0, CAP, 100);
@@ -444,17 +448,16 @@ static void test_group(void)
     const char *args[] = {"--config", conf, NULL};
     pid_t rotad = th_rotad_start_args(args);
     conn_t *a = open_client(ROTA_PRIO_NORMAL, 0), *b = open_client(ROTA_PRIO_NORMAL, 0);
-    const rota_region_t *r = conn_region(a);
-    is_int(LD(&r->slots[conn_slot(a)].group), 0, "a process of cgroup %s is in group 0", cg);
+    rota_slot_t sa = th_slot(conn_slot(a));
+    is_int(LD(&sa.group), 0, "a process of cgroup %s is in group 0", cg);
     uint64_t lim = 0;
     is_int(conn_reserve(a, U0, CAP, 200, 0, NULL, &lim), 0, "group member A: 200 of the group's 300");
     is_uint(lim, 300, "its effective limit is the group's");
     is_int(conn_reserve(b, U0, CAP, 200, 0, NULL, NULL), -EDQUOT, "member B: 200 more is over the group limit");
     is_int(conn_reserve(b, U0, CAP, 100, 0, NULL, NULL), 0, "but 100 fits");
-    is_uint(LD(&r->groups[0].used[0]), 300, "the group's usage is shared by its members");
+    is_uint(th_group_used(0, 0), 300, "the group's usage is shared by its members");
     conn_close(a);
-    r = conn_region(b); /* A's mapping is gone */
-    ok(WAIT_FOR(LD(&r->groups[0].used[0]) == 100, 2000), "A's exit returns its share of the group");
+    ok(WAIT_FOR(th_group_used(0, 0) == 100, 2000), "A's exit returns its share of the group");
     conn_close(b);
     unlink(conf);
     is_int(th_rotad_stop(rotad), 0, "rotad with a config stops cleanly");

@@ -3,10 +3,10 @@
 
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
 
-const char *rota_client_state(const rota_slot_t *s)
+const char *rota_client_state(const rota_slot_t *s, uint32_t hold)
 {
     if (LD(&s->waiting)) return "memwait";
-    if (LD(&s->hold)) return "held";
+    if (hold) return "held";
     switch (LD(&s->sched_state)) {
     case ROTA_SCHED_RUNNING: return "running";
     case ROTA_SCHED_HELD: return "held";

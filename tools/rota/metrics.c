@@ -39,7 +39,15 @@ int rota_metrics_main(int argc, char **argv)
         fprintf(stderr, "rota metrics: fatal: %s\n", err);
         return ROTA_EXIT_FAIL;
     }
-    int rc = prom_render(stdout, conn_region(c), rota_sample_now_ns());
+    const rota_table_t *t;
+    int rc = conn_table(c, &t);
+    if (rc) {
+        fprintf(stderr, "rota metrics: fatal: rotad did not send its client table: %s\n", strerror(-rc));
+        conn_close(c);
+        return ROTA_EXIT_FAIL;
+    }
+    rc = prom_render(stdout, conn_region(c), t, rota_sample_now_ns());
+    conn_table_free(t);
     conn_close(c);
     if (rc || fflush(stdout)) {
         fprintf(stderr, "rota metrics: fatal: unable to write the metrics\n");

@@ -1,4 +1,4 @@
-/* sample.c - samples of rotad's region counters and the rates between two of them (rota top, rota status). */
+/* sample.c - samples of rotad's region and client table counters and the rates between two of them (rota top, rota status). */
 #include "tools/rota/sample.h"
 
 #include <errno.h>
@@ -13,11 +13,11 @@ uint64_t rota_sample_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void rota_sample_take(const rota_region_t *r, rota_sample_t *s)
+void rota_sample_take(const rota_region_t *r, const rota_table_t *t, rota_sample_t *s)
 {
     s->t_ns = rota_sample_now_ns();
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-        const rota_slot_t *sl = &r->slots[i];
+        const rota_slot_t *sl = &t->slots[i];
         bool live = atomic_load_explicit(&sl->state, memory_order_acquire) == ROTA_SLOT_LIVE;
         s->gen[i] = live ? LD(&sl->gen) : 0;
         s->launches[i] = live ? LD(&sl->launches) : 0;
@@ -39,13 +39,22 @@ void rota_sample_take(const rota_region_t *r, rota_sample_t *s)
     }
 }
 
-void rota_sample_pair(const rota_region_t *r, rota_sample_t s[2], double seconds)
+int rota_sample_pair(conn_t *c, rota_sample_t s[2], double seconds, const rota_table_t **last)
 {
-    rota_sample_take(r, &s[0]);
+    const rota_region_t *r = conn_region(c);
+    const rota_table_t *t;
+    int rc = conn_table(c, &t);
+    if (rc) return rc;
+    rota_sample_take(r, t, &s[0]);
+    conn_table_free(t);
     struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
     while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
     }
-    rota_sample_take(r, &s[1]);
+    rc = conn_table(c, &t);
+    if (rc) return rc;
+    rota_sample_take(r, t, &s[1]);
+    *last = t;
+    return 0;
 }
 
 static bool sample_same(const rota_sample_t *a, const rota_sample_t *b, unsigned i)

@@ -1,8 +1,9 @@
-/* sample.h - samples of rotad's region counters, and the rates two of them give (rota top, rota status --json). */
+/* sample.h - samples of rotad's region and client table counters, and the rates two of them give (rota top, rota status --json). */
 #ifndef ROTA_TOOL_SAMPLE_H
 #define ROTA_TOOL_SAMPLE_H
 
 #include "runtime/abi.h"
+#include "runtime/lib/conn.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,9 +22,11 @@ typedef struct rota_sample {
 
 /* The clock samples are taken by (CLOCK_MONOTONIC, ns). */
 uint64_t rota_sample_now_ns(void);
-void rota_sample_take(const rota_region_t *r, rota_sample_t *s);
-/* s[0], then s[1] seconds later (a signal does not cut the wait short): one pair to compute rates from. */
-void rota_sample_pair(const rota_region_t *r, rota_sample_t s[2], double seconds);
+/* One sample of region r and client table t (a copy from conn_table: the clients this user may see). */
+void rota_sample_take(const rota_region_t *r, const rota_table_t *t, rota_sample_t *s);
+/* s[0], then s[1] seconds later (a signal does not cut the wait short), each from a fresh copy of the table: one
+ * pair to compute rates from. The second copy is left in *last (conn_table_free it). 0 or conn_table's -errno. */
+int rota_sample_pair(conn_t *c, rota_sample_t s[2], double seconds, const rota_table_t **last);
 /* Rates of slot i between a and b (b later); false when the slot changed owner or a sample is missing. Every rate
  * comes from this one window. busy_frac is the client's device time per second, scaled down with every other
  * client of its GPU when together they measured more than the GPU was busy in the window (each client times its

@@ -1,4 +1,4 @@
-/* status.c - `rota status [--json]`: a snapshot of rotad's region (devices, ledger, clients). */
+/* status.c - `rota status [--json]`: a snapshot of rotad's region (devices, ledger) and client table. */
 #include "tools/rota/rota.h"
 
 #include "tools/rota/client.h"
@@ -22,7 +22,8 @@ static const char status_usage[] =
     "usage: rota status [--json] [--sample SECONDS] [--socket PATH]\n"
     "\n"
     "Prints every GPU rotad tracks (uuid, capacity, reserved, waiters) and every client (pid, uid, priority,\n"
-    "device, used, limit, waiting). --socket (default $ROTA_SOCKET, else rotad's default path) names rotad.\n"
+    "device, used, limit, waiting) this user may see: all of them for root and rotad's own user, else only\n"
+    "this user's processes, with a count of the others (JSON: hidden_clients). --socket (default $ROTA_SOCKET, else rotad's default path) names rotad.\n"
     "used counts a client's unused fast-path credit too (JSON: credit). Sizes are in bytes in --json output.\n"
     "--json also carries what rota top shows: per GPU busy_permille (rotad's measure), held clients, device\n"
     "time (busy_ns) and devtime_per_s; per client state (idle|running|held|memwait), hold bits, launches,\n"
@@ -52,7 +53,8 @@ static void status_json_rate(FILE *f, const char *name, bool known, double v)
     else fprintf(f, ",\"%s\":null", name);
 }
 
-static void status_print_json(FILE *f, const rota_region_t *r, const rota_sample_t *a, const rota_sample_t *b)
+static void status_print_json(FILE *f, const rota_region_t *r, const rota_table_t *t, const rota_sample_t *a,
+                              const rota_sample_t *b)
 {
     unsigned nd = LD(&r->ndevices);
     if (nd > ROTA_MAX_DEVICES) nd = ROTA_MAX_DEVICES;
@@ -84,24 +86,31 @@ static void status_print_json(FILE *f, const rota_region_t *r, const rota_sample
     }
     fprintf(f, "],\"place_waiting\":{\"jobs\":%u,\"bytes\":%" PRIu64 ",\"oldest_s\":%.3f}", LD(&r->place_waiting),
             LD(&r->place_wait_bytes), rota_place_wait_oldest_s(r, rota_sample_now_ns()));
+    /* What this user may see (abi.h, LIST): everything, or its own processes and the node's totals. */
+    fprintf(f, ",\"viewer_uid\":%u,\"all_clients\":%s,\"hidden_clients\":%u,\"hidden_groups\":%u", t->viewer_uid,
+            t->flags & ROTA_TABLE_ALL ? "true" : "false", t->hidden_clients, t->hidden_groups);
     fprintf(f, ",\"groups\":[");
     unsigned ng = LD(&r->ngroups);
     if (ng > ROTA_MAX_GROUPS) ng = ROTA_MAX_GROUPS;
+    bool gfirst = true;
     for (unsigned i = 0; i < ng; i++) {
-        const rota_group_t *g = &r->groups[i];
+        const rota_group_t *g = &t->groups[i];
         char name[ROTA_GROUP_NAME];
         proto_sanitize(name, g->name, sizeof name);
+        if (!name[0]) continue; /* left out of this user's copy */
         uint64_t used = 0;
         for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) used += LD(&g->used[d]);
-        fprintf(f, "%s{\"index\":%u,\"path\":", i ? "," : "", i);
+        fprintf(f, "%s{\"index\":%u,\"path\":", gfirst ? "" : ",", i);
+        gfirst = false;
         status_json_str(f, name);
         fprintf(f, ",\"limit\":%" PRIu64 ",\"used\":%" PRIu64 "}", g->limit, used);
     }
     fprintf(f, "],\"clients\":[");
     bool first = true;
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-        const rota_slot_t *s = &r->slots[i];
+        const rota_slot_t *s = &t->slots[i];
         if (atomic_load_explicit(&s->state, memory_order_acquire) != ROTA_SLOT_LIVE) continue;
+        uint32_t hold = LD(&r->sched[i].hold);
         char comm[ROTA_COMM_LEN];
         proto_sanitize(comm, s->comm, sizeof comm);
         int dev = LD(&s->device), wdev = LD(&s->wait_dev);
@@ -120,7 +129,7 @@ static void status_print_json(FILE *f, const rota_region_t *r, const rota_sample
         if (wdev >= 0 && wdev < ROTA_MAX_DEVICES) fprintf(f, "%d", wdev);
         else fprintf(f, "null");
         fprintf(f, ",\"state\":\"%s\",\"hold\":%u,\"launches\":%" PRIu64 ",\"busy_ns\":%" PRIu64 ",\"inflight\":%u",
-                rota_client_state(s), LD(&s->hold), LD(&s->launches), LD(&s->busy_ns), LD(&s->inflight));
+                rota_client_state(s, hold), hold, LD(&s->launches), LD(&s->busy_ns), LD(&s->inflight));
         double lps = 0, bf = 0;
         bool known = rota_sample_rates(a, b, i, &lps, &bf);
         status_json_rate(f, "launches_per_s", known, lps);
@@ -135,7 +144,7 @@ static void status_print_json(FILE *f, const rota_region_t *r, const rota_sample
     fprintf(f, "]}\n");
 }
 
-static void status_print_text(FILE *f, const rota_region_t *r)
+static void status_print_text(FILE *f, const rota_region_t *r, const rota_table_t *t)
 {
     unsigned nd = LD(&r->ndevices);
     if (nd > ROTA_MAX_DEVICES) nd = ROTA_MAX_DEVICES;
@@ -155,7 +164,7 @@ static void status_print_text(FILE *f, const rota_region_t *r)
     fprintf(f, "\n%-8s %-6s %-16s %-8s %3s %10s %10s %10s %-8s\n", "PID", "UID", "COMMAND", "PRIORITY", "DEV", "USED",
             "LIMIT", "WAITING", "STATE");
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-        const rota_slot_t *s = &r->slots[i];
+        const rota_slot_t *s = &t->slots[i];
         if (atomic_load_explicit(&s->state, memory_order_acquire) != ROTA_SLOT_LIVE) continue;
         char comm[ROTA_COMM_LEN], used[16], lim[16], wait[16], dev[12];
         proto_sanitize(comm, s->comm, sizeof comm);
@@ -168,8 +177,11 @@ static void status_print_text(FILE *f, const rota_region_t *r)
         if (d >= 0) snprintf(dev, sizeof dev, "%d", d);
         else snprintf(dev, sizeof dev, "-");
         fprintf(f, "%-8d %-6u %-16s %-8s %3s %10s %10s %10s %-8s\n", LD(&s->pid), LD(&s->uid), comm,
-                prio_name(LD(&s->priority)), dev, used, lim, wait, rota_client_state(s));
+                prio_name(LD(&s->priority)), dev, used, lim, wait, rota_client_state(s, LD(&r->sched[i].hold)));
     }
+    if (t->hidden_clients)
+        fprintf(f, "(%u client(s) of other users not shown: only root and rotad's user see every process)\n",
+                t->hidden_clients);
 }
 
 int rota_status_main(int argc, char **argv)
@@ -204,14 +216,19 @@ int rota_status_main(int argc, char **argv)
         fprintf(stderr, "rota status: fatal: %s\n", err);
         return ROTA_EXIT_FAIL;
     }
-    if (json) {
-        rota_sample_t *sa = sample > 0 ? calloc(2, sizeof *sa) : NULL;
-        if (sa) rota_sample_pair(conn_region(c), sa, sample);
-        status_print_json(stdout, conn_region(c), sa, sa ? &sa[1] : NULL);
+    const rota_table_t *t = NULL;
+    rota_sample_t *sa = json && sample > 0 ? calloc(2, sizeof *sa) : NULL;
+    rc = sa ? rota_sample_pair(c, sa, sample, &t) : conn_table(c, &t);
+    if (rc) {
+        fprintf(stderr, "rota status: fatal: rotad did not send its client table: %s\n", strerror(-rc));
         free(sa);
-    } else {
-        status_print_text(stdout, conn_region(c));
+        conn_close(c);
+        return ROTA_EXIT_FAIL;
     }
+    if (json) status_print_json(stdout, conn_region(c), t, sa, sa ? &sa[1] : NULL);
+    else status_print_text(stdout, conn_region(c), t);
+    free(sa);
+    conn_table_free(t);
     conn_close(c);
     return fflush(stdout) ? ROTA_EXIT_FAIL : ROTA_EXIT_OK;
 }

@@ -38,7 +38,8 @@ static const char top_usage[] =
 
 /* ---- one frame ---------------------------------------------------------------------------------------------- */
 
-static void top_frame(FILE *f, const rota_region_t *r, const rota_sample_t *a, const rota_sample_t *b, bool tty)
+static void top_frame(FILE *f, const rota_region_t *r, const rota_table_t *t, const rota_sample_t *a,
+                      const rota_sample_t *b, bool tty)
 {
     const char *eol = tty ? "\033[K\n" : "\n"; /* erase what a longer line of the last frame left */
     unsigned nd = LD(&r->ndevices);
@@ -71,7 +72,7 @@ static void top_frame(FILE *f, const rota_region_t *r, const rota_sample_t *a, c
     fprintf(f, "%s%-8s %-16s %-6s %6s %-8s %3s %10s %10s %7s %10s %5s%s", eol, "PID", "COMMAND", "CLASS", "WEIGHT",
             "STATE", "DEV", "USED", "LAUNCH/S", "DEVT/S", "DEVTIME", "INFL", eol);
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-        const rota_slot_t *s = &r->slots[i];
+        const rota_slot_t *s = &t->slots[i];
         if (atomic_load_explicit(&s->state, memory_order_acquire) != ROTA_SLOT_LIVE) continue;
         char comm[ROTA_COMM_LEN], used[16], dev[12], lps[16], dts[16];
         proto_sanitize(comm, s->comm, sizeof comm);
@@ -88,9 +89,11 @@ static void top_frame(FILE *f, const rota_region_t *r, const rota_sample_t *a, c
             snprintf(dts, sizeof dts, "-");
         }
         fprintf(f, "%-8d %-16s %-6s %6.2f %-8s %3s %10s %10s %7s %9.3fs %5u%s", LD(&s->pid), comm,
-                prio_name(LD(&s->priority)), LD(&s->weight) / 1000.0, rota_client_state(s), dev, used, lps,
+                prio_name(LD(&s->priority)), LD(&s->weight) / 1000.0, rota_client_state(s, LD(&r->sched[i].hold)), dev, used, lps,
                 dts, LD(&s->busy_ns) / 1e9, LD(&s->inflight), eol);
     }
+    if (t->hidden_clients)
+        fprintf(f, "(%u client(s) of other users not shown)%s", t->hidden_clients, eol);
 }
 
 /* ---- the terminal ------------------------------------------------------------------------------------------- */
@@ -163,9 +166,16 @@ int rota_top_main(int argc, char **argv)
         return ROTA_EXIT_FAIL;
     }
     int rc = ROTA_EXIT_OK;
+    const rota_table_t *t = NULL;
     if (once) {
-        rota_sample_pair(r, sa, 0.2);
-        top_frame(stdout, r, &sa[0], &sa[1], false);
+        int e = rota_sample_pair(c, sa, 0.2, &t);
+        if (e) {
+            fprintf(stderr, "rota top: fatal: rotad did not send its client table: %s\n", strerror(-e));
+            rc = ROTA_EXIT_FAIL;
+            goto out;
+        }
+        top_frame(stdout, r, t, &sa[0], &sa[1], false);
+        conn_table_free(t);
         if (fflush(stdout)) rc = ROTA_EXIT_FAIL;
         goto out;
     }
@@ -184,9 +194,17 @@ int rota_top_main(int argc, char **argv)
             rc = ROTA_EXIT_FAIL;
             goto out;
         }
-        rota_sample_take(r, cur);
+        int e = conn_table(c, &t);
+        if (e) {
+            top_restore();
+            fprintf(stderr, "rota top: fatal: rotad did not send its client table: %s\n", strerror(-e));
+            rc = ROTA_EXIT_FAIL;
+            goto out;
+        }
+        rota_sample_take(r, t, cur);
         fputs("\033[H", stdout);
-        top_frame(stdout, r, prev, cur, true);
+        top_frame(stdout, r, t, prev, cur, true);
+        conn_table_free(t);
         fputs("\033[J(q quits)", stdout); /* clear what the previous, longer frame left below */
         fflush(stdout);
         prev = cur;
