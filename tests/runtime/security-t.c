@@ -878,6 +878,48 @@ static void test_message_fuzz(void)
     is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly (no sanitizer report)");
 }
 
+/* A LIST storm: one connection asking for client-table copies back to back gets one per ROTA_LIST_MIN_MS and
+ * -EAGAIN for the rest (a copy is rotad's work: a memfd and a pass over the table); rotad keeps serving. */
+static void test_list_storm(void)
+{
+    pid_t rotad = th_rotad_start();
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_OBSERVER};
+    conn_t *c;
+    char err[256];
+    if (conn_open(&o, &c, err, sizeof err)) bail("observer: %s", err);
+    int fd = conn_fd(c);
+    unsigned copies = 0, busy = 0, other = 0;
+    uint32_t seq = 0;
+    double w0 = th_now_ms();
+    long c0 = proc_cpu_ticks(rotad);
+    while (th_now_ms() - w0 < 1000) {
+        rota_msg_list_t m = {0};
+        proto_hdr_init(&m.h, ROTA_MSG_LIST, sizeof m, seq++);
+        if (proto_send(fd, &m, sizeof m, NULL, 0)) break;
+        char buf[ROTA_MSG_MAX];
+        int fds[1] = {-1}, nfds = 1;
+        ssize_t n = proto_recv(fd, buf, sizeof buf, fds, &nfds, 0);
+        if (n != (ssize_t)sizeof(rota_msg_result_t)) break;
+        rota_msg_result_t r;
+        memcpy(&r, buf, sizeof r);
+        if (r.status == 0 && nfds == 1 && fds[0] >= 0) copies++;
+        else if (r.status == -EAGAIN && nfds == 0) busy++;
+        else other++;
+        if (nfds == 1 && fds[0] >= 0) close(fds[0]);
+    }
+    double wall = th_now_ms() - w0;
+    long cpu = proc_cpu_ticks(rotad) - c0;
+    ok(copies >= 1 && copies <= wall / ROTA_LIST_MIN_MS + 2,
+       "a LIST storm gets at most one copy per %u ms: %u copies in %.0f ms", ROTA_LIST_MIN_MS, copies, wall);
+    ok(busy > 0 && other == 0, "the rest are answered -EAGAIN (%u), nothing else (%u)", busy, other);
+    diag("LIST storm: %u requests in %.0f ms, rotad used %ld ticks of CPU", copies + busy + other, wall, cpu);
+    const rota_table_t *t = th_table();
+    ok(t != NULL, "another connection gets its copy meanwhile");
+    th_table_free(t);
+    conn_close(c);
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly after the LIST storm");
+}
+
 /* ---- attacks run by tests/runtime/multiuser.t as an unprivileged user (SECURITY_T_ATTACK=MODE, ROTA_SOCKET) ---- */
 
 /* region: re-open the region and the board read-write through /proc/self/fd; 0 when every way is refused. */
@@ -1041,6 +1083,7 @@ int main(void)
     test_reregister();
     test_fault_loop();
     test_message_fuzz();
+    test_list_storm();
     test_load();
     th_cleanup();
     return done_testing();
