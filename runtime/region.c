@@ -45,6 +45,14 @@ static int region_reopen_ro(int fd)
     return ro < 0 ? -errno : ro;
 }
 
+/* A slot nobody owns names no group, no GPU and no queued request (0 would name the first of each). */
+static void region_slot_unowned(rota_slot_t *s)
+{
+    atomic_store_explicit(&s->group, -1, memory_order_relaxed);
+    atomic_store_explicit(&s->device, -1, memory_order_relaxed);
+    atomic_store_explicit(&s->wait_dev, -1, memory_order_relaxed);
+}
+
 int region_create(region_t *rg, const config_t *cfg)
 {
     void *p, *bp;
@@ -102,9 +110,7 @@ int region_create(region_t *rg, const config_t *cfg)
     t->size = sizeof *t;
     t->flags = ROTA_TABLE_ALL;
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-        atomic_store(&t->slots[i].group, -1);
-        atomic_store(&t->slots[i].device, -1);
-        atomic_store(&t->slots[i].wait_dev, -1);
+        region_slot_unowned(&t->slots[i]);
     }
     if (cfg) {
         for (unsigned i = 0; i < cfg->ngroups; i++) {
@@ -237,17 +243,13 @@ int region_table_copy(const region_t *rg, uint32_t uid, bool all)
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         const rota_slot_t *s = &t->slots[i];
         if (LD(&s->state) != ROTA_SLOT_LIVE) {
-            atomic_store_explicit(&c->slots[i].group, -1, memory_order_relaxed);
-            atomic_store_explicit(&c->slots[i].device, -1, memory_order_relaxed);
-            atomic_store_explicit(&c->slots[i].wait_dev, -1, memory_order_relaxed);
+            region_slot_unowned(&c->slots[i]);
             continue;
         }
         int g = LD(&s->group);
         if (!all && LD(&s->uid) != uid) {
             c->hidden_clients++;
-            atomic_store_explicit(&c->slots[i].group, -1, memory_order_relaxed);
-            atomic_store_explicit(&c->slots[i].device, -1, memory_order_relaxed);
-            atomic_store_explicit(&c->slots[i].wait_dev, -1, memory_order_relaxed);
+            region_slot_unowned(&c->slots[i]);
             continue;
         }
         region_copy_slot(&c->slots[i], s);

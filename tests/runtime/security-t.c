@@ -964,16 +964,24 @@ static int attack_adopt(void)
     return most <= cap ? 0 : 1;
 }
 
-/* high: asks for high priority; 0 when rotad runs it as normal (read-only board). */
-static int attack_high(void)
+/* A client of th_sock's rotad asking for class prio, or NULL (the reason printed). */
+static conn_t *attack_client(unsigned prio)
 {
-    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = ROTA_PRIO_HIGH, .weight = 1000};
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = prio, .weight = 1000};
     conn_t *c;
     char err[256];
     if (conn_open(&o, &c, err, sizeof err)) {
         printf("%s\n", err);
-        return 2;
+        return NULL;
     }
+    return c;
+}
+
+/* high: asks for high priority; 0 when rotad runs it as normal (read-only board). */
+static int attack_high(void)
+{
+    conn_t *c = attack_client(ROTA_PRIO_HIGH);
+    if (!c) return 2;
     rota_slot_t sv = th_slot(conn_slot(c));
     unsigned prio = LD(&sv.priority);
     printf("registered as %s\n", prio == ROTA_PRIO_HIGH ? "high" : "normal");
@@ -997,13 +1005,8 @@ static int attack_connect(void)
 /* hold: registers, holds 100 bytes and says "held PID"; then waits until killed (the client others must not see). */
 static int attack_hold(void)
 {
-    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = ROTA_PRIO_NORMAL, .weight = 1000};
-    conn_t *c;
-    char err[256];
-    if (conn_open(&o, &c, err, sizeof err)) {
-        printf("%s\n", err);
-        return 2;
-    }
+    conn_t *c = attack_client(ROTA_PRIO_NORMAL);
+    if (!c) return 2;
     if (conn_reserve(c, U0, CAP, 100, 0, NULL, NULL)) return 1;
     printf("held %d\n", (int)getpid());
     fflush(stdout);
@@ -1022,13 +1025,8 @@ static int attack_peek(void)
 {
     const char *needle = getenv("SECURITY_T_NEEDLE");
     if (!needle || !needle[0]) return 100;
-    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = ROTA_PRIO_NORMAL, .weight = 1000};
-    conn_t *c;
-    char err[256];
-    if (conn_open(&o, &c, err, sizeof err)) {
-        printf("%s\n", err);
-        return 2;
-    }
+    conn_t *c = attack_client(ROTA_PRIO_NORMAL);
+    if (!c) return 2;
     int bad = 0;
     if (has_bytes(conn_region(c), ROTA_REGION_MAP_SIZE, needle)) bad |= 1;
     const rota_table_t *t = th_table();
