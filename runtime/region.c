@@ -182,6 +182,8 @@ void region_channel_destroy(rota_channel_t *map)
 
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
 #define CP(dst, src, f) atomic_store_explicit(&(dst)->f, LD(&(src)->f), memory_order_relaxed)
+#define CPA(dst, src, f) \
+    atomic_store_explicit(&(dst)->f, atomic_load_explicit(&(src)->f, memory_order_acquire), memory_order_relaxed)
 
 static void region_copy_slot(rota_slot_t *d, const rota_slot_t *s)
 {
@@ -216,10 +218,10 @@ static void region_copy_stats(rota_slot_stats_t *d, const rota_slot_stats_t *s)
     for (int tries = 0; tries < 1000; tries++) {
         uint32_t q = atomic_load_explicit(&s->hold_seq, memory_order_acquire);
         if (q & 1) continue;
-        for (unsigned k = 0; k < 3; k++) CP(d, s, held_ns[k]);
-        CP(d, s, hold_since_ns);
-        CP(d, s, hold_bits);
-        atomic_thread_fence(memory_order_acquire);
+        /* acquire loads keep the check of hold_seq after them (no fence: see stats.c) */
+        for (unsigned k = 0; k < 3; k++) CPA(d, s, held_ns[k]);
+        CPA(d, s, hold_since_ns);
+        CPA(d, s, hold_bits);
         if (LD(&s->hold_seq) == q) break;
     }
 }

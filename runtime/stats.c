@@ -4,6 +4,9 @@
 
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
 #define ST(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
+/* Inside a hold_seq write section: release stores keep each store after the one that made hold_seq odd, as a
+ * release fence would (ThreadSanitizer does not model fences; readers pair with acquire loads). */
+#define STR(p, v) atomic_store_explicit((p), (v), memory_order_release)
 
 void stats_slot_reset(rota_table_t *t, unsigned slot)
 {
@@ -11,13 +14,12 @@ void stats_slot_reset(rota_table_t *t, unsigned slot)
     rota_slot_stats_t *st = &t->stats[slot];
     uint32_t q = LD(&st->hold_seq);
     ST(&st->hold_seq, q + 1);
-    atomic_thread_fence(memory_order_release);
-    ST(&st->mem_wait_ns, 0);
-    ST(&st->mem_waits_granted, 0);
-    ST(&st->mem_waits_timed_out, 0);
-    for (unsigned k = 0; k < 3; k++) ST(&st->held_ns[k], 0);
-    ST(&st->hold_since_ns, 0);
-    ST(&st->hold_bits, 0);
+    STR(&st->mem_wait_ns, 0);
+    STR(&st->mem_waits_granted, 0);
+    STR(&st->mem_waits_timed_out, 0);
+    for (unsigned k = 0; k < 3; k++) STR(&st->held_ns[k], 0);
+    STR(&st->hold_since_ns, 0);
+    STR(&st->hold_bits, 0);
     atomic_store_explicit(&st->hold_seq, q + 2, memory_order_release);
 }
 
@@ -52,13 +54,12 @@ void stats_hold(rota_table_t *t, unsigned slot, uint32_t bits, uint64_t now_ns)
     if (old == bits) return;
     uint32_t q = LD(&st->hold_seq);
     ST(&st->hold_seq, q + 1);
-    atomic_thread_fence(memory_order_release);
     if (old) {
         uint64_t since = LD(&st->hold_since_ns), d = now_ns > since ? now_ns - since : 0;
         for (unsigned k = 0; k < 3; k++)
-            if (old & (1u << k)) ST(&st->held_ns[k], LD(&st->held_ns[k]) + d);
+            if (old & (1u << k)) STR(&st->held_ns[k], LD(&st->held_ns[k]) + d);
     }
-    ST(&st->hold_since_ns, now_ns);
-    ST(&st->hold_bits, bits);
+    STR(&st->hold_since_ns, now_ns);
+    STR(&st->hold_bits, bits);
     atomic_store_explicit(&st->hold_seq, q + 2, memory_order_release);
 }

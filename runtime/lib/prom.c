@@ -10,16 +10,17 @@
 #include <string.h>
 
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
+#define LDA(p) atomic_load_explicit((p), memory_order_acquire)
 
 void prom_slot_held_ns(const rota_slot_stats_t *st, uint64_t now_ns, uint64_t held_ns[3])
 {
     for (int tries = 0; tries < 1000; tries++) {
         uint32_t q = atomic_load_explicit(&st->hold_seq, memory_order_acquire);
         if (q & 1) continue;
-        uint64_t h[3] = {LD(&st->held_ns[0]), LD(&st->held_ns[1]), LD(&st->held_ns[2])};
-        uint64_t since = LD(&st->hold_since_ns);
-        uint32_t bits = LD(&st->hold_bits);
-        atomic_thread_fence(memory_order_acquire);
+        /* acquire loads: the check of hold_seq below stays after them (no fence: see stats.c) */
+        uint64_t h[3] = {LDA(&st->held_ns[0]), LDA(&st->held_ns[1]), LDA(&st->held_ns[2])};
+        uint64_t since = LDA(&st->hold_since_ns);
+        uint32_t bits = LDA(&st->hold_bits);
         if (LD(&st->hold_seq) != q) continue;
         for (unsigned k = 0; k < 3; k++) {
             held_ns[k] = h[k];
