@@ -151,8 +151,12 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
             if (pl->known & (1u << d)) devs[n++] = (int)d;
         if (!n) return -ENODEV;
     } else {
+        /* A rotad that enumerated the node's GPUs takes no other from a client (issue 21, phantom GPUs): a
+         * candidate it does not know is no place for a job here. Without a probe, candidates are entered as the
+         * clients' RESERVEs enter them. */
         for (unsigned i = 0; i < m->ncand && i < ROTA_MAX_DEVICES; i++)
-            devs[n++] = ledger_device(r, m->cand[i].uuid, m->cand[i].total_mem);
+            devs[n++] = pl->known ? ledger_find(r, m->cand[i].uuid)
+                                  : ledger_device(r, m->cand[i].uuid, m->cand[i].total_mem);
     }
     int best = -1;
     place_gpu_t bg = {0};
@@ -165,7 +169,7 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
             bg = g;
         }
     }
-    if (best < 0) return -ENOSPC;
+    if (best < 0) return known || pl->known ? -ENODEV : -ENOSPC;
     if (m->wait_ms && place_free(&bg) < m->mem) return -EAGAIN; /* the best fits nowhere: wait for room */
     place_pending_t *e = place_slot(pl, pid);
     e->pid = pid;

@@ -80,7 +80,8 @@ typedef void place_answer_fn(void *ctx, const place_waiter_t *w, int idx);
 
 /* Chooses among m's candidates for pid at time now_ns (CLOCK_MONOTONIC) and records the pending placement. Returns the
  * candidate index (0..m->ncand-1), or -ENOSPC when no candidate could be entered in the ledger (device table full), or
- * -EAGAIN, recording nothing, when m->wait_ms is set and m->mem fits on no candidate. With ROTA_PLACE_KNOWN in m->flags
+ * -ENODEV when rotad enumerated the node's GPUs (pl->known) and no candidate is one of them (candidates are entered
+ * in the ledger only when pl->known is empty: a client never adds a GPU to a probing rotad), or -EAGAIN, recording nothing, when m->wait_ms is set and m->mem fits on no candidate. With ROTA_PLACE_KNOWN in m->flags
  * the candidates are the devices in pl->known (only GPUs of the node's own driver, never ones a client reported: those
  * may be another driver's or container's) and the answer is the region device index, or -ENODEV when pl->known is
  * empty. m must have passed proto_check. */

@@ -707,7 +707,14 @@ static void server_on_release(server_t *s, client_t *c, const rota_msg_mem_t *m)
 {
     int dev = ledger_find(s->rg.r, m->uuid);
     if (dev < 0) return; /* never reserved there: nothing to give back */
-    uint64_t back = ledger_uncharge(s->rg.r, s->rg.t, (unsigned)c->slot, (unsigned)dev, m->bytes);
+    /* At most what the client holds outside its unused credit: bytes still in its credit word stay charged until
+     * it takes them or rotad revokes them, whatever it claims to have freed (abi.h: every byte is in a credit
+     * word or in use). Only the client takes from its credit, and only before it allocates, frees and then
+     * sends this, so the credit read now is at most what it was then: a real release is never cut short. */
+    uint64_t held = LD(&s->rg.t->slots[c->slot].used[dev]), credit = c->ch ? LD(&c->ch->credit[dev]) : 0;
+    uint64_t in_use = held > credit ? held - credit : 0;
+    uint64_t back = ledger_uncharge(s->rg.r, s->rg.t, (unsigned)c->slot, (unsigned)dev,
+                                    m->bytes < in_use ? m->bytes : in_use);
     if (back < m->bytes)
         server_log(s, 2, "pid %d released %llu bytes but held only %llu", (int)c->pid,
                    (unsigned long long)m->bytes, (unsigned long long)back);

@@ -201,6 +201,35 @@ static void test_adopt_bounded(void)
     munmap((void *)r, ROTA_REGION_MAP_SIZE);
 }
 
+/* A RELEASE of more than the client holds in use gives back what it holds in use, never its unused credit: the
+ * credit stays in its channel, so the ledger must keep counting it (abi.h: every byte is in a credit word or in
+ * use). Found by fuzz-rotad: a RELEASE of 2^50 after a RESERVE of 4096 left reserved 0 with 64 MiB of credit. */
+static void test_release_keeps_credit(void)
+{
+    static const uint8_t UB[16] = {0xbb, 1};
+    const uint64_t GIB = UINT64_C(1) << 30;
+    raw_client_t a;
+    raw_register(&a, ROTA_PRIO_NORMAL, 0);
+    is_int(raw_reserve(&a, UB, GIB, 4096), 0, "a client reserves 4 KiB of a 1 GiB GPU");
+    const rota_region_t *r = map_region(a.fds[0]);
+    const rota_channel_t *ch = mmap(NULL, ROTA_CHANNEL_MAP_SIZE, PROT_READ, MAP_SHARED, a.fds[1], 0);
+    if (ch == MAP_FAILED) bail("map channel: %s", strerror(errno));
+    int d = -1;
+    for (unsigned i = 0; i < LD(&r->ndevices); i++)
+        if (!memcmp(r->devices[i].uuid, UB, 16)) d = (int)i;
+    if (d < 0) bail("device not in the region");
+    uint64_t credit = LD(&ch->credit[d]), before = LD(&r->devices[d].reserved);
+    ok(credit > 0 && before == 4096 + credit, "rotad charged 4096 and %llu of credit", (unsigned long long)credit);
+    raw_mem(&a, ROTA_MSG_RELEASE, UB, GIB, UINT64_C(1) << 50);
+    raw_sync(&a, UB);
+    is_uint(LD(&r->devices[d].reserved), LD(&ch->credit[d]),
+            "a RELEASE of 2^50 gives back the 4096 in use; the ledger still counts the credit the client can take");
+    is_uint(slot_used(a.w.slot, d), LD(&ch->credit[d]), "and so does the client's own count");
+    munmap((void *)ch, ROTA_CHANNEL_MAP_SIZE);
+    munmap((void *)r, ROTA_REGION_MAP_SIZE);
+    raw_close(&a);
+}
+
 /* Item 9 (phantom GPUs): a rotad that enumerated the node's GPUs takes no other from a client. */
 static void test_phantom_gpu(void)
 {
@@ -222,6 +251,20 @@ static void test_phantom_gpu(void)
     raw_mem(&a, ROTA_MSG_ADOPT, UX, ROTA_MAX_BYTES, 4096);
     raw_reserve(&a, UX, ROTA_MAX_BYTES, 1);
     is_uint(LD(&r->ndevices), 2, "neither it nor an ADOPT adds a device");
+    rota_msg_place_t pm = {0};
+    proto_hdr_init(&pm.h, ROTA_MSG_PLACE, sizeof pm, 11);
+    pm.ncand = 1;
+    memcpy(pm.cand[0].uuid, UX, 16);
+    pm.cand[0].total_mem = ROTA_MAX_BYTES;
+    if (proto_send(a.fd, &pm, sizeof pm, NULL, 0)) bail("send place");
+    char buf[ROTA_MSG_MAX];
+    struct pollfd p = {.fd = a.fd, .events = POLLIN};
+    int st = poll(&p, 1, 5000) == 1 && proto_recv(a.fd, buf, sizeof buf, NULL, NULL, 0) == sizeof(rota_msg_result_t)
+                 ? ((rota_msg_result_t *)buf)->status
+                 : 1;
+    is_int(st, -ENODEV, "a PLACE whose only candidate is an unknown UUID: no GPU of this node (-ENODEV)");
+    is_uint(LD(&r->ndevices), 2, "and it adds no device either");
+    is_int(raw_reserve(&a, UX, ROTA_MAX_BYTES, 4096), -ENODEV, "so a RESERVE there is still refused");
     raw_close(&a);
     munmap((void *)r, ROTA_REGION_MAP_SIZE);
     is_int(th_rotad_stop(rotad), 0, "the probing rotad stops cleanly");
@@ -1069,6 +1112,7 @@ int main(void)
     pid_t rotad = th_rotad_start();
     test_region_readonly();
     test_adopt_bounded();
+    test_release_keeps_credit();
     is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
     test_phantom_gpu();
     test_peer_check();
