@@ -8,6 +8,9 @@ SECS=${FUZZ_T_SECONDS:-10}
 if ! command -v "$CLANG" >/dev/null; then echo "1..0 # SKIP no $CLANG"; exit 0; fi
 T=$(mktemp -d /tmp/rota-fuzz-t.XXXXXX)
 trap 'rm -rf "$T"' EXIT
+# fuzz-rotad makes its rotad's folder under TMPDIR: here, so that nothing stays behind even when it crashes; run as
+# root it connects as another user too, who must be able to pass through to that folder's socket.
+chmod 711 "$T"
 echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }' > "$T/probe.c"
 if ! "$CLANG" -fsanitize=fuzzer -o "$T/probe" "$T/probe.c" 2>/dev/null; then
     echo "1..0 # SKIP $CLANG has no libFuzzer"
@@ -22,8 +25,8 @@ for h in "$SRC"/tests/fuzz/fuzz-*.c; do
         echo "not ok $n - $name builds"; sed 's/^/# /' "$T/$name.log"; fail=1; continue
     fi
     mkdir -p "$T/$name.corpus"
-    if "$T/$name" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=1024 -artifact_prefix="$T/" "$T/$name.corpus" \
-        "$SRC/tests/fuzz/seeds/$name" >"$T/$name.log" 2>&1; then
+    if TMPDIR="$T" "$T/$name" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=1024 -artifact_prefix="$T/" \
+        "$T/$name.corpus" "$SRC/tests/fuzz/seeds/$name" >"$T/$name.log" 2>&1; then
         runs=$(grep -o 'Done [0-9]* runs' "$T/$name.log" | grep -o '[0-9]*')
         echo "ok $n - $name: no crash in ${runs:-?} runs ($SECS s)"
     else
