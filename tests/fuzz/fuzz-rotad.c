@@ -42,7 +42,9 @@
  * After every input each connection is shut down and its EOF awaited (rotad closes it once it read the EOF),
  * then the invariants are checked; a violation aborts, which libFuzzer reports with the input:
  *   - every packet rotad sends passes proto_check and is no client request; a WELCOME comes with 3 descriptors
- *     for a client, 1 for an observer, none when refused, a RESULT with none;
+ *     for a client, 1 for an observer, none when refused, a RESULT with none, or (status 0, a LIST's answer) one:
+ *     a sealed client-table copy in which a viewer other than root and rotad's user sees no process of another
+ *     uid;
  *   - rotad closes every connection within FZ_BOUND_MS of its EOF;
  *   - a fresh client registers, reserves 4 KiB on GPU 0 (granted, the ledger exact: those 4 KiB plus the credit
  *     in the RESULT) and releases it (the ledger exact again: its channel's credit), each answer within
@@ -58,6 +60,7 @@
 #define FZ_MAX_OPS 512
 #define FZ_WAIT_BUDGET_MS 8
 #define FZ_BOUND_MS 5000
+#define FZ_TABLE_EVERY_MS 200
 #define FZ_OTHER_UID 65534
 #define FZ_BARRIER_SEQ 0xfeedf00du
 #define FZ_NGPU 2
@@ -70,7 +73,8 @@ enum fz_op {
     FZ_ADOPT = 4,
     FZ_PLACE = 5,    /* flags, ncand, mem, wait_ms, reserved, candidates */
     FZ_RAW = 6,      /* length, patch (magic, ABI, type, size), bytes */
-    FZ_SYNC = 7,     /* a PLACE among rotad's GPUs, then read until its RESULT: rotad handled what came before */
+    FZ_SYNC = 7,     /* a PLACE among rotad's GPUs, then read until its RESULT: rotad handled what came before;
+                      * bit 6: a LIST instead (a copy of the client table, answered later like any RESULT) */
     FZ_DRAIN = 8,    /* read what is there */
     FZ_WAIT = 9,     /* wait up to 0..3 ms for one packet */
     FZ_CLOSE = 10,
@@ -266,13 +270,36 @@ static void fz_check_reply(const char *buf, ssize_t n, int nfds)
         type == ROTA_MSG_PLACE)
         fz_die("rotad sent a packet of type %d, which only clients send", type);
     if (type == ROTA_MSG_RESULT) {
-        if (nfds) fz_die("rotad sent %d descriptors with a RESULT", nfds);
+        const rota_msg_result_t *r = (const void *)buf;
+        if (nfds && (nfds != 1 || r->status)) fz_die("rotad sent %d descriptors with a RESULT (status %d)", nfds,
+                                                     r->status);
         return;
     }
     if (type != ROTA_MSG_WELCOME) return;
     const rota_msg_welcome_t *w = (const void *)buf;
     int want = w->status ? 0 : w->channel_size ? 3 : 1;
     if (nfds != want) fz_die("rotad sent %d descriptors with a WELCOME (status %d), not %d", nfds, w->status, want);
+}
+
+/* A LIST's answer: a memfd sealed against writes and resizing, holding a valid table copy. One made for a user
+ * other than root and rotad's (this process's) shows only that user's processes. */
+static void fz_check_table(int fd)
+{
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || (seals & (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW))
+        fz_die("a table copy that is not sealed (seals %#x)", seals);
+    const rota_table_t *t = mmap(NULL, ROTA_TABLE_MAP_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+    if (t == MAP_FAILED) fz_die("a table copy that cannot be mapped: %s", strerror(errno));
+    const char *why = NULL;
+    if (proto_table_check(t, ROTA_TABLE_MAP_SIZE, &why)) fz_die("a table copy that fails its check: %s", why);
+    bool mine = t->viewer_uid == 0 || t->viewer_uid == (uint32_t)getuid();
+    if (!!(t->flags & ROTA_TABLE_ALL) != mine)
+        fz_die("a table copy for uid %u with flags %#x", (unsigned)t->viewer_uid, (unsigned)t->flags);
+    for (unsigned i = 0; !mine && i < ROTA_MAX_CLIENTS; i++)
+        if (atomic_load(&t->slots[i].state) == ROTA_SLOT_LIVE && atomic_load(&t->slots[i].uid) != t->viewer_uid)
+            fz_die("uid %u's table copy shows slot %u of uid %u", (unsigned)t->viewer_uid, i,
+                   (unsigned)atomic_load(&t->slots[i].uid));
+    munmap((void *)t, ROTA_TABLE_MAP_SIZE);
 }
 
 /* Keeps what a successful WELCOME brought: the channel mapped read-write, the board as its descriptor allows. */
@@ -311,6 +338,7 @@ static int fz_recv(fz_conn_t *c, int ms)
     }
     fz_check_reply(buf, n, nfds);
     const rota_msg_hdr_t *h = (const void *)buf;
+    if (h->type == ROTA_MSG_RESULT && nfds == 1) fz_check_table(fds[0]);
     if (h->type == ROTA_MSG_WELCOME) {
         fz_welcome(c, (const void *)buf, fds, nfds);
         return h->type;
@@ -505,6 +533,15 @@ static bool fz_barrier(fz_conn_t *c)
     return fz_await(c, ROTA_MSG_RESULT, FZ_BARRIER_SEQ, "a PLACE among its own GPUs");
 }
 
+/* A LIST: its answer (a RESULT with a table copy, or -EAGAIN within 10 ms of the last) is read like any other. */
+static void fz_list(fz_conn_t *c)
+{
+    if (c->fd < 0) return;
+    rota_msg_list_t m = {0};
+    proto_hdr_init(&m.h, ROTA_MSG_LIST, sizeof m, c->seq++);
+    send(c->fd, &m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 static void fz_wait(fz_conn_t *c, fz_in_t *in)
 {
     unsigned ms = fz_u8(in) % 4;
@@ -578,7 +615,10 @@ static void fz_op(fz_in_t *in)
     case FZ_ADOPT: fz_mem(c, in, ROTA_MSG_ADOPT, raw, with_fds); break;
     case FZ_PLACE: fz_place(c, in, raw, with_fds); break;
     case FZ_RAW: fz_raw(c, in, with_fds); break;
-    case FZ_SYNC: fz_barrier(c); break;
+    case FZ_SYNC:
+        if (raw) fz_list(c);
+        else fz_barrier(c);
+        break;
     case FZ_DRAIN:
         while (fz_recv(c, 0) > 0) {
         }
@@ -658,6 +698,46 @@ static void fz_fresh(void)
 }
 
 /* What must hold once every client is gone: false, with what does not in why. */
+/* A copy of rotad's client table through the harness's observer (LIST; -EAGAIN within 10 ms of the last one is
+ * asked again), checked by fz_check_table. Dies when rotad does not answer within FZ_BOUND_MS. */
+static const rota_table_t *fz_table(void)
+{
+    uint64_t end = fz_now_ms() + FZ_BOUND_MS;
+    while (fz_now_ms() < end) {
+        rota_msg_list_t m = {0};
+        proto_hdr_init(&m.h, ROTA_MSG_LIST, sizeof m, FZ_BARRIER_SEQ + 1);
+        if (send(fz_obs, &m, sizeof m, MSG_NOSIGNAL) != (ssize_t)sizeof m) fz_die("LIST on the observer: %s",
+                                                                                 strerror(errno));
+        struct pollfd p = {.fd = fz_obs, .events = POLLIN};
+        int pr;
+        do {
+            pr = poll(&p, 1, FZ_BOUND_MS);
+        } while (pr < 0 && errno == EINTR);
+        if (pr != 1) break;
+        char buf[ROTA_MSG_MAX];
+        int fds[3], nfds = 3;
+        ssize_t got = proto_recv(fz_obs, buf, sizeof buf, fds, &nfds, 0);
+        if (got <= 0) fz_die("rotad dropped the harness's observer");
+        fz_check_reply(buf, got, nfds);
+        const rota_msg_result_t *r = (const void *)buf;
+        if (r->h.type != ROTA_MSG_RESULT || r->h.seq != FZ_BARRIER_SEQ + 1) {
+            for (int i = 0; i < nfds; i++) close(fds[i]);
+            continue;
+        }
+        if (r->status == -EAGAIN) {
+            usleep(ROTA_LIST_MIN_MS * 1000 + 1000);
+            continue;
+        }
+        if (r->status || nfds != 1) fz_die("LIST answered %d with %d descriptors", r->status, nfds);
+        fz_check_table(fds[0]);
+        const rota_table_t *t = mmap(NULL, ROTA_TABLE_MAP_SIZE, PROT_READ, MAP_SHARED, fds[0], 0);
+        close(fds[0]);
+        if (t == MAP_FAILED) fz_die("map the table copy: %s", strerror(errno));
+        return t;
+    }
+    fz_die("rotad did not send its client table within %d ms", FZ_BOUND_MS);
+}
+
 static bool fz_idle(char *why, size_t n)
 {
     const rota_region_t *r = fz_region;
@@ -684,20 +764,30 @@ static bool fz_idle(char *why, size_t n)
             return false;
         }
     }
+    /* The groups and slots are in rotad's table: a copy through the harness's observer (it sees everything). One
+     * connection gets one copy per ROTA_LIST_MIN_MS, so this part runs every FZ_TABLE_EVERY_MS: per input it would
+     * cap the fuzzer at 100 inputs a second (the region's counts above are checked after every input). */
+    static uint64_t last_ms;
+    if (fz_now_ms() - last_ms < FZ_TABLE_EVERY_MS) return true;
+    last_ms = fz_now_ms();
+    const rota_table_t *t = fz_table();
     unsigned ng = atomic_load(&r->ngroups);
-    for (unsigned g = 0; g < ng && g < ROTA_MAX_GROUPS; g++)
-        for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) {
-            uint64_t u = atomic_load(&r->groups[g].used[d]);
+    bool idle = true;
+    for (unsigned g = 0; idle && g < ng && g < ROTA_MAX_GROUPS; g++)
+        for (unsigned d = 0; idle && d < ROTA_MAX_DEVICES; d++) {
+            uint64_t u = atomic_load(&t->groups[g].used[d]);
             if (u) {
                 snprintf(why, n, "group %u uses %llu bytes on device %u", g, (unsigned long long)u, d);
-                return false;
+                idle = false;
             }
         }
-    for (unsigned s = 0; s < ROTA_MAX_CLIENTS; s++)
-        if (atomic_load(&r->slots[s].state) != ROTA_SLOT_FREE) {
+    for (unsigned s = 0; idle && s < ROTA_MAX_CLIENTS; s++)
+        if (atomic_load(&t->slots[s].state) != ROTA_SLOT_FREE) {
             snprintf(why, n, "slot %u is live", s);
-            return false;
+            idle = false;
         }
+    munmap((void *)t, ROTA_TABLE_MAP_SIZE);
+    if (!idle) return false;
     return true;
 }
 
