@@ -11,6 +11,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -110,12 +111,17 @@ static int th_rotad_stop(pid_t pid)
     return -1;
 }
 
+/* Removes th_dir and everything the test left in it (its socket, lock file, configs, children's logs). */
 static void th_cleanup(void)
 {
-    char p[192];
-    snprintf(p, sizeof p, "%s.lock", th_sock);
-    unlink(p);
-    unlink(th_sock);
+    DIR *d = opendir(th_dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char p[sizeof th_dir + 256];
+        snprintf(p, sizeof p, "%s/%s", th_dir, e->d_name);
+        unlink(p);
+    }
+    if (d) closedir(d);
     rmdir(th_dir);
 }
 
