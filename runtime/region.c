@@ -1,6 +1,8 @@
 /* region.c - creates the node-wide region, the board and the client channels as sealed memfds. */
 #include "runtime/region.h"
 
+#include "runtime/lib/prom.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -182,8 +184,6 @@ void region_channel_destroy(rota_channel_t *map)
 
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
 #define CP(dst, src, f) atomic_store_explicit(&(dst)->f, LD(&(src)->f), memory_order_relaxed)
-#define CPA(dst, src, f) \
-    atomic_store_explicit(&(dst)->f, atomic_load_explicit(&(src)->f, memory_order_acquire), memory_order_relaxed)
 
 static void region_copy_slot(rota_slot_t *d, const rota_slot_t *s)
 {
@@ -215,15 +215,12 @@ static void region_copy_stats(rota_slot_stats_t *d, const rota_slot_stats_t *s)
     CP(d, s, mem_wait_ns);
     CP(d, s, mem_waits_granted);
     CP(d, s, mem_waits_timed_out);
-    for (int tries = 0; tries < 1000; tries++) {
-        uint32_t q = atomic_load_explicit(&s->hold_seq, memory_order_acquire);
-        if (q & 1) continue;
-        /* acquire loads keep the check of hold_seq after them (no fence: see stats.c) */
-        for (unsigned k = 0; k < 3; k++) CPA(d, s, held_ns[k]);
-        CPA(d, s, hold_since_ns);
-        CPA(d, s, hold_bits);
-        if (LD(&s->hold_seq) == q) break;
-    }
+    uint64_t held[3], since;
+    uint32_t bits;
+    prom_slot_hold_read(s, held, &since, &bits);
+    for (unsigned k = 0; k < 3; k++) atomic_store_explicit(&d->held_ns[k], held[k], memory_order_relaxed);
+    atomic_store_explicit(&d->hold_since_ns, since, memory_order_relaxed);
+    atomic_store_explicit(&d->hold_bits, bits, memory_order_relaxed);
 }
 
 int region_table_copy(const region_t *rg, uint32_t uid, bool all)

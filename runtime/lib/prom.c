@@ -12,24 +12,30 @@
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
 #define LDA(p) atomic_load_explicit((p), memory_order_acquire)
 
-void prom_slot_held_ns(const rota_slot_stats_t *st, uint64_t now_ns, uint64_t held_ns[3])
+void prom_slot_hold_read(const rota_slot_stats_t *st, uint64_t held_ns[3], uint64_t *since_ns, uint32_t *bits)
 {
     for (int tries = 0; tries < 1000; tries++) {
         uint32_t q = atomic_load_explicit(&st->hold_seq, memory_order_acquire);
         if (q & 1) continue;
         /* acquire loads: the check of hold_seq below stays after them (no fence: see stats.c) */
-        uint64_t h[3] = {LDA(&st->held_ns[0]), LDA(&st->held_ns[1]), LDA(&st->held_ns[2])};
-        uint64_t since = LDA(&st->hold_since_ns);
-        uint32_t bits = LDA(&st->hold_bits);
-        if (LD(&st->hold_seq) != q) continue;
-        for (unsigned k = 0; k < 3; k++) {
-            held_ns[k] = h[k];
-            if ((bits & (1u << k)) && now_ns > since) held_ns[k] += now_ns - since;
-        }
-        return;
+        for (unsigned k = 0; k < 3; k++) held_ns[k] = LDA(&st->held_ns[k]);
+        *since_ns = LDA(&st->hold_since_ns);
+        *bits = LDA(&st->hold_bits);
+        if (LD(&st->hold_seq) == q) return;
     }
     /* rotad stopped inside an update (it cannot: the writer does not block); report what the ended holds give. */
     for (unsigned k = 0; k < 3; k++) held_ns[k] = LD(&st->held_ns[k]);
+    *since_ns = 0;
+    *bits = 0;
+}
+
+void prom_slot_held_ns(const rota_slot_stats_t *st, uint64_t now_ns, uint64_t held_ns[3])
+{
+    uint64_t since;
+    uint32_t bits;
+    prom_slot_hold_read(st, held_ns, &since, &bits);
+    for (unsigned k = 0; k < 3; k++)
+        if ((bits & (1u << k)) && now_ns > since) held_ns[k] += now_ns - since;
 }
 
 /* A label value: backslash, double quote and newline escaped (format 0.0.4). */
