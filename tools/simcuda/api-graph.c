@@ -6,8 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-pthread_mutex_t api_capture_lock = PTHREAD_MUTEX_INITIALIZER;
-
 typedef struct node_array {
     api_op_t *v;
     size_t n, cap;

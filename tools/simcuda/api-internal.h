@@ -2,14 +2,7 @@
 #ifndef SIMCUDA_API_INTERNAL_H
 #define SIMCUDA_API_INTERNAL_H
 
-/*
- * The API files are compiled the way NVIDIA builds its own driver: with __CUDA_API_VERSION_INTERNAL, cuda.h
- * declares every exported name literally (cuMemAlloc and cuMemAlloc_v2, cuLaunchKernel and
- * cuLaunchKernel_ptsz, ...) and #undefs its renaming macros at the end, so each definition below defines
- * exactly the symbol it names. CUDA_API_PER_THREAD_DEFAULT_STREAM is never defined here.
- */
-#define __CUDA_API_VERSION_INTERNAL 1
-#include <cuda.h>
+#include "tools/simcuda/api-core.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -24,30 +17,16 @@
 #define API_CTX_STACK_MAX 64
 #define API_MAX_KERNEL_ARGS 4
 
-/* ---- handle registry: every live handle, so a stale or foreign one gives CUDA_ERROR_INVALID_HANDLE ---- */
-enum api_kind {
-    API_KIND_CTX = 1, API_KIND_STREAM, API_KIND_EVENT, API_KIND_MODULE, API_KIND_FUNC, API_KIND_LIBRARY,
-    API_KIND_POOL, API_KIND_GRAPH, API_KIND_GRAPHEXEC, API_KIND_MEMHANDLE,
-};
-int api_handle_add(const void *h, int kind);    /* 0 or -ENOMEM */
-void api_handle_del(const void *h);
-bool api_handle_is(const void *h, int kind);
-
-/* ---- process state ---- */
-/* CUDA_SUCCESS once cuInit succeeded in this process (a forked child must call cuInit again). */
-CUresult api_ready(void);
+/* ---- driver and devices (api-init.c, api-device.c) ---- */
 /* The CUDA version this driver reports (SIMCUDA_DRIVER_VERSION), before cuInit too; -1 for a bad knob. */
 int api_driver_version(void);
-uint64_t api_gen(void);            /* bumped by every (re)initialisation after fork */
-uint64_t api_now_ns(void);         /* CLOCK_MONOTONIC */
-/* calloc (never of 0 bytes). NULL on host-memory exhaustion: every caller fails its API call with
- * CUDA_ERROR_OUT_OF_MEMORY and undoes what it did; simcuda never aborts or exits a host process. */
-void *api_calloc(size_t n, size_t size);
 CUresult api_check_device(CUdevice dev);  /* ready + a visible ordinal, else INVALID_DEVICE */
-/* CUDA_VISIBLE_DEVICES (api-init.c): the app's device ordinals are visible ones; contexts, ranges, pools and
- * the node (memory, engines) use physical devices. -1 when there is no such device. */
+/* CUDA_VISIBLE_DEVICES: the app's device ordinals are visible ones; contexts, ranges, pools and the node
+ * (memory, engines) use physical devices. -1 when there is no such device. */
 int api_dev_phys(CUdevice dev);
 CUdevice api_dev_visible(int phys);
+int api_dev_count(void);                  /* visible devices */
+void api_dev_parse_visible(void);         /* cuInit: reads CUDA_VISIBLE_DEVICES */
 
 /* ---- device memory ranges (UVA: a CUdeviceptr is a host address) ---- */
 enum api_range_kind {
@@ -217,7 +196,6 @@ struct CUfunc_st {
     _Atomic int max_dyn_smem;    /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (set while others launch) */
 };
 int api_kernel_lookup(const char *name);          /* -1 if unknown */
-const char *api_kernel_name(int id);
 size_t api_kernel_arg_count(int id);
 /* Runs a kernel op on the calling (executor) thread. */
 void api_kernel_exec(api_stream_t *s, api_op_t *op);
@@ -257,7 +235,6 @@ CUresult api_gmem_free_sync(const api_range_t *r);
 void api_vmm_reset(void);                         /* after fork: forget the parent's reservations */
 
 /* ---- stream capture (api-graph.c) ---- */
-extern pthread_mutex_t api_capture_lock;
 /* If s is capturing, records op (ownership passes) into its graph and returns CUDA_SUCCESS with *taken set;
  * an invalidated capture returns CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. */
 CUresult api_capture_record(api_stream_t *s, api_op_t *op, bool *taken);

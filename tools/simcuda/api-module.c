@@ -26,11 +26,6 @@ int api_kernel_lookup(const char *name)
     return -1;
 }
 
-const char *api_kernel_name(int id)
-{
-    return id >= 0 && id < API_KERNEL_COUNT ? kernels[id].name : "?";
-}
-
 size_t api_kernel_arg_count(int id)
 {
     return id >= 0 && id < API_KERNEL_COUNT ? kernels[id].nargs : 0;
