@@ -1,4 +1,4 @@
-/* api-ctx.c - contexts: every cuCtxCreate version, destroy, the per-thread context stack, primary contexts. */
+/* api-ctx.c - contexts: every cuCtxCreate version, destroy, synchronize, their properties, primary contexts. */
 #include "tools/simcuda/api-internal.h"
 
 #include <errno.h>
@@ -9,19 +9,6 @@ static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;   /* primary-contex
 static CUcontext primaries[SIMNODE_MAX_DEVICES];
 static unsigned long long ctx_next_id = 1;
 static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER; /* serialises retain/release/reset */
-
-/* The calling thread's context stack; a generation mismatch (fork, re-init) empties it. */
-static __thread CUcontext tls_stack[API_CTX_STACK_MAX];
-static __thread int tls_depth;
-static __thread uint64_t tls_gen;
-
-static void tls_check(void)
-{
-    if (tls_gen != api_gen()) {
-        tls_depth = 0;
-        tls_gen = api_gen();
-    }
-}
 
 int api_ctx_reset_primaries(void)
 {
@@ -49,39 +36,6 @@ out_free:
     while (n-- > 0)
         free(fresh[n]);
     return -ENOMEM;
-}
-
-bool api_ctx_alive(CUcontext ctx)
-{
-    return ctx && api_handle_is(ctx, API_KIND_CTX);
-}
-
-CUresult api_ctx_current(CUcontext *out)
-{
-    CUresult rc = api_ready();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    tls_check();
-    if (tls_depth == 0 || !api_ctx_alive(tls_stack[tls_depth - 1]))
-        return CUDA_ERROR_INVALID_CONTEXT;
-    *out = tls_stack[tls_depth - 1];
-    return CUDA_SUCCESS;
-}
-
-void api_ctx_set_sticky(CUcontext ctx, CUresult err)
-{
-    pthread_mutex_lock(&ctx->lock);
-    if (ctx->sticky == CUDA_SUCCESS)
-        ctx->sticky = err;
-    pthread_mutex_unlock(&ctx->lock);
-}
-
-CUresult api_ctx_sticky(CUcontext ctx)
-{
-    pthread_mutex_lock(&ctx->lock);
-    CUresult rc = ctx->sticky;
-    pthread_mutex_unlock(&ctx->lock);
-    return rc;
 }
 
 static CUresult check_flags(unsigned int flags)
@@ -148,16 +102,6 @@ static void ctx_stop(CUcontext c)
     simnode_ctx_close(c->dev, c->node_id);
 }
 
-static void stack_remove(CUcontext c)
-{
-    tls_check();
-    int j = 0;
-    for (int i = 0; i < tls_depth; i++)
-        if (tls_stack[i] != c)
-            tls_stack[j++] = tls_stack[i];
-    tls_depth = j;
-}
-
 static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     CUresult rc = api_ready();
@@ -169,8 +113,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
         return rc;
     if ((rc = api_check_device(dev)) != CUDA_SUCCESS)
         return rc;
-    tls_check();
-    if (tls_depth == API_CTX_STACK_MAX)
+    if (api_ctx_stack_full())
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUcontext c = api_calloc(1, sizeof(*c));
     if (!c)
@@ -181,7 +124,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
         free(c);
         return rc;
     }
-    tls_stack[tls_depth++] = c;
+    api_ctx_stack_push(c);
     *pctx = c;
     return CUDA_SUCCESS;
 }
@@ -243,7 +186,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
         return rc;
     if (!api_ctx_alive(ctx) || ctx->primary)
         return CUDA_ERROR_INVALID_CONTEXT;
-    stack_remove(ctx);
+    api_ctx_stack_remove(ctx);
     ctx_stop(ctx);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
@@ -253,76 +196,6 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
 CUresult cuCtxDestroy(CUcontext ctx)
 {
     return api_cuCtxDestroy_v2(ctx);
-}
-
-CUresult cuCtxGetCurrent(CUcontext *pctx)
-{
-    CUresult rc = api_ready();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!pctx)
-        return CUDA_ERROR_INVALID_VALUE;
-    tls_check();
-    *pctx = tls_depth ? tls_stack[tls_depth - 1] : NULL;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuCtxSetCurrent(CUcontext ctx)
-{
-    CUresult rc = api_ready();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    tls_check();
-    if (!ctx) {
-        if (tls_depth)
-            tls_depth--;
-        return CUDA_SUCCESS;
-    }
-    if (!api_ctx_alive(ctx))
-        return CUDA_ERROR_INVALID_CONTEXT;
-    if (tls_depth)
-        tls_stack[tls_depth - 1] = ctx;
-    else
-        tls_stack[tls_depth++] = ctx;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuCtxPushCurrent_v2(CUcontext ctx)
-{
-    CUresult rc = api_ready();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!api_ctx_alive(ctx))
-        return CUDA_ERROR_INVALID_CONTEXT;
-    tls_check();
-    if (tls_depth == API_CTX_STACK_MAX)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    tls_stack[tls_depth++] = ctx;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuCtxPushCurrent(CUcontext ctx)
-{
-    return api_cuCtxPushCurrent_v2(ctx);
-}
-
-CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
-{
-    CUresult rc = api_ready();
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    tls_check();
-    if (tls_depth == 0)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    CUcontext c = tls_stack[--tls_depth];
-    if (pctx)
-        *pctx = c;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuCtxPopCurrent(CUcontext *pctx)
-{
-    return api_cuCtxPopCurrent_v2(pctx);
 }
 
 CUresult cuCtxGetDevice(CUdevice *device)
@@ -555,11 +428,8 @@ CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
 
 /* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
 API_ALIAS(cuCtxCreate); API_ALIAS(cuCtxCreate_v2); API_ALIAS(cuCtxCreate_v3); API_ALIAS(cuCtxCreate_v4);
-API_ALIAS(cuCtxDestroy); API_ALIAS(cuCtxDestroy_v2); API_ALIAS(cuCtxGetCurrent); API_ALIAS(cuCtxGetDevice);
-API_ALIAS(cuCtxGetDevice_v2); API_ALIAS(cuCtxGetFlags); API_ALIAS(cuCtxGetId);
-API_ALIAS(cuCtxGetStreamPriorityRange); API_ALIAS(cuCtxPopCurrent); API_ALIAS(cuCtxPopCurrent_v2);
-API_ALIAS(cuCtxPushCurrent); API_ALIAS(cuCtxPushCurrent_v2); API_ALIAS(cuCtxSetCurrent);
-API_ALIAS(cuCtxSynchronize); API_ALIAS(cuCtxSynchronize_v2); API_ALIAS(cuDevicePrimaryCtxGetState);
-API_ALIAS(cuDevicePrimaryCtxRelease); API_ALIAS(cuDevicePrimaryCtxRelease_v2); API_ALIAS(cuDevicePrimaryCtxReset);
-API_ALIAS(cuDevicePrimaryCtxReset_v2); API_ALIAS(cuDevicePrimaryCtxRetain); API_ALIAS(cuDevicePrimaryCtxSetFlags);
-API_ALIAS(cuDevicePrimaryCtxSetFlags_v2);
+API_ALIAS(cuCtxDestroy); API_ALIAS(cuCtxDestroy_v2); API_ALIAS(cuCtxGetDevice); API_ALIAS(cuCtxGetDevice_v2);
+API_ALIAS(cuCtxGetFlags); API_ALIAS(cuCtxGetId); API_ALIAS(cuCtxGetStreamPriorityRange); API_ALIAS(cuCtxSynchronize);
+API_ALIAS(cuCtxSynchronize_v2); API_ALIAS(cuDevicePrimaryCtxGetState); API_ALIAS(cuDevicePrimaryCtxRelease);
+API_ALIAS(cuDevicePrimaryCtxRelease_v2); API_ALIAS(cuDevicePrimaryCtxReset); API_ALIAS(cuDevicePrimaryCtxReset_v2);
+API_ALIAS(cuDevicePrimaryCtxRetain); API_ALIAS(cuDevicePrimaryCtxSetFlags); API_ALIAS(cuDevicePrimaryCtxSetFlags_v2);

@@ -28,7 +28,7 @@ CUdevice api_dev_visible(int phys);
 int api_dev_count(void);                  /* visible devices */
 void api_dev_parse_visible(void);         /* cuInit: reads CUDA_VISIBLE_DEVICES */
 
-/* ---- device memory ranges (UVA: a CUdeviceptr is a host address) ---- */
+/* ---- device memory ranges (api-range.c; UVA: a CUdeviceptr is a host address) ---- */
 enum api_range_kind {
     API_RANGE_DEVICE = 1, API_RANGE_MANAGED, API_RANGE_HOST, API_RANGE_POOL, API_RANGE_VMM,
     API_RANGE_GRAPH,             /* a graph allocation node's address (owner: its api_gmem_t) */
@@ -68,9 +68,13 @@ struct CUctx_st {
     void *modules;               /* api-module.c's list of this context's modules */
     struct CUctx_st *abandoned;  /* primary: the slot it replaced at a forked child's cuInit (kept, not freed) */
 };
-int api_ctx_reset_primaries(void);   /* cuInit: fresh primary-context slots; 0 or -ENOMEM */
+int api_ctx_reset_primaries(void);   /* cuInit: fresh primary-context slots; 0 or -ENOMEM (api-ctx.c) */
 /* Unlinks and frees every module of ctx (context teardown). */
 void api_module_drop_ctx(CUcontext ctx);
+/* The calling thread's context stack (api-current.c): cuCtxCreate pushes, cuCtxDestroy removes everywhere. */
+bool api_ctx_stack_full(void);
+void api_ctx_stack_push(CUcontext c);
+void api_ctx_stack_remove(CUcontext c);
 /* The calling thread's current context, validated: INVALID_CONTEXT if none or dead. */
 CUresult api_ctx_current(CUcontext *out);
 bool api_ctx_alive(CUcontext ctx);
