@@ -77,7 +77,7 @@ static CUresult ctx_start(CUcontext c, int dev, unsigned flags)
     c->active = true;
     return CUDA_SUCCESS;
 out_legacy:
-    api_stream_destroy_all(c);  /* frees the legacy stream, which never ran anything */
+    api_stream_destroy_all(c, api_capture_stream_gone);  /* frees the legacy stream, which never ran anything */
 out_close:
     simnode_ctx_close(dev, id);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -96,7 +96,7 @@ static void ctx_stop(CUcontext c)
 {
     api_handle_del(c);
     c->active = false;
-    api_stream_destroy_all(c);
+    api_stream_destroy_all(c, api_capture_stream_gone);
     api_module_drop_ctx(c);
     api_range_drop_ctx(c, free_range);
     simnode_ctx_close(c->dev, c->node_id);

@@ -1,4 +1,5 @@
-/* api-event.c - events: record captures a stream position; query, synchronize (condition variable), timing. */
+/* api-event.c - events: the generations records make (api-stream.c) and the executor completes; query,
+ * synchronize (condition variable), timing. */
 #include "tools/simcuda/api-internal.h"
 
 #include <errno.h>
@@ -123,7 +124,7 @@ static CUresult event_check(CUevent e)
 }
 
 /* Forgets the capture e was last recorded in (it is recorded outside one now, or destroyed). */
-static void event_uncapture(CUevent e)
+void api_event_uncapture(CUevent e)
 {
     pthread_mutex_lock(&api_capture_lock);
     e->cap = NULL;
@@ -137,7 +138,7 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
     if (rc != CUDA_SUCCESS)
         return rc;
     api_handle_del(hEvent);
-    event_uncapture(hEvent);
+    api_event_uncapture(hEvent);
     /* Queued records and waits hold references: the event is freed when the last of them ran. */
     api_event_unref(hEvent);
     return CUDA_SUCCESS;
@@ -146,62 +147,6 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
 CUresult cuEventDestroy(CUevent hEvent)
 {
     return api_cuEventDestroy_v2(hEvent);
-}
-
-static CUresult event_record(CUevent e, CUstream h, unsigned flags, bool ptds)
-{
-    api_stream_t *s;
-    CUresult rc = api_stream_resolve(h, ptds, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!e || !api_handle_is(e, API_KIND_EVENT))
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (api_stream_capturing(s)) {
-        api_capture_event_record(s, e);
-        return CUDA_SUCCESS;
-    }
-    if (s->kind == API_STREAM_LEGACY && (rc = api_capture_check_legacy(s->ctx)) != CUDA_SUCCESS)
-        return rc;
-    event_uncapture(e);
-    api_op_t *op = api_op_new(API_OP_EVENT_RECORD);
-    if (!op)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    if (api_event_record_gen(e, &op->u.ev.gen) < 0)
-        goto out_free;           /* the op holds no event reference yet */
-    op->u.ev.ev = e;
-    if (api_stream_submit(s, op, NULL) < 0)
-        goto out_complete;
-    return CUDA_SUCCESS;
-out_complete:
-    /* Never queued: the new generation must not stay pending forever; api_op_free drops its reference. */
-    api_event_complete(e, op->u.ev.gen, 0);
-    api_op_free(op);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-out_free:
-    free(op);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
-{
-    return event_record(hEvent, hStream, 0, false);
-}
-
-CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
-{
-    return event_record(hEvent, hStream, 0, true);
-}
-
-CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
-{
-    return event_record(hEvent, hStream, flags, false);
-}
-
-CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
-{
-    return event_record(hEvent, hStream, flags, true);
 }
 
 static bool event_in_capture(CUevent e)
@@ -277,6 +222,4 @@ CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 
 /* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
 API_ALIAS(cuEventCreate); API_ALIAS(cuEventDestroy); API_ALIAS(cuEventDestroy_v2); API_ALIAS(cuEventElapsedTime);
-API_ALIAS(cuEventElapsedTime_v2); API_ALIAS(cuEventQuery); API_ALIAS(cuEventRecord);
-API_ALIAS(cuEventRecordWithFlags); API_ALIAS(cuEventRecordWithFlags_ptsz); API_ALIAS(cuEventRecord_ptsz);
-API_ALIAS(cuEventSynchronize);
+API_ALIAS(cuEventElapsedTime_v2); API_ALIAS(cuEventQuery); API_ALIAS(cuEventSynchronize);

@@ -157,11 +157,13 @@ void api_stream_sync(api_stream_t *s);
 bool api_stream_idle(api_stream_t *s);
 api_stream_t *api_stream_new(CUcontext ctx, unsigned flags, int prio, int kind); /* NULL: out of memory */
 /* Stops and joins every stream of ctx (draining their queues), frees them, and joins what the destroyed
- * streams' executors left behind: no thread of ctx outlives it. */
-void api_stream_destroy_all(CUcontext ctx);
+ * streams' executors left behind: no thread of ctx outlives it. gone (may be NULL) sees each live stream
+ * before it is freed (its capture ends); destroyed ones left theirs in cuStreamDestroy. */
+void api_stream_destroy_all(CUcontext ctx, void (*gone)(api_stream_t *));
+/* Joins the executors of ctx's destroyed streams that ran out of work and frees what nobody references. */
+void api_stream_reap(CUcontext ctx);
 api_op_t *api_op_new(int kind);         /* NULL when out of host memory */
 void api_op_free(api_op_t *op);         /* releases what the op references */
-void api_op_exec(api_stream_t *s, api_op_t *op);
 void api_op_ref(api_op_t *op);          /* takes the references a queued copy of op needs */
 
 /* ---- events (api-event.c) ---- */
@@ -187,6 +189,8 @@ void api_event_wait_gen(CUevent e, uint64_t gen);
 /* A new generation in *gen, pending until api_event_complete; 0 or -ENOMEM. */
 int api_event_record_gen(CUevent e, uint64_t *gen);
 bool api_event_done_locked(CUevent e, uint64_t gen);
+/* Forgets the capture e was last recorded in (it is recorded outside one now, or destroyed). */
+void api_event_uncapture(CUevent e);
 
 /* ---- kernels (api-module.c / api-launch.c) ---- */
 /* A CUfunction; a library's CUkernel is the same object (a CUkernel may be passed where a CUfunction is). */
@@ -201,13 +205,6 @@ struct CUfunc_st {
 };
 int api_kernel_lookup(const char *name);          /* -1 if unknown */
 size_t api_kernel_arg_count(int id);
-/* Runs a kernel op on the calling (executor) thread. */
-void api_kernel_exec(api_stream_t *s, api_op_t *op);
-/* Device time of a kernel op; *valid says whether its pointer arguments lie in device memory now. */
-uint64_t api_kernel_ns(const api_op_t *op, bool *valid);
-/* Serves ns of device time for a kernel or memset op on the compute engine (api-stream.c): waits for the
- * engine entry api_stream_submit made when the op was runnable at once, else enters the engine now. */
-void api_op_engine(api_stream_t *s, api_op_t *op, int prio, uint64_t ns);
 
 /* ---- pools (api-pool.c) ---- */
 void api_pool_free_block(CUdeviceptr ptr);        /* stream-ordered free reached on its stream */

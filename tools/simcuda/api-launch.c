@@ -218,61 +218,6 @@ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void 
     return launch_ex(config, f, kernelParams, extra, true);
 }
 
-/* ---- execution, on the stream's executor thread -------------------------------------------------------- */
-static bool span_ok(uint64_t p, uint64_t n, uint64_t elem)
-{
-    if (n > SIZE_MAX / elem)
-        return false;
-    return n == 0 || (p != 0 && api_range_find((uintptr_t)p, (size_t)(n * elem), NULL));
-}
-
-uint64_t api_kernel_ns(const api_op_t *op, bool *valid)
-{
-    const uint64_t *a = op->u.k.args;
-    const simnode_config_t *cfg = simnode_config();
-    uint64_t launch_ns = cfg ? cfg->launch_ns : 0;
-    *valid = true;
-    switch (op->u.k.id) {
-    case API_KERNEL_SPIN:
-        return a[0];
-    case API_KERNEL_FILL:
-        *valid = span_ok(a[0], a[2], 4);
-        return launch_ns + (*valid ? simnode_mem_kernel_ns(4 * a[2]) : 0);
-    case API_KERNEL_ADD:
-        *valid = span_ok(a[0], a[3], 4) && span_ok(a[1], a[3], 4) && span_ok(a[2], a[3], 4);
-        return launch_ns + (*valid ? simnode_mem_kernel_ns(12 * a[3]) : 0);
-    case API_KERNEL_OTHER:
-        return launch_ns + a[0] * (cfg ? cfg->wave_ns : 0);
-    default:
-        *valid = false;
-        return 0;
-    }
-}
-
-void api_kernel_exec(api_stream_t *s, api_op_t *op)
-{
-    const uint64_t *a = op->u.k.args;
-    if (op->u.k.id < 0 || op->u.k.id > API_KERNEL_OTHER)
-        return;
-    bool valid;
-    uint64_t ns = api_kernel_ns(op, &valid);
-    api_op_engine(s, op, op->u.k.prio, ns);
-    if (!valid) {
-        api_ctx_set_sticky(s->ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
-        return;
-    }
-    if (op->u.k.id == API_KERNEL_FILL) {
-        uint32_t *dst = (uint32_t *)(uintptr_t)a[0], v = (uint32_t)a[1];
-        for (uint64_t i = 0; i < a[2]; i++)
-            dst[i] = v;
-    } else if (op->u.k.id == API_KERNEL_ADD) {
-        const float *x = (const float *)(uintptr_t)a[0], *y = (const float *)(uintptr_t)a[1];
-        float *z = (float *)(uintptr_t)a[2];
-        for (uint64_t i = 0; i < a[3]; i++)
-            z[i] = x[i] + y[i];
-    }
-}
-
 /* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
 API_ALIAS(cuLaunchCooperativeKernel); API_ALIAS(cuLaunchCooperativeKernel_ptsz); API_ALIAS(cuLaunchKernel);
 API_ALIAS(cuLaunchKernelEx); API_ALIAS(cuLaunchKernelEx_ptsz); API_ALIAS(cuLaunchKernel_ptsz);
