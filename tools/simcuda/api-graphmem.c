@@ -1,5 +1,5 @@
-/* api-graphmem.c - graph memory nodes: cuMemAllocAsync/cuMemFreeAsync under stream capture record allocation
- * and free nodes; the graph owns the allocation's address, launches allocate it, free nodes release it. */
+/* api-graphmem.c - graph allocations: the graph owns an allocation node's address, launches allocate it, free
+ * nodes release it (api-memasync.c records the nodes under stream capture). */
 #include "tools/simcuda/api-internal.h"
 
 #include <errno.h>
@@ -52,18 +52,18 @@ out_unused:
     free(m);
 }
 
-CUresult api_gmem_capture_alloc(api_stream_t *s, size_t bytes, CUdeviceptr *out)
+api_gmem_t *api_gmem_new(CUcontext ctx, size_t bytes)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     if (bytes > SIZE_MAX - page)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
     api_gmem_t *m = api_calloc(1, sizeof(*m));
     if (!m)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
     m->size = bytes;
     m->map_size = (bytes + page - 1) / page * page;
-    m->dev = s->ctx->dev;
-    m->ctx = s->ctx;
+    m->dev = ctx->dev;
+    m->ctx = ctx;
     m->owners = 1;               /* the capture's graph */
     void *va = mmap(NULL, m->map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (va == MAP_FAILED)
@@ -72,43 +72,29 @@ CUresult api_gmem_capture_alloc(api_stream_t *s, size_t bytes, CUdeviceptr *out)
     api_range_t r = { .base = m->base, .size = bytes, .kind = API_RANGE_GRAPH, .dev = m->dev, .owner = m };
     if (api_range_add(&r) < 0)
         goto out_unmap;
-    api_op_t *op = api_op_new(API_OP_MEM_ALLOC);
-    if (!op)
-        goto out_range;
-    op->u.gm.m = m;
-    bool taken = false;
-    CUresult rc = api_capture_record(s, op, &taken);
-    if (!taken) {
-        free(op);                /* holds no reference */
-        api_range_remove(m->base, NULL);
-        munmap(va, m->map_size);
-        free(m);
-        return rc != CUDA_SUCCESS ? rc : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    }
-    *out = (CUdeviceptr)m->base;
-    return CUDA_SUCCESS;
-out_range:
-    api_range_remove(m->base, NULL);
+    return m;
 out_unmap:
     munmap(va, m->map_size);
 out_free:
     free(m);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+    return NULL;
 }
 
-CUresult api_gmem_capture_free(api_stream_t *s, const api_range_t *r)
+void api_gmem_discard(api_gmem_t *m)
 {
-    api_op_t *op = api_op_new(API_OP_MEM_FREE);
-    if (!op)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    op->u.gm.m = r->owner;
-    bool taken = false;
-    CUresult rc = api_capture_record(s, op, &taken);
-    if (!taken) {
-        free(op);                /* a node holds no pending-free reference */
-        return rc != CUDA_SUCCESS ? rc : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    }
-    return CUDA_SUCCESS;
+    api_range_remove(m->base, NULL);
+    munmap((void *)m->base, m->map_size);
+    free(m);
+}
+
+CUdeviceptr api_gmem_base(const api_gmem_t *m)
+{
+    return (CUdeviceptr)m->base;
+}
+
+CUcontext api_gmem_ctx(const api_gmem_t *m)
+{
+    return m->ctx;
 }
 
 void api_gmem_nodes_ref(const api_op_t *v, size_t n)
@@ -206,41 +192,30 @@ void api_gmem_launch_abort(const api_op_t *v, size_t from, size_t n)
             api_gmem_free_done(v[i].u.gm.m);
 }
 
-CUresult api_gmem_free_async(api_stream_t *s, const api_range_t *r)
+bool api_gmem_free_begin(api_gmem_t *m)
 {
-    api_gmem_t *m = r->owner;
-    api_op_t *op = api_op_new(API_OP_MEM_FREE);
-    if (!op)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    op->u.gm.m = m;
     pthread_mutex_lock(&gmem_lock);
     bool live = m->live;
     m->live = false;
     m->held++;                   /* a guard: m stays while the op is handed over */
     pthread_mutex_unlock(&gmem_lock);
-    CUresult rc = CUDA_ERROR_INVALID_VALUE;
-    if (!live) {
-        free(op);                /* never queued: no free to account */
-        goto out_unguard;
-    }
-    rc = api_launch_op(s, op, false);
-out_unguard:
+    return live;
+}
+
+void api_gmem_free_end(api_gmem_t *m, bool live, bool queued)
+{
     pthread_mutex_lock(&gmem_lock);
-    if (live && rc != CUDA_SUCCESS) {
+    if (live && !queued) {
         m->live = true;          /* not freed after all: undo the failed op's api_gmem_free_done */
         m->held++;
     }
     m->held--;
     gmem_maybe_release_locked(m);
     pthread_mutex_unlock(&gmem_lock);
-    return rc;
 }
 
-CUresult api_gmem_free_sync(const api_range_t *r)
+CUresult api_gmem_free_now(api_gmem_t *m)
 {
-    api_gmem_t *m = r->owner;
-    if (m->ctx && api_ctx_alive(m->ctx))
-        api_ctx_sync(m->ctx);    /* like cuMemFree of any memory: work that may use it finishes first */
     CUresult rc = CUDA_SUCCESS;
     pthread_mutex_lock(&gmem_lock);
     if (!m->live) {

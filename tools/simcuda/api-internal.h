@@ -212,12 +212,18 @@ void api_pool_trim_all(void);                     /* at synchronisation points: 
 void api_pool_reset(void);
 /* frees a pool range found by cuMemFree_v2 */
 void api_pool_free_now(const api_range_t *r);
+/* An allocation from pool, or with pool NULL from device dev's current pool (api-memasync.c). */
+CUresult api_pool_alloc(CUmemoryPool pool, int dev, size_t bytes, CUdeviceptr *out);
+/* Marks (on) or unmarks a pool block queued for cuMemFreeAsync: -EALREADY if it was marked already. */
+int api_pool_freeing(const api_range_t *r, bool on);
 
-/* ---- graph memory nodes (api-graphmem.c) ---- */
-/* cuMemAllocAsync on capturing s: an allocation node, its address in *out. */
-CUresult api_gmem_capture_alloc(api_stream_t *s, size_t bytes, CUdeviceptr *out);
-/* cuMemFreeAsync of graph allocation r on capturing s: a free node. */
-CUresult api_gmem_capture_free(api_stream_t *s, const api_range_t *r);
+/* ---- graph allocations (api-graphmem.c) ---- */
+/* A capture's allocation node: its address range mapped and registered (API_RANGE_GRAPH), owned by the
+ * capture's graph. NULL when out of memory. api_gmem_discard undoes it (the node was never recorded). */
+api_gmem_t *api_gmem_new(CUcontext ctx, size_t bytes);
+void api_gmem_discard(api_gmem_t *m);
+CUdeviceptr api_gmem_base(const api_gmem_t *m);
+CUcontext api_gmem_ctx(const api_gmem_t *m);     /* the capturing context */
 /* A graph or executable graph takes / drops its allocation nodes (v: its node array). */
 void api_gmem_nodes_ref(const api_op_t *v, size_t n);
 void api_gmem_nodes_unref(const api_op_t *v, size_t n);
@@ -226,11 +232,14 @@ void api_gmem_nodes_unref(const api_op_t *v, size_t n);
  * queueing then stops at node from, api_gmem_launch_abort accounts the frees that were never queued. */
 CUresult api_gmem_launch(const api_op_t *v, size_t n);
 void api_gmem_launch_abort(const api_op_t *v, size_t from, size_t n);
-/* A queued free (API_OP_MEM_FREE) is done: from api_op_free. */
+/* A queued free (API_OP_MEM_FREE) is done: from the executor. */
 void api_gmem_free_done(api_gmem_t *m);
-/* Graph allocations freed outside a graph: cuMemFreeAsync (stream-ordered) and cuMemFree. */
-CUresult api_gmem_free_async(api_stream_t *s, const api_range_t *r);
-CUresult api_gmem_free_sync(const api_range_t *r);
+/* cuMemFreeAsync outside a graph: api_gmem_free_begin marks m freed and guards it, returning whether it was
+ * live; api_gmem_free_end drops the guard, undoing the free when a live m's op was not queued. */
+bool api_gmem_free_begin(api_gmem_t *m);
+void api_gmem_free_end(api_gmem_t *m, bool live, bool queued);
+/* cuMemFree of a live graph allocation (the caller synchronised its context): INVALID_VALUE if not live. */
+CUresult api_gmem_free_now(api_gmem_t *m);
 
 /* ---- VMM (api-vmm.c) ---- */
 void api_vmm_reset(void);                         /* after fork: forget the parent's reservations */

@@ -98,6 +98,16 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
     return dev_alloc(c, bytesize, API_RANGE_MANAGED, dptr);
 }
 
+/* cuMemFree of a graph allocation (outside a graph). */
+static CUresult gmem_free_sync(const api_range_t *r)
+{
+    api_gmem_t *m = r->owner;
+    CUcontext c = api_gmem_ctx(m);
+    if (c && api_ctx_alive(c))
+        api_ctx_sync(c);         /* like cuMemFree of any memory: work that may use it finishes first */
+    return api_gmem_free_now(m);
+}
+
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
     CUresult rc = api_ready();
@@ -113,7 +123,7 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
          r.kind != API_RANGE_GRAPH))
         return CUDA_ERROR_INVALID_VALUE;
     if (r.kind == API_RANGE_GRAPH)
-        return api_gmem_free_sync(&r);
+        return gmem_free_sync(&r);
     /* Like the real driver, freeing waits for the work that might still use the memory. */
     if (r.ctx && api_ctx_alive(r.ctx))
         api_ctx_sync(r.ctx);

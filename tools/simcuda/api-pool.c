@@ -1,5 +1,5 @@
-/* api-pool.c - stream-ordered allocation: cuMemAllocAsync/cuMemFreeAsync, memory pools with reuse, trimming,
- * release thresholds and reserved/used attributes, default and current pools per device. */
+/* api-pool.c - memory pools: blocks with reuse, trimming, release thresholds and reserved/used attributes,
+ * default and current pools per device (api-memasync.c allocates from them in stream order). */
 #include "tools/simcuda/api-internal.h"
 
 #include <errno.h>
@@ -201,104 +201,27 @@ static CUresult pool_alloc(CUmemoryPool p, size_t bytes, CUdeviceptr *out)
     return CUDA_SUCCESS;
 }
 
-static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream h, bool ptds)
+CUresult api_pool_alloc(CUmemoryPool pool, int dev, size_t bytes, CUdeviceptr *out)
 {
-    api_stream_t *s;
-    CUresult rc = api_stream_resolve(h, ptds, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    if (!dptr || bytesize == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (pool && !api_handle_is(pool, API_KIND_POOL))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (api_stream_capturing(s))
-        return api_gmem_capture_alloc(s, bytesize, dptr);   /* an allocation node (of the graph, any pool) */
     if (!pool) {
         pthread_mutex_lock(&pool_lock);
-        if (default_locked(s->ctx->dev))
-            pool = current_pool[s->ctx->dev];
+        if (default_locked(dev))
+            pool = current_pool[dev];
         pthread_mutex_unlock(&pool_lock);
         if (!pool)
             return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    return pool_alloc(pool, bytesize, dptr);
+    return pool_alloc(pool, bytes, out);
 }
 
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+int api_pool_freeing(const api_range_t *r, bool on)
 {
-    return alloc_async(dptr, bytesize, NULL, hStream, false);
-}
-
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
-{
-    return alloc_async(dptr, bytesize, NULL, hStream, true);
-}
-
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
-{
-    if (!pool)
-        return api_ready() != CUDA_SUCCESS ? api_ready() : CUDA_ERROR_INVALID_VALUE;
-    return alloc_async(dptr, bytesize, pool, hStream, false);
-}
-
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
-{
-    if (!pool)
-        return api_ready() != CUDA_SUCCESS ? api_ready() : CUDA_ERROR_INVALID_VALUE;
-    return alloc_async(dptr, bytesize, pool, hStream, true);
-}
-
-static CUresult free_async(CUdeviceptr dptr, CUstream h, bool ptds)
-{
-    api_stream_t *s;
-    CUresult rc = api_stream_resolve(h, ptds, &s);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    api_range_t r;
-    if (!dptr || !api_range_find((uintptr_t)dptr, 0, &r) || r.base != (uintptr_t)dptr)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (r.kind == API_RANGE_GRAPH)
-        return api_stream_capturing(s) ? api_gmem_capture_free(s, &r) : api_gmem_free_async(s, &r);
-    if (r.kind != API_RANGE_POOL) {
-        /* Not stream-ordered memory: the documented fallback is a synchronous free. */
-        return r.kind == API_RANGE_DEVICE || r.kind == API_RANGE_MANAGED ? api_cuMemFree_v2(dptr)
-                                                                         : CUDA_ERROR_INVALID_VALUE;
-    }
-    if (api_stream_capturing(s)) {
-        api_capture_invalidate_stream(s);
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    }
-    pool_block_t *b = r.owner;
+    pool_block_t *b = r->owner;
     pthread_mutex_lock(&pool_lock);
-    bool dup = b->freeing;
-    b->freeing = true;
+    bool was = b->freeing;
+    b->freeing = on;
     pthread_mutex_unlock(&pool_lock);
-    if (dup)
-        return CUDA_ERROR_INVALID_VALUE;
-    api_op_t *op = api_op_new(API_OP_POOL_FREE);
-    if (!op) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-        goto out_unmark;
-    }
-    op->u.free.ptr = dptr;
-    if ((rc = api_launch_op(s, op, false)) != CUDA_SUCCESS)
-        goto out_unmark;         /* not queued: the block stays allocated */
-    return CUDA_SUCCESS;
-out_unmark:
-    pthread_mutex_lock(&pool_lock);
-    b->freeing = false;
-    pthread_mutex_unlock(&pool_lock);
-    return rc;
-}
-
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
-{
-    return free_async(dptr, hStream, false);
-}
-
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
-{
-    return free_async(dptr, hStream, true);
+    return on && was ? -EALREADY : 0;
 }
 
 /* ---- pools -------------------------------------------------------------------------------------------- */
@@ -466,7 +389,5 @@ CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 
 /* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
 API_ALIAS(cuDeviceGetDefaultMemPool); API_ALIAS(cuDeviceGetMemPool); API_ALIAS(cuDeviceSetMemPool);
-API_ALIAS(cuMemAllocAsync); API_ALIAS(cuMemAllocAsync_ptsz); API_ALIAS(cuMemAllocFromPoolAsync);
-API_ALIAS(cuMemAllocFromPoolAsync_ptsz); API_ALIAS(cuMemFreeAsync); API_ALIAS(cuMemFreeAsync_ptsz);
 API_ALIAS(cuMemPoolCreate); API_ALIAS(cuMemPoolDestroy); API_ALIAS(cuMemPoolGetAttribute);
 API_ALIAS(cuMemPoolSetAttribute); API_ALIAS(cuMemPoolTrimTo);
