@@ -244,7 +244,20 @@ CUresult api_gmem_free_now(api_gmem_t *m);
 /* ---- VMM (api-vmm.c) ---- */
 void api_vmm_reset(void);                         /* after fork: forget the parent's reservations */
 
-/* ---- stream capture (api-graph.c) ---- */
+/* ---- stream capture and the graphs it builds (api-capture.c; api-graph.c instantiates, launches) ---- */
+typedef struct api_node_array {
+    api_op_t *v;
+    size_t n, cap;
+} api_node_array_t;
+
+struct CUgraph_st {
+    CUcontext ctx;
+    api_node_array_t nodes;
+};
+
+CUgraph api_graph_new(CUcontext ctx);                        /* NULL when out of host memory */
+void api_graph_free(CUgraph g);
+int api_graph_push(api_node_array_t *a, const api_op_t *op);  /* appends a copy of op: 0 or -ENOMEM */
 /* If s is capturing, records op (ownership passes) into its graph and returns CUDA_SUCCESS with *taken set;
  * an invalidated capture returns CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. */
 CUresult api_capture_record(api_stream_t *s, api_op_t *op, bool *taken);

@@ -1,0 +1,536 @@
+/* api-capture.c - stream capture: the modes, forked-in streams and events, cuStreamBegin/EndCapture and capture
+ * info, and the graphs it builds (api_graph_*, which api-graph.c instantiates and launches). */
+#include "tools/simcuda/api-internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct api_capture {
+    CUgraph graph;
+    api_stream_t *origin;
+    CUstreamCaptureMode mode;
+    bool invalid;
+    pthread_t thread;
+    unsigned long long id;
+    api_stream_t **members;      /* forked-in streams (not the origin) */
+    size_t nmembers;
+    CUevent *events;             /* recorded in this capture; each holds a reference */
+    size_t nevents;
+    api_capture_t *next;         /* in the list of active captures */
+};
+
+static api_capture_t *active;    /* api_capture_lock */
+static _Atomic unsigned nactive;
+static unsigned long long capture_next_id = 1;
+
+int api_graph_push(api_node_array_t *a, const api_op_t *op)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? 2 * a->cap : 16;
+        api_op_t *v = api_calloc(cap, sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        if (a->n)
+            memcpy(v, a->v, a->n * sizeof(*v));
+        free(a->v);
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n] = *op;
+    a->v[a->n].next = NULL;
+    a->n++;
+    return 0;
+}
+
+CUgraph api_graph_new(CUcontext ctx)
+{
+    CUgraph g = api_calloc(1, sizeof(*g));
+    if (!g)
+        return NULL;
+    g->ctx = ctx;
+    if (api_handle_add(g, API_KIND_GRAPH) < 0) {
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void api_graph_free(CUgraph g)
+{
+    api_handle_del(g);
+    api_gmem_nodes_unref(g->nodes.v, g->nodes.n);
+    free(g->nodes.v);
+    free(g);
+}
+
+void api_capture_reset(void)
+{
+    /* After fork: the parent's captures are abandoned with its streams. */
+    active = NULL;
+    nactive = 0;
+}
+
+bool api_stream_capturing(api_stream_t *s)
+{
+    if (nactive == 0)
+        return false;
+    pthread_mutex_lock(&api_capture_lock);
+    bool cap = s->cap != NULL;
+    pthread_mutex_unlock(&api_capture_lock);
+    return cap;
+}
+
+void api_capture_invalidate_stream(api_stream_t *s)
+{
+    pthread_mutex_lock(&api_capture_lock);
+    if (s->cap)
+        s->cap->invalid = true;
+    pthread_mutex_unlock(&api_capture_lock);
+}
+
+CUresult api_capture_record(api_stream_t *s, api_op_t *op, bool *taken)
+{
+    *taken = false;
+    if (nactive == 0)
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&api_capture_lock);
+    api_capture_t *cap = s->cap;
+    CUresult rc = CUDA_SUCCESS;
+    if (cap && cap->invalid) {
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else if (cap) {
+        if (op->kind == API_OP_COPY && op->u.copy.staged) {
+            /* staged before the capture began (a racing cuStreamBeginCapture): a graph node reads its source
+             * at replay time, like any captured copy */
+            free(op->u.copy.staged);
+            op->u.copy.staged = NULL;
+        }
+        if (api_graph_push(&cap->graph->nodes, op) < 0) {
+            cap->invalid = true;  /* the graph would miss this work */
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            s->cap_nodes++;
+            s->cap_tail_unjoined = s != cap->origin;
+            free(op);            /* captured ops hold no references: the graph keeps the copy */
+            *taken = true;
+        }
+    }
+    pthread_mutex_unlock(&api_capture_lock);
+    return rc;
+}
+
+CUresult api_capture_check_legacy(CUcontext ctx)
+{
+    if (nactive == 0)
+        return CUDA_SUCCESS;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&ctx->lock);
+    pthread_mutex_lock(&api_capture_lock);
+    for (api_stream_t *s = ctx->streams; s; s = s->next) {
+        if (s->cap && !(s->flags & CU_STREAM_NON_BLOCKING)) {
+            s->cap->invalid = true;
+            rc = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+        }
+    }
+    pthread_mutex_unlock(&api_capture_lock);
+    pthread_mutex_unlock(&ctx->lock);
+    return rc;
+}
+
+/* The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode), GLOBAL by default. */
+static __thread CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    if (!mode || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+                  *mode != CU_STREAM_CAPTURE_MODE_RELAXED))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = thread_mode;
+    thread_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
+/* As documented for cuThreadExchangeStreamCaptureMode: a thread in GLOBAL mode may not make potentially
+ * unsafe calls while it has a non-relaxed capture of its own or another thread has a GLOBAL capture; in
+ * THREAD_LOCAL mode only its own non-relaxed captures count; RELAXED never prohibits. */
+CUresult api_capture_check_unsafe(void)
+{
+    if (nactive == 0 || thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_SUCCESS;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&api_capture_lock);
+    for (api_capture_t *c = active; c; c = c->next) {
+        bool mine = pthread_equal(c->thread, self);
+        if ((mine && c->mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+            (!mine && thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+            rc = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+            c->invalid = true;   /* the conflicting capture is invalidated */
+        }
+    }
+    pthread_mutex_unlock(&api_capture_lock);
+    return rc;
+}
+
+void api_capture_event_record(api_stream_t *s, CUevent e)
+{
+    pthread_mutex_lock(&api_capture_lock);
+    api_capture_t *cap = s->cap;
+    if (cap) {
+        if (e->cap != cap) {
+            CUevent *v = realloc(cap->events, (cap->nevents + 1) * sizeof(*v));
+            if (v) {
+                cap->events = v;
+                cap->events[cap->nevents++] = e;
+                api_event_ref(e);
+            }
+        }
+        e->cap = cap;
+        e->cap_stream = s;
+        e->cap_mark = s->cap_nodes;
+    }
+    pthread_mutex_unlock(&api_capture_lock);
+}
+
+CUresult api_capture_wait_event(api_stream_t *s, CUevent e, bool *handled)
+{
+    *handled = false;
+    if (nactive == 0)
+        return CUDA_SUCCESS;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&api_capture_lock);
+    api_capture_t *cap = e->cap;
+    if (!cap && !s->cap)
+        goto out;
+    *handled = true;
+    if (!cap) {
+        /* A capturing stream may not depend on work outside its capture. */
+        s->cap->invalid = true;
+        rc = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+        goto out;
+    }
+    if (s->cap && s->cap != cap) {
+        s->cap->invalid = true;
+        cap->invalid = true;
+        rc = CUDA_ERROR_STREAM_CAPTURE_MERGE;
+        goto out;
+    }
+    if (cap->invalid) {
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+        goto out;
+    }
+    if (!s->cap) {
+        /* Fork: the waiting stream joins the capture. */
+        api_stream_t **m = realloc(cap->members, (cap->nmembers + 1) * sizeof(*m));
+        if (!m) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            goto out;
+        }
+        cap->members = m;
+        cap->members[cap->nmembers++] = s;
+        s->cap = cap;
+        s->cap_nodes = 0;
+        s->cap_tail_unjoined = false;
+    }
+    /* Join: the recording stream's work up to the record is now a dependency of s. */
+    api_stream_t *x = e->cap_stream;
+    if (x && x != s && e->cap_mark == x->cap_nodes)
+        x->cap_tail_unjoined = false;
+out:
+    pthread_mutex_unlock(&api_capture_lock);
+    return rc;
+}
+
+/* With api_capture_lock held: detaches every stream and event, unlinks the capture and frees it (not the
+ * graph). */
+static void capture_end_locked(api_capture_t *cap)
+{
+    if (cap->origin)
+        cap->origin->cap = NULL;
+    for (size_t i = 0; i < cap->nmembers; i++)
+        cap->members[i]->cap = NULL;
+    for (api_capture_t **pp = &active; *pp; pp = &(*pp)->next) {
+        if (*pp == cap) {
+            *pp = cap->next;
+            break;
+        }
+    }
+    nactive--;
+    free(cap->members);
+}
+
+static void capture_release_events(CUevent *ev, size_t n, api_capture_t *cap)
+{
+    for (size_t i = 0; i < n; i++) {
+        pthread_mutex_lock(&api_capture_lock);
+        if (ev[i]->cap == cap) {
+            ev[i]->cap = NULL;
+            ev[i]->cap_stream = NULL;
+        }
+        pthread_mutex_unlock(&api_capture_lock);
+        api_event_unref(ev[i]);
+    }
+    free(ev);
+}
+
+void api_capture_stream_gone(api_stream_t *s)
+{
+    if (nactive == 0)
+        return;
+    pthread_mutex_lock(&api_capture_lock);
+    api_capture_t *cap = s->cap;
+    if (!cap) {
+        pthread_mutex_unlock(&api_capture_lock);
+        return;
+    }
+    cap->invalid = true;
+    if (s != cap->origin) {
+        for (size_t i = 0; i < cap->nmembers; i++) {
+            if (cap->members[i] == s) {
+                cap->members[i] = cap->members[--cap->nmembers];
+                break;
+            }
+        }
+        s->cap = NULL;
+        pthread_mutex_unlock(&api_capture_lock);
+        return;
+    }
+    /* The origin is gone: nobody can end this capture any more. */
+    capture_end_locked(cap);
+    CUevent *ev = cap->events;
+    size_t nev = cap->nevents;
+    pthread_mutex_unlock(&api_capture_lock);
+    capture_release_events(ev, nev, cap);
+    api_graph_free(cap->graph);
+    free(cap);
+}
+
+/* ---- capture API -------------------------------------------------------------------------------------- */
+static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+        mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (s->kind == API_STREAM_LEGACY)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    api_capture_t *cap = api_calloc(1, sizeof(*cap));
+    if (!cap)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!(cap->graph = api_graph_new(s->ctx))) {
+        free(cap);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&api_capture_lock);
+    if (s->cap) {
+        pthread_mutex_unlock(&api_capture_lock);
+        api_graph_free(cap->graph);
+        free(cap);
+        return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    cap->origin = s;
+    cap->mode = mode;
+    cap->thread = pthread_self();
+    cap->id = capture_next_id++;
+    cap->next = active;
+    active = cap;
+    nactive++;
+    s->cap = cap;
+    s->cap_nodes = 0;
+    s->cap_tail_unjoined = false;
+    pthread_mutex_unlock(&api_capture_lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+    return begin_capture(hStream, mode, false);
+}
+
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
+    return begin_capture(hStream, mode, true);
+}
+
+CUresult cuStreamBeginCapture(CUstream hStream)
+{
+    return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, false);
+}
+
+CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
+{
+    return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, true);
+}
+
+static CUresult end_capture(CUstream h, CUgraph *phGraph, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!phGraph)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&api_capture_lock);
+    api_capture_t *cap = s->cap;
+    if (!cap) {
+        pthread_mutex_unlock(&api_capture_lock);
+        return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    if (cap->origin != s) {
+        cap->invalid = true;
+        pthread_mutex_unlock(&api_capture_lock);
+        return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    }
+    if (cap->mode != CU_STREAM_CAPTURE_MODE_RELAXED && !pthread_equal(cap->thread, pthread_self())) {
+        pthread_mutex_unlock(&api_capture_lock);
+        return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    }
+    if (!cap->invalid) {
+        for (size_t i = 0; i < cap->nmembers; i++)
+            if (cap->members[i]->cap_tail_unjoined)
+                rc = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+    } else {
+        rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    capture_end_locked(cap);
+    CUevent *ev = cap->events;
+    size_t nev = cap->nevents;
+    pthread_mutex_unlock(&api_capture_lock);
+    capture_release_events(ev, nev, cap);
+    if (rc != CUDA_SUCCESS) {
+        api_graph_free(cap->graph);
+        *phGraph = NULL;
+    } else {
+        *phGraph = cap->graph;
+    }
+    free(cap);
+    return rc;
+}
+
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    return end_capture(hStream, phGraph, false);
+}
+
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
+    return end_capture(hStream, phGraph, true);
+}
+
+static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *status, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!status)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&api_capture_lock);
+    if (s->kind == API_STREAM_LEGACY) {
+        *status = CU_STREAM_CAPTURE_STATUS_NONE;
+        for (api_capture_t *c = active; c; c = c->next)
+            if (c->origin && c->origin->ctx == s->ctx && !(c->origin->flags & CU_STREAM_NON_BLOCKING))
+                rc = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    } else if (!s->cap) {
+        *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    } else {
+        *status = s->cap->invalid ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    }
+    pthread_mutex_unlock(&api_capture_lock);
+    return rc;
+}
+
+static CUresult capture_info(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+                             const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *ndeps, bool ptds)
+{
+    api_stream_t *s;
+    CUresult rc = api_stream_resolve(h, ptds, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!status)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (s->kind == API_STREAM_LEGACY)
+        return is_capturing(h, status, ptds);
+    pthread_mutex_lock(&api_capture_lock);
+    api_capture_t *cap = s->cap;
+    *status = !cap ? CU_STREAM_CAPTURE_STATUS_NONE
+                   : cap->invalid ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (cap && id)
+        *id = cap->id;
+    if (graph)
+        *graph = cap && !cap->invalid ? cap->graph : NULL;
+    pthread_mutex_unlock(&api_capture_lock);
+    /* Captured work replays in capture order; the dependency set is not exposed as nodes. */
+    if (deps)
+        *deps = NULL;
+    if (edges)
+        *edges = NULL;
+    if (ndeps)
+        *ndeps = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
+                                   CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                   const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                        numDependencies_out, false);
+}
+
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                        const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                        numDependencies_out, true);
+}
+
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
+                                   CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                   size_t *numDependencies_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL, numDependencies_out,
+                        false);
+}
+
+CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                        size_t *numDependencies_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL, numDependencies_out,
+                        true);
+}
+
+CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, NULL, NULL, NULL, NULL, false);
+}
+
+CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out)
+{
+    return capture_info(hStream, captureStatus_out, id_out, NULL, NULL, NULL, NULL, true);
+}
+
+CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    return is_capturing(hStream, captureStatus, false);
+}
+
+CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    return is_capturing(hStream, captureStatus, true);
+}
+
+/* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
+API_ALIAS(cuStreamBeginCapture); API_ALIAS(cuStreamBeginCapture_ptsz); API_ALIAS(cuStreamBeginCapture_v2);
+API_ALIAS(cuStreamBeginCapture_v2_ptsz); API_ALIAS(cuStreamEndCapture); API_ALIAS(cuStreamEndCapture_ptsz);
+API_ALIAS(cuStreamGetCaptureInfo); API_ALIAS(cuStreamGetCaptureInfo_ptsz); API_ALIAS(cuStreamGetCaptureInfo_v2);
+API_ALIAS(cuStreamGetCaptureInfo_v2_ptsz); API_ALIAS(cuStreamGetCaptureInfo_v3);
+API_ALIAS(cuStreamGetCaptureInfo_v3_ptsz); API_ALIAS(cuStreamIsCapturing); API_ALIAS(cuStreamIsCapturing_ptsz);
+API_ALIAS(cuThreadExchangeStreamCaptureMode);
