@@ -1,4 +1,5 @@
-/* engine.c - compute and copy engine arbitration: timeslicing between contexts like a GPU without MPS. */
+/* engine.c - a device under its lock: engine arbitration (timeslicing between contexts like a GPU without MPS),
+ * repair after a dead lock owner, and reclaiming what dead processes left. */
 #include "tools/simcuda/node-internal.h"
 
 #include <errno.h>
@@ -32,15 +33,14 @@ void simnode_futex_wake(_Atomic uint32_t *word)
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Wait while *word == val, at most timeout_ns; true when it timed out. */
-static bool futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t timeout_ns)
+bool simnode_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t timeout_ns)
 {
     struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000ull), .tv_nsec = (long)(timeout_ns % 1000000000ull)};
     long rc = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0);
     return rc != 0 && errno == ETIMEDOUT;
 }
 
-static void sleep_until(uint64_t t)
+void simnode_sleep_until(uint64_t t)
 {
     struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ull), .tv_nsec = (long)(t % 1000000000ull)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
@@ -197,7 +197,7 @@ uint64_t simnode_engine_inflight_busy(simnode_dev_t *dev, uint64_t now)
  * to collect; one cut at a timeslice boundary waits again, or keeps the engine while nobody else waits.
  * Lines go to this process's SIMCUDA_TIMELINE file, naming the owner's pid (*tl_flush as in waiter_serve).
  * Returns whether it retired anything. */
-static bool engine_advance(simnode_shm_t *shm, int fd, uint32_t d, uint64_t now, bool *tl_flush)
+bool simnode_engine_advance(simnode_shm_t *shm, int fd, uint32_t d, uint64_t now, bool *tl_flush)
 {
     simnode_dev_t *dev = &shm->dev[d];
     bool any = false;
@@ -238,223 +238,82 @@ static bool engine_advance(simnode_shm_t *shm, int fd, uint32_t d, uint64_t now,
     return any;
 }
 
-static int ctx_check(simnode_dev_t *dev, uint32_t ctx_id)
-{
-    const simnode_ctx_t *c = &dev->ctx[ctx_id & 0xffu];
-    return c->state == SIMNODE_SLOT_USED && c->id == ctx_id ? 0 : -EINVAL;
-}
-
-static uint32_t waiter_alloc(simnode_dev_t *dev)
-{
-    for (uint32_t i = 0; i < SIMNODE_MAX_WAITERS; i++)
-        if (dev->w[i].state == SIMNODE_W_FREE) return i;
-    return SIMNODE_NONE;
-}
-
-int simnode_kernel_exec(int dev_i, uint32_t ctx_id, int prio, uint64_t ns)
-{
-    return simnode_kernel_exec_submitted(dev_i, ctx_id, prio, ns, UINT64_MAX);
-}
-
-/* Under dev->lock: takes a waiter slot for a kernel of ctx_id (ns > 0) and offers it to an idle engine.
- * With block, waits for a free slot; else -EAGAIN when all are taken. */
-static int waiter_register(simnode_shm_t *shm, int fd, uint32_t d, uint32_t ctx_id, int prio, uint64_t ns,
-                           uint64_t submit_ns, uint64_t ready_ns, bool block, uint32_t *out, bool *tl_flush)
+/* ---- the device lock, and reclaiming dead processes ---------------------------------------------------- */
+/* Recompute what a process that died inside the critical section may have left half-updated. */
+static void dev_repair(simnode_shm_t *shm, int fd, uint32_t d)
 {
     simnode_dev_t *dev = &shm->dev[d];
-    uint32_t me;
-    while ((me = waiter_alloc(dev)) == SIMNODE_NONE) {
-        /* SIMNODE_MAX_WAITERS kernels already queue on this device: wait for one to finish. */
-        if (simnode_dev_sweep(shm, fd, d) > 0) continue;
-        if (!block) return -EAGAIN;
-        uint32_t seq = atomic_load(&dev->seq);
-        simnode_dev_unlock(shm, d);
-        futex_wait(&dev->seq, seq, SIMNODE_WAIT_TIMEOUT_NS);
-        simnode_dev_lock(shm, fd, d);
-        int rc = ctx_check(dev, ctx_id);
-        if (rc) return rc;
-    }
-    simnode_waiter_t *w = &dev->w[me];
+    simnode_dev_sweep(shm, fd, d);
+    uint64_t used = 0;
+    for (uint32_t s = 0; s < SIMNODE_MAX_PROCS; s++)
+        if (atomic_load(&shm->procs[s].state) == SIMNODE_SLOT_USED) used += shm->procs[s].charge[d];
+    dev->mem_used = used;
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < SIMNODE_MAX_CTX; i++) live += dev->ctx[i].state == SIMNODE_SLOT_USED;
+    dev->live_ctx = live;
+    simnode_engine_kick(shm, fd, d, simnode_now_ns());
+}
+
+void simnode_dev_lock(simnode_shm_t *shm, int fd, uint32_t d)
+{
+    bool repair = false;
+    simnode_mutex_lock(&shm->dev[d].lock, &repair);
+    if (repair) dev_repair(shm, fd, d);
+}
+
+void simnode_dev_unlock(simnode_shm_t *shm, uint32_t d)
+{
+    pthread_mutex_unlock(&shm->dev[d].lock);
+}
+
+void simnode_dev_reclaim_proc(simnode_shm_t *shm, int fd, uint32_t d, uint32_t s)
+{
+    simnode_dev_t *dev = &shm->dev[d];
     uint64_t now = simnode_now_ns();
-    w->proc = simnode_g.slot;
-    w->ctx = ctx_id & 0xffu;
-    w->prio = prio;
-    w->ticket = dev->next_ticket++;
-    w->submit_ns = submit_ns < now ? submit_ns : now;
-    /* A kernel that was runnable before its thread got here (ready_ns: its stream's previous operation ended
-     * then, on the engine's timeline) starts from then on an engine that was free: the thread's wake-up after
-     * that operation is the host's latency, which a GPU's stream queue does not have. Never before the engine
-     * was free (dispatch: dev->vtime_ns). */
-    w->arrival_ns = ready_ns && ready_ns < now ? ready_ns : now;
-    w->remaining_ns = ns;
-    w->seg_start_ns = w->seg_end_ns = 0;
-    w->state = SIMNODE_W_WAITING;
-    /* A segment that ended while its owner's thread slept on is over: the engine may be free for this one. */
-    engine_advance(shm, fd, d, now, tl_flush);
-    if (dev->holder == SIMNODE_NONE) dispatch(shm, fd, dev, w->arrival_ns);
-    *out = me;
-    return 0;
-}
-
-/* With dev->lock dropped: the timeline file I/O that simnode_timeline_record asked for (never set when off). */
-static void timeline_sync(bool *pending)
-{
-    if (*pending) {
-        *pending = false;
-        simnode_timeline_flush();
+    bool found = false;
+    uint64_t charge = shm->procs[s].charge[d];
+    if (charge) {
+        dev->mem_used = dev->mem_used >= charge ? dev->mem_used - charge : 0;
+        shm->procs[s].charge[d] = 0;
+        found = true;
+    }
+    for (uint32_t i = 0; i < SIMNODE_MAX_CTX; i++) {
+        if (dev->ctx[i].state == SIMNODE_SLOT_USED && dev->ctx[i].proc == s) {
+            dev->ctx[i].state = SIMNODE_SLOT_FREE;
+            if (dev->live_ctx) dev->live_ctx--;
+            found = true;
+        }
+    }
+    for (uint32_t i = 0; i < SIMNODE_MAX_WAITERS; i++) {
+        simnode_waiter_t *w = &dev->w[i];
+        if (w->state == SIMNODE_W_FREE || w->proc != s) continue;
+        if (dev->holder == i) {
+            /* The kernel ran until its process died: that time was busy. */
+            uint64_t end = now < w->seg_end_ns ? now : w->seg_end_ns;
+            uint64_t from = w->seg_start_ns;
+            uint64_t reset = atomic_load(&dev->c.reset_ns);
+            if (from < reset) from = reset;
+            if (end > from) atomic_fetch_add(&dev->c.busy_ns, end - from);
+            if (end > dev->vtime_ns) dev->vtime_ns = end;
+            dev->holder = SIMNODE_NONE;
+        }
+        w->state = SIMNODE_W_FREE;
+        found = true;
+    }
+    if (found) {
+        atomic_fetch_add(&dev->c.reclaims, 1);
+        simnode_engine_kick(shm, fd, d, now);
     }
 }
 
-/* Under dev->lock: blocks until waiter me has been served its device time, then frees it; *end_ns (if not NULL)
- * is when it ended on the engine's timeline. *tl_flush: set when the caller, once it has dropped dev->lock,
- * must call timeline_sync (the lines of segments it retired are waiting to be written). */
-static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me, uint64_t *end_ns, bool *tl_flush)
+int simnode_dev_sweep(simnode_shm_t *shm, int fd, uint32_t d)
 {
-    simnode_dev_t *dev = &shm->dev[d];
-    simnode_waiter_t *w = &dev->w[me];
-    for (;;) {
-        if (w->state == SIMNODE_W_DONE) {
-            if (end_ns) *end_ns = w->seg_end_ns;
-            w->state = SIMNODE_W_FREE;
-            return 0;
-        }
-        if (w->state == SIMNODE_W_FREE) /* reclaimed under us: cannot happen while we live */
-            return -EOWNERDEAD;
-        uint64_t now = simnode_now_ns();
-        if (engine_advance(shm, fd, d, now, tl_flush)) continue;
-        if (dev->holder == me) {
-            uint64_t end = w->seg_end_ns;
-            simnode_dev_unlock(shm, d);
-            timeline_sync(tl_flush); /* a long kernel's earlier slices (the sleep is absolute: no engine time lost) */
-            sleep_until(end);
-            simnode_dev_lock(shm, fd, d);
-            continue;
-        }
-        /* Another kernel runs (or none, defensively): wait for a change of the engine's state, or until the
-         * running segment's end plus SIMNODE_STEP_IN_NS, when its owner has not retired it: then we do. */
-        uint64_t timeout = SIMNODE_WAIT_TIMEOUT_NS;
-        uint32_t h = dev->holder;
-        if (h != SIMNODE_NONE) {
-            uint64_t due = dev->w[h].seg_end_ns + SIMNODE_STEP_IN_NS; /* > now: advance retired it otherwise */
-            if (due - now < timeout) timeout = due - now;
-        }
-        uint32_t seq = atomic_load(&dev->seq);
-        simnode_dev_unlock(shm, d);
-        timeline_sync(tl_flush); /* before sleeping: lines this thread retired, or a preempted kernel's */
-        bool timed_out = futex_wait(&dev->seq, seq, timeout);
-        simnode_dev_lock(shm, fd, d);
-        if (timed_out) {
-            /* Liveness: a dead holder's slices would go on being retired by time; reclaim it instead. */
-            h = dev->holder;
-            if (h != SIMNODE_NONE && !simnode_proc_alive(shm, fd, dev->w[h].proc)) simnode_dev_sweep(shm, fd, d);
-            simnode_engine_kick(shm, fd, d, simnode_now_ns());
-        }
+    int n = 0;
+    for (uint32_t s = 0; s < SIMNODE_MAX_PROCS; s++) {
+        if (atomic_load(&shm->procs[s].state) != SIMNODE_SLOT_USED) continue;
+        if (simnode_proc_alive(shm, fd, s)) continue;
+        simnode_dev_reclaim_proc(shm, fd, d, s);
+        n++;
     }
-}
-
-/* Both submissions: a kernel of ns on device dev_i for ctx_id. token NULL: wait for it and run it (the
- * blocking path); else register it without waiting and name it in *token for simnode_kernel_wait. */
-static int kernel_submit(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t ready_ns,
-                         uint64_t *token, uint64_t *end_ns)
-{
-    int rc = simnode_attach();
-    if (rc) return rc;
-    if (dev_i < 0 || dev_i >= simnode_g.cfg.devices) return -ENODEV;
-    simnode_shm_t *shm = simnode_g.shm;
-    int fd = simnode_g.fd;
-    uint32_t d = (uint32_t)dev_i;
-    simnode_dev_t *dev = &shm->dev[d];
-    bool tl_flush = false;
-
-    simnode_dev_lock(shm, fd, d);
-    rc = ctx_check(dev, ctx_id);
-    if (rc) goto out_unlock;
-    if (ns == 0) {
-        atomic_fetch_add(&dev->c.kernels, 1);
-        goto out_unlock;
-    }
-    uint32_t me;
-    rc = waiter_register(shm, fd, d, ctx_id, prio, ns, submit_ns, ready_ns, token == NULL, &me, &tl_flush);
-    if (rc) goto out_unlock;
-    if (token)
-        *token = dev->w[me].ticket * SIMNODE_MAX_WAITERS + me;
-    else
-        rc = waiter_serve(shm, fd, d, me, end_ns, &tl_flush);
-out_unlock:
-    simnode_dev_unlock(shm, d);
-    timeline_sync(&tl_flush);
-    return rc;
-}
-
-int simnode_kernel_exec_submitted(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns)
-{
-    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, 0, NULL, NULL);
-}
-
-int simnode_kernel_exec_after(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t ready_ns,
-                              uint64_t *end_ns)
-{
-    if (end_ns) *end_ns = 0;
-    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, ready_ns, NULL, end_ns);
-}
-
-/* A token names a waiter slot and its ticket, so a stale token is detected; 0 means nothing to wait for. */
-int simnode_kernel_enqueue(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns,
-                           uint64_t *token)
-{
-    *token = 0;
-    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, 0, token, NULL);
-}
-
-int simnode_kernel_wait(int dev_i, uint64_t token, uint64_t *end_ns)
-{
-    if (end_ns) *end_ns = 0;
-    if (token == 0) return 0;
-    int rc = simnode_attach();
-    if (rc) return rc;
-    if (dev_i < 0 || dev_i >= simnode_g.cfg.devices) return -ENODEV;
-    simnode_shm_t *shm = simnode_g.shm;
-    int fd = simnode_g.fd;
-    uint32_t d = (uint32_t)dev_i;
-    uint32_t me = (uint32_t)(token % SIMNODE_MAX_WAITERS);
-    simnode_dev_t *dev = &shm->dev[d];
-    bool tl_flush = false;
-
-    simnode_dev_lock(shm, fd, d);
-    const simnode_waiter_t *w = &dev->w[me];
-    if (w->state == SIMNODE_W_FREE || w->ticket != token / SIMNODE_MAX_WAITERS || w->proc != simnode_g.slot)
-        rc = -EINVAL;
-    else
-        rc = waiter_serve(shm, fd, d, me, end_ns, &tl_flush);
-    simnode_dev_unlock(shm, d);
-    timeline_sync(&tl_flush);
-    return rc;
-}
-
-int simnode_copy_exec(int dev_i, uint32_t ctx_id, uint64_t bytes)
-{
-    int rc = simnode_attach();
-    if (rc) return rc;
-    if (dev_i < 0 || dev_i >= simnode_g.cfg.devices) return -ENODEV;
-    simnode_shm_t *shm = simnode_g.shm;
-    uint32_t d = (uint32_t)dev_i;
-    simnode_dev_t *dev = &shm->dev[d];
-    simnode_dev_lock(shm, simnode_g.fd, d);
-    rc = ctx_check(dev, ctx_id);
-    if (rc) {
-        simnode_dev_unlock(shm, d);
-        return rc;
-    }
-    /* FIFO on a virtual timeline: each transfer starts when the previous one ends (or now). */
-    uint64_t now = simnode_now_ns();
-    uint64_t dur = shm->cfg.copy_latency_ns + (uint64_t)((double)bytes / shm->cfg.copy_gbps);
-    uint64_t start = dev->copy_free_ns > now ? dev->copy_free_ns : now;
-    uint64_t end = start + dur;
-    dev->copy_free_ns = end;
-    atomic_fetch_add(&dev->c.copies, 1);
-    atomic_fetch_add(&dev->c.copy_bytes, bytes);
-    atomic_fetch_add(&dev->c.copy_busy_ns, dur);
-    simnode_dev_unlock(shm, d);
-    sleep_until(end);
-    return 0;
+    return n;
 }

@@ -1,4 +1,5 @@
-/* node-internal.h - the simulated node's shared-memory layout and the internals node.c, engine.c, config.c share. */
+/* node-internal.h - the simulated node's shared-memory layout and the internals its files (proc, config, timeline,
+ * engine, node, kernel) share. */
 #ifndef SIMCUDA_NODE_INTERNAL_H
 #define SIMCUDA_NODE_INTERNAL_H
 
@@ -156,7 +157,10 @@ typedef struct simnode_local {
     simnode_devinfo_t info[SIMNODE_MAX_DEVICES];
 } simnode_local_t;
 
+/* proc.c: this process's attachment (node.c fills it in at attach) and whether it is attached: 1 once this
+ * process (not a forked copy of it) is attached. */
 extern simnode_local_t simnode_g;
+extern _Atomic int simnode_ready;
 
 /* config.c: parse every SIMCUDA_ knob; -EINVAL with simnode_set_error() on a bad value. is_set[i] says
  * whether knob i came from the environment (for the node-mismatch rule, which SIMCUDA_DRIVER_VERSION and
@@ -177,19 +181,14 @@ void simnode_config_describe(FILE *f);
 void simnode_config_log(const simnode_config_t *c);
 void simnode_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* node.c */
+/* proc.c */
 uint64_t simnode_now_ns(void);
 /* Lock a robust mutex; on EOWNERDEAD make it consistent and set *repair. */
 void simnode_mutex_lock(pthread_mutex_t *m, bool *repair);
 /* Whether process slot s is alive (its OFD lock is held by someone else, or it is ours). */
 bool simnode_proc_alive(simnode_shm_t *shm, int fd, uint32_t s);
-/* Under dev->lock: drop everything process slot s holds on device d (charge, contexts, waiters, engine). */
-void simnode_dev_reclaim_proc(simnode_shm_t *shm, int fd, uint32_t d, uint32_t s);
-/* Under dev->lock: reclaim every dead process's state on device d; returns how many were reclaimed. */
-int simnode_dev_sweep(simnode_shm_t *shm, int fd, uint32_t d);
-/* Lock device d (repairing after a dead owner). */
-void simnode_dev_lock(simnode_shm_t *shm, int fd, uint32_t d);
-void simnode_dev_unlock(simnode_shm_t *shm, uint32_t d);
+
+/* node.c */
 
 /* The identity of device d of node (name, UUID, PCI location, memory, SMs), as cuDeviceGet* reports it. */
 void simnode_devinfo_of(const char *node, const simnode_shm_t *shm, int d, simnode_devinfo_t *out);
@@ -200,12 +199,25 @@ int simnode_open_existing(const char *name, simnode_shm_t **shm, int *fd);
 void simnode_dev_reset_counters(simnode_dev_t *dev, uint64_t now);
 
 /* engine.c */
+/* Under dev->lock: drop everything process slot s holds on device d (charge, contexts, waiters, engine). */
+void simnode_dev_reclaim_proc(simnode_shm_t *shm, int fd, uint32_t d, uint32_t s);
+/* Under dev->lock: reclaim every dead process's state on device d; returns how many were reclaimed. */
+int simnode_dev_sweep(simnode_shm_t *shm, int fd, uint32_t d);
+/* Lock device d (repairing after a dead owner). */
+void simnode_dev_lock(simnode_shm_t *shm, int fd, uint32_t d);
+void simnode_dev_unlock(simnode_shm_t *shm, uint32_t d);
 void simnode_engine_init(simnode_dev_t *dev);
 /* Under dev->lock, after reclaiming: if the engine is free (or its holder vanished), hand it on. */
 void simnode_engine_kick(simnode_shm_t *shm, int fd, uint32_t d, uint64_t now);
 /* Under dev->lock: the in-progress busy time of the current segment, for snapshots. */
 uint64_t simnode_engine_inflight_busy(simnode_dev_t *dev, uint64_t now);
 void simnode_futex_wake(_Atomic uint32_t *word);
+/* Wait while *word == val, at most timeout_ns; true when it timed out. */
+bool simnode_futex_wait(_Atomic uint32_t *word, uint32_t val, uint64_t timeout_ns);
+void simnode_sleep_until(uint64_t t);   /* an absolute CLOCK_MONOTONIC time */
+/* Under dev->lock: retires every segment of device d's engine timeline ended by now (kernel.c's waiters and
+ * arrivals do it for a late owner); *tl_flush as in simnode_timeline_record. Whether it retired anything. */
+bool simnode_engine_advance(simnode_shm_t *shm, int fd, uint32_t d, uint64_t now, bool *tl_flush);
 
 /* timeline.c: with SIMCUDA_TIMELINE set (simnode_g.cfg.timeline[0], the one test callers make), the busy
  * segments this process retired, one line "<dev> <ctx> <start_ns> <end_ns> <pid>" each, pid the kernel's owner

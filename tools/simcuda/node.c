@@ -1,4 +1,4 @@
-/* node.c - the simulated node: attach/create its shm region, process slots and liveness, memory, contexts. */
+/* node.c - the simulated node: attach/create its shm region, register this process, memory, contexts. */
 #include "tools/simcuda/node-internal.h"
 
 #include <errno.h>
@@ -8,20 +8,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-simnode_local_t simnode_g = {.fd = -1, .slot = SIMNODE_NONE};
 static pthread_mutex_t simnode_local_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int simnode_ready;        /* 1 once this process (not a forked copy of it) is attached */
 static bool simnode_atfork_done;
-
-uint64_t simnode_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- locks ---------------------------------------------------------------------------------------------- */
 
@@ -34,105 +24,7 @@ static int ofd_lock(int fd, off_t at, int cmd, short type)
     }
 }
 
-bool simnode_proc_alive(simnode_shm_t *shm, int fd, uint32_t s)
-{
-    if (s >= SIMNODE_MAX_PROCS) return false;
-    if (atomic_load(&shm->procs[s].state) != SIMNODE_SLOT_USED) return false;
-    if (shm == simnode_g.shm && s == simnode_g.slot && atomic_load(&simnode_ready)) return true;
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = SIMNODE_LOCK_BASE + (off_t)s, .l_len = 1};
-    if (fcntl(fd, F_OFD_GETLK, &fl) != 0) return true; /* cannot tell: never reclaim a maybe-live process */
-    return fl.l_type != F_UNLCK;
-}
-
-void simnode_mutex_lock(pthread_mutex_t *m, bool *repair)
-{
-    int rc = pthread_mutex_lock(m);
-    if (rc == EOWNERDEAD) {
-        pthread_mutex_consistent(m);
-        *repair = true;
-    }
-}
-
-/* Recompute what a process that died inside the critical section may have left half-updated. */
-static void dev_repair(simnode_shm_t *shm, int fd, uint32_t d)
-{
-    simnode_dev_t *dev = &shm->dev[d];
-    simnode_dev_sweep(shm, fd, d);
-    uint64_t used = 0;
-    for (uint32_t s = 0; s < SIMNODE_MAX_PROCS; s++)
-        if (atomic_load(&shm->procs[s].state) == SIMNODE_SLOT_USED) used += shm->procs[s].charge[d];
-    dev->mem_used = used;
-    uint32_t live = 0;
-    for (uint32_t i = 0; i < SIMNODE_MAX_CTX; i++) live += dev->ctx[i].state == SIMNODE_SLOT_USED;
-    dev->live_ctx = live;
-    simnode_engine_kick(shm, fd, d, simnode_now_ns());
-}
-
-void simnode_dev_lock(simnode_shm_t *shm, int fd, uint32_t d)
-{
-    bool repair = false;
-    simnode_mutex_lock(&shm->dev[d].lock, &repair);
-    if (repair) dev_repair(shm, fd, d);
-}
-
-void simnode_dev_unlock(simnode_shm_t *shm, uint32_t d)
-{
-    pthread_mutex_unlock(&shm->dev[d].lock);
-}
-
 /* ---- reclaiming dead processes ---------------------------------------------------------------------------- */
-
-void simnode_dev_reclaim_proc(simnode_shm_t *shm, int fd, uint32_t d, uint32_t s)
-{
-    simnode_dev_t *dev = &shm->dev[d];
-    uint64_t now = simnode_now_ns();
-    bool found = false;
-    uint64_t charge = shm->procs[s].charge[d];
-    if (charge) {
-        dev->mem_used = dev->mem_used >= charge ? dev->mem_used - charge : 0;
-        shm->procs[s].charge[d] = 0;
-        found = true;
-    }
-    for (uint32_t i = 0; i < SIMNODE_MAX_CTX; i++) {
-        if (dev->ctx[i].state == SIMNODE_SLOT_USED && dev->ctx[i].proc == s) {
-            dev->ctx[i].state = SIMNODE_SLOT_FREE;
-            if (dev->live_ctx) dev->live_ctx--;
-            found = true;
-        }
-    }
-    for (uint32_t i = 0; i < SIMNODE_MAX_WAITERS; i++) {
-        simnode_waiter_t *w = &dev->w[i];
-        if (w->state == SIMNODE_W_FREE || w->proc != s) continue;
-        if (dev->holder == i) {
-            /* The kernel ran until its process died: that time was busy. */
-            uint64_t end = now < w->seg_end_ns ? now : w->seg_end_ns;
-            uint64_t from = w->seg_start_ns;
-            uint64_t reset = atomic_load(&dev->c.reset_ns);
-            if (from < reset) from = reset;
-            if (end > from) atomic_fetch_add(&dev->c.busy_ns, end - from);
-            if (end > dev->vtime_ns) dev->vtime_ns = end;
-            dev->holder = SIMNODE_NONE;
-        }
-        w->state = SIMNODE_W_FREE;
-        found = true;
-    }
-    if (found) {
-        atomic_fetch_add(&dev->c.reclaims, 1);
-        simnode_engine_kick(shm, fd, d, now);
-    }
-}
-
-int simnode_dev_sweep(simnode_shm_t *shm, int fd, uint32_t d)
-{
-    int n = 0;
-    for (uint32_t s = 0; s < SIMNODE_MAX_PROCS; s++) {
-        if (atomic_load(&shm->procs[s].state) != SIMNODE_SLOT_USED) continue;
-        if (simnode_proc_alive(shm, fd, s)) continue;
-        simnode_dev_reclaim_proc(shm, fd, d, s);
-        n++;
-    }
-    return n;
-}
 
 /* Under shm->lock: reclaim a dead process everywhere and free its slot. */
 static void proc_reclaim_all(simnode_shm_t *shm, int fd, uint32_t s)
