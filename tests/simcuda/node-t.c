@@ -1,4 +1,5 @@
-/* node-t.c - TAP tests for simcuda's device model (node.c, engine.c, config.c), across real processes. */
+/* node-t.c - TAP tests for simcuda's device model (proc.c, config.c, timeline.c, engine.c, node.c, kernel.c), across
+ * real processes. */
 #include "tools/simcuda/node-internal.h"
 #include "tests/tap/tap.h"
 

@@ -50,7 +50,7 @@ bool api_range_find(uintptr_t p, size_t len, api_range_t *out); /* [p, p+len) in
 void api_range_drop_ctx(CUcontext ctx, void (*fn)(const api_range_t *));
 void api_range_reset(void);
 
-/* ---- contexts ---- */
+/* ---- contexts (api-ctx.c; the calling thread's stack and checks: api-current.c) ---- */
 typedef struct CUstream_st api_stream_t;
 struct CUctx_st {
     int dev;
@@ -78,11 +78,11 @@ void api_ctx_stack_remove(CUcontext c);
 /* The calling thread's current context, validated: INVALID_CONTEXT if none or dead. */
 CUresult api_ctx_current(CUcontext *out);
 bool api_ctx_alive(CUcontext ctx);
-CUresult api_ctx_sync(CUcontext ctx);     /* waits for every stream of ctx */
+CUresult api_ctx_sync(CUcontext ctx);     /* waits for every stream of ctx (api-exec.c) */
 void api_ctx_set_sticky(CUcontext ctx, CUresult err);
 CUresult api_ctx_sticky(CUcontext ctx);
 
-/* ---- streams and ops ---- */
+/* ---- streams and ops (api-exec.c: the executor and stream lifetime; api-stream.c: the stream API) ---- */
 enum api_stream_kind { API_STREAM_USER = 0, API_STREAM_LEGACY, API_STREAM_PERTHREAD };
 enum api_op_kind {
     API_OP_NOP = 0, API_OP_KERNEL, API_OP_COPY, API_OP_MEMSET, API_OP_HOSTFN, API_OP_EVENT_RECORD,
@@ -133,7 +133,7 @@ struct CUstream_st {
     bool stopping, exited, destroyed;
     /* The executor thread: has_thread while it runs or waits to be joined by someone who holds the stream;
      * joining while a caller joins it (outside the lock). A destroyed stream's executor that drains on its
-     * own clears has_thread as its last touch of the stream and leaves its join to api-stream.c's graveyard. */
+     * own clears has_thread as its last touch of the stream and leaves its join to api-exec.c's graveyard. */
     bool has_thread, joining;
     bool draining;               /* a caller runs the queue itself (no thread could be started): no other may */
     pthread_t thread;
@@ -157,8 +157,8 @@ void api_stream_sync(api_stream_t *s);
 bool api_stream_idle(api_stream_t *s);
 api_stream_t *api_stream_new(CUcontext ctx, unsigned flags, int prio, int kind); /* NULL: out of memory */
 /* Stops and joins every stream of ctx (draining their queues), frees them, and joins what the destroyed
- * streams' executors left behind: no thread of ctx outlives it. gone (may be NULL) sees each live stream
- * before it is freed (its capture ends); destroyed ones left theirs in cuStreamDestroy. */
+ * streams' executors left behind: no thread of ctx outlives it. gone (may be NULL) sees each stream before
+ * it is freed (api-ctx.c ends its capture: the executor calls nothing above it). */
 void api_stream_destroy_all(CUcontext ctx, void (*gone)(api_stream_t *));
 /* Joins the executors of ctx's destroyed streams that ran out of work and frees what nobody references. */
 void api_stream_reap(CUcontext ctx);
@@ -192,7 +192,7 @@ bool api_event_done_locked(CUevent e, uint64_t gen);
 /* Forgets the capture e was last recorded in (it is recorded outside one now, or destroyed). */
 void api_event_uncapture(CUevent e);
 
-/* ---- kernels (api-module.c / api-launch.c) ---- */
+/* ---- kernels (api-module.c looks them up, api-launch.c launches, api-exec.c runs) ---- */
 /* A CUfunction; a library's CUkernel is the same object (a CUkernel may be passed where a CUfunction is). */
 typedef struct CUfunc_st api_func_t;
 struct CUfunc_st {
@@ -274,7 +274,7 @@ CUresult api_capture_wait_event(api_stream_t *s, CUevent e, bool *handled);
 void api_capture_stream_gone(api_stream_t *s);
 void api_capture_reset(void);
 
-/* ---- the common submission path of every stream-ordered call ---- */
+/* ---- the common submission path of every stream-ordered call (api-stream.c) ---- */
 /* Records into a capture or enqueues op on s; with wait, blocks until it completed (sync calls). Takes op
  * in every case (freed on error); op NULL (api_op_new failed) gives CUDA_ERROR_OUT_OF_MEMORY. */
 CUresult api_launch_op(api_stream_t *s, api_op_t *op, bool wait);

@@ -448,11 +448,12 @@ CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, v
 
 /* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
 API_ALIAS(cuEventRecord); API_ALIAS(cuEventRecordWithFlags); API_ALIAS(cuEventRecordWithFlags_ptsz);
-API_ALIAS(cuEventRecord_ptsz); API_ALIAS(cuLaunchHostFunc); API_ALIAS(cuLaunchHostFunc_ptsz); API_ALIAS(cuStreamAddCallback);
-API_ALIAS(cuStreamAddCallback_ptsz); API_ALIAS(cuStreamCreate); API_ALIAS(cuStreamCreateWithPriority);
-API_ALIAS(cuStreamDestroy); API_ALIAS(cuStreamDestroy_v2); API_ALIAS(cuStreamGetCtx);
-API_ALIAS(cuStreamGetCtx_ptsz); API_ALIAS(cuStreamGetCtx_v2); API_ALIAS(cuStreamGetCtx_v2_ptsz);
-API_ALIAS(cuStreamGetFlags); API_ALIAS(cuStreamGetFlags_ptsz); API_ALIAS(cuStreamGetId);
-API_ALIAS(cuStreamGetId_ptsz); API_ALIAS(cuStreamGetPriority); API_ALIAS(cuStreamGetPriority_ptsz);
-API_ALIAS(cuStreamQuery); API_ALIAS(cuStreamQuery_ptsz); API_ALIAS(cuStreamSynchronize);
-API_ALIAS(cuStreamSynchronize_ptsz); API_ALIAS(cuStreamWaitEvent); API_ALIAS(cuStreamWaitEvent_ptsz);
+API_ALIAS(cuEventRecord_ptsz); API_ALIAS(cuLaunchHostFunc); API_ALIAS(cuLaunchHostFunc_ptsz);
+API_ALIAS(cuStreamAddCallback); API_ALIAS(cuStreamAddCallback_ptsz); API_ALIAS(cuStreamCreate);
+API_ALIAS(cuStreamCreateWithPriority); API_ALIAS(cuStreamDestroy); API_ALIAS(cuStreamDestroy_v2);
+API_ALIAS(cuStreamGetCtx); API_ALIAS(cuStreamGetCtx_ptsz); API_ALIAS(cuStreamGetCtx_v2);
+API_ALIAS(cuStreamGetCtx_v2_ptsz); API_ALIAS(cuStreamGetFlags); API_ALIAS(cuStreamGetFlags_ptsz);
+API_ALIAS(cuStreamGetId); API_ALIAS(cuStreamGetId_ptsz); API_ALIAS(cuStreamGetPriority);
+API_ALIAS(cuStreamGetPriority_ptsz); API_ALIAS(cuStreamQuery); API_ALIAS(cuStreamQuery_ptsz);
+API_ALIAS(cuStreamSynchronize); API_ALIAS(cuStreamSynchronize_ptsz); API_ALIAS(cuStreamWaitEvent);
+API_ALIAS(cuStreamWaitEvent_ptsz);

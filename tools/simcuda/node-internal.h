@@ -147,7 +147,7 @@ _Static_assert(offsetof(simnode_dev_t, seq) % 64 == 0, "futex word on its own li
 _Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4, "atomics are plain width");
 _Static_assert(SIMNODE_MAX_CTX <= 256, "ctx ids keep the index in 8 bits");
 
-/* ---- process-local state (node.c) ---- */
+/* ---- process-local state (proc.c; node.c fills it in at attach) ---- */
 typedef struct simnode_local {
     simnode_shm_t *shm;
     int fd;                  /* this process's own open file description of the shm (holds its OFD lock) */

@@ -3,7 +3,8 @@
 #define SIMCUDA_NODE_H
 
 /*
- * Contract between the device model (node.c, engine.c, config.c) and the Driver API layer (api-*.c).
+ * Contract between the device model (proc.c, config.c, timeline.c, engine.c, node.c, kernel.c) and the Driver
+ * API layer (api-*.c).
  * The API layer never touches shared memory itself; everything cross-process goes through these calls.
  * All calls are thread-safe. Integer returns are 0 or -errno.
  */
