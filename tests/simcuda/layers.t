@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # layers.t - simcuda's files depend one way, down to its core (api-core.c) and its node model: no cycle in the
 # object graph (who defines what another file's object uses, by nm) of tools/simcuda and tools/simnvml, none
-# in their include graph (module to module, a header belonging to the module it is named after), and the core
-# uses no api-* file.
+# in their include graph (module to module, a header belonging to the module it is named after); the core
+# uses no api-* file, the executor (api-exec.c) nothing of the stream API above it, and the node model
+# nothing of the API layer.
 import glob
 import os
 import re
@@ -101,6 +102,18 @@ if core in edges:
     check(len(users) >= 5, "the api-* files use the core (%d of them)" % len(users))
 else:
     check(False, "tools/simcuda/api-core.c exists (registry, allocation, clock, fork)")
+# The executor runs ops; the stream API, capture and the entry points above it submit them: it calls none.
+exe = "tools/simcuda/api-exec"
+above = {"api-stream", "api-capture", "api-graph", "api-ctx", "api-launch", "api-mem", "api-memasync", "api-init",
+         "api-proc"}
+up = sorted(b for b in edges.get(exe, ()) if os.path.basename(b) in above)
+check(exe in edges and not up, "api-exec.o (the executor) uses nothing of the stream API or above it%s" % (
+    (": " + " ".join(up)) if up else ""))
+# The node model (tools/simcuda without api-*, and simnvml) knows nothing of the Driver API layer.
+model = [a for a in edges if not os.path.basename(a).startswith("api-")]
+up = sorted("%s -> %s" % (os.path.basename(a), os.path.basename(b)) for a in model for b in edges[a]
+            if os.path.basename(b).startswith("api-"))
+check(not up, "the node model and simnvml use no api-* object%s" % ((": " + ", ".join(up)) if up else ""))
 
 # ---- the include graph, module to module ----
 def module(path):
@@ -136,5 +149,8 @@ for c in icycles:
 up = sorted(b for b in ied.get(core, ()) if os.path.basename(b).startswith("api") and b != core)
 check(core in ied and not up, "api-core's files include no other api-* header%s" % (
     (": " + " ".join(up)) if up else ""))
+up = sorted("%s includes %s" % (a, b) for a in ied if not os.path.basename(a).startswith("api")
+            for b in ied[a] if os.path.basename(b).startswith("api"))
+check(not up, "the node model and simnvml include no api-* header%s" % ((": " + "; ".join(up)) if up else ""))
 print("1..%d" % n)
 sys.exit(1 if failed else 0)
