@@ -8,14 +8,17 @@
 
 struct sched_policy;
 
+#define SCHED_POLICY_OPTS_MAX 4 /* options a policy may own (sched-policy.h) */
+
 typedef struct sched_opts {
     uint64_t idle_ns;        /* a client is idle after this long without launches and nothing in flight */
     uint64_t idle_low_ns;    /* the same for normal and low clients (0: at once; not defaulted) */
     bool idle_fixed;         /* high clients' idle window is idle_ns, not learned (abi.h, learned idle window) */
     uint64_t tick_ns;        /* decision period while something is contended */
     const struct sched_policy *policy; /* the launch policy among equals (sched-policy.h, rotad --policy); NULL:
-                                        * "quantum" if quantum_ns > 0, else "share" */
-    uint64_t quantum_ns;     /* the "quantum" policy's quantum (0: SCHED_QUANTUM_NS_DEFAULT with it) */
+                                        * the one whose options were given, else the table's first */
+    const struct sched_policy *popt_of; /* the policy whose options popt holds (NULL: none given) */
+    uint64_t popt[SCHED_POLICY_OPTS_MAX]; /* its options (sched_policy_opt_t), by its rows; 0: the row's default */
     unsigned low_factor;     /* a low client's device time counts this many times in the share (0: default) */
     int log_level;           /* 0 warnings, 1 info, 2 debug */
     uint64_t high_stall_ns;  /* an active high client without progress this long holds nobody (0: default 1 s) */
@@ -27,7 +30,6 @@ typedef struct sched_opts {
 #define SCHED_DOORBELL_HZ_DEFAULT 2000u
 #define SCHED_TICK_NS_DEFAULT 1000000ull
 #define SCHED_LOW_FACTOR_DEFAULT 2u
-#define SCHED_QUANTUM_NS_DEFAULT 20000000ull
 #define SCHED_LOW_FACTOR_MAX 1000u
 
 #endif

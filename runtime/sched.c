@@ -575,8 +575,12 @@ int sched_start(rota_region_t *r, rota_table_t *t, rota_board_t *b, const sched_
     atomic_store(&r->high_idle_ns, s->o.idle_ns);
     atomic_store(&r->high_idle_learn, s->o.idle_fixed ? 0u : 1u);
     s->waitv_ok = true;
-    s->policy = s->o.policy ? s->o.policy : s->o.quantum_ns ? &sched_policy_quantum : &sched_policy_share;
-    if (s->policy == &sched_policy_quantum && !s->o.quantum_ns) s->o.quantum_ns = SCHED_QUANTUM_NS_DEFAULT;
+    char perr[128];
+    if (sched_policy_resolve(&s->o, perr, sizeof perr)) { /* rotad-main.c refused these options already */
+        free(s);
+        return -EINVAL;
+    }
+    s->policy = s->o.policy;
     pthread_mutex_init(&s->mu, NULL);
     int rc = pthread_create(&s->th, NULL, sched_main, s);
     if (rc) {

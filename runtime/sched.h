@@ -31,7 +31,7 @@
  *              tracked lower client is idle once nothing is in flight and no thread waits to launch, after
  *              idle_low_ns), and a client that becomes active starts no further back than the least-served
  *              one's virtual time (or the group's rising floor) less 16 ticks (no banking beyond that).
- *   quantum    with quantum_ns > 0 (rotad --quantum-ms), exclusive mode: one active client of those that share
+ *   quantum    with rotad --policy quantum (or --quantum-ms), exclusive mode: one active client of those that share
  *              runs at a time, for a quantum, the least-served first; the others are held (ROTA_HOLD_QUANTUM).
  *
  * Writes slot.hold (futex-woken on every change), slot.sched_state, dev.held, dev.busy_permille,
