@@ -37,7 +37,7 @@ typedef struct sched_member {
 typedef struct sched_group {
     const sched_opts_t *o; /* rotad's scheduling options (tick_ns, ...; the policy's own in popt) */
     unsigned pool;         /* 1 + the GPU's index in the region; 0: GPUs rotad does not know */
-    unsigned cls;          /* ROTA_PRIO_NORMAL or ROTA_PRIO_LOW */
+    enum rota_prio cls;    /* ROTA_PRIO_NORMAL or ROTA_PRIO_LOW */
     uint64_t now;          /* this tick, CLOCK_MONOTONIC ns */
     unsigned n;            /* active members: the ones that compete */
     uint64_t vmin;         /* least virtual time among the active members (UINT64_MAX with none) */
@@ -90,6 +90,6 @@ int sched_policy_resolve(sched_opts_t *o, char *err, size_t errlen);
 
 /* Stage 1, the class rule (sched-prio.c): the hold of a client of class prio whose GPU has (high_active) or has not
  * an active high client, given the hold published for it last tick. */
-uint32_t sched_prio_hold(unsigned prio, bool high_active, uint32_t hold_was);
+uint32_t sched_prio_hold(enum rota_prio prio, bool high_active, uint32_t hold_was);
 
 #endif

@@ -35,7 +35,7 @@ typedef struct sched_client {
     bool live;
     bool active;          /* rotad's view of channel.active after the idle check */
     rota_channel_t *ch;
-    unsigned prio;
+    enum rota_prio prio;
     unsigned weight;      /* thousandths, >= 1 */
     unsigned pool;
     uint64_t vtime;       /* device time * 1000 / weight, ns */
@@ -168,13 +168,13 @@ static void sched_add_hold_stats(sched_t *s, unsigned ndev)
 
 /* The share group of a lower-class client: its class, except that with low_factor > 1 low clients share with
  * normal ones (one virtual time, in which a low client's device time counts low_factor times). */
-static unsigned sched_group(const sched_t *s, const sched_client_t *c)
+static enum rota_prio sched_group(const sched_t *s, const sched_client_t *c)
 {
-    return c->prio == ROTA_PRIO_LOW && s->o.low_factor > 1 ? (unsigned)ROTA_PRIO_NORMAL : c->prio;
+    return c->prio == ROTA_PRIO_LOW && s->o.low_factor > 1 ? ROTA_PRIO_NORMAL : c->prio;
 }
 
 /* Whether client c belongs to share group k on pool p. */
-static bool sched_in_group(const sched_t *s, const sched_client_t *c, unsigned p, unsigned k)
+static bool sched_in_group(const sched_t *s, const sched_client_t *c, unsigned p, enum rota_prio k)
 {
     return c->live && c->pool == p && sched_group(s, c) == k;
 }
@@ -345,7 +345,7 @@ static void sched_sample(sched_t *s, const sched_tick_t *tk)
  * filled its gap, as a waking task does in CFS. A client ahead of that keeps its debt: going idle for a moment
  * does not clear it. The floor only moves forward, so time a client had while nobody else wanted the GPU is no
  * debt either. Returns the least virtual time among the active members. */
-static uint64_t sched_group_floor(sched_t *s, const sched_tick_t *tk, unsigned p, unsigned k, const unsigned *idx,
+static uint64_t sched_group_floor(sched_t *s, const sched_tick_t *tk, unsigned p, enum rota_prio k, const unsigned *idx,
                                   unsigned nm, uint64_t vmin_old)
 {
     uint64_t vmin = UINT64_MAX, credit = 2 * 8 * s->o.tick_ns; /* two slacks of 8 ticks */
@@ -363,7 +363,7 @@ static uint64_t sched_group_floor(sched_t *s, const sched_tick_t *tk, unsigned p
 
 /* The launch policy among equals (sched-policy.h) for share group k of pool p; the clients the class rule held
  * take no part. */
-static void sched_decide_group(sched_t *s, sched_tick_t *tk, unsigned p, unsigned k)
+static void sched_decide_group(sched_t *s, sched_tick_t *tk, unsigned p, enum rota_prio k)
 {
     sched_member_t m[ROTA_MAX_CLIENTS];
     unsigned idx[ROTA_MAX_CLIENTS], nm = 0, n = 0;
@@ -397,7 +397,7 @@ static void sched_decide_gpu(sched_t *s, sched_tick_t *tk, unsigned p)
         sched_client_t *c = &s->c[i];
         if (c->live && c->pool == p) tk->hold[i] = sched_prio_hold(c->prio, tk->hi[p], LD(&s->r->sched[i].hold));
     }
-    for (unsigned k = ROTA_PRIO_NORMAL; k < ROTA_PRIO_COUNT; k++) sched_decide_group(s, tk, p, k);
+    for (enum rota_prio k = ROTA_PRIO_NORMAL; k < ROTA_PRIO_COUNT; k++) sched_decide_group(s, tk, p, k);
 }
 
 /* Publishes client i's words: slot.track, then its hold (futex-woken), then its state for rota status. Counts
@@ -608,11 +608,12 @@ void sched_stop(sched_t *s)
     free(s);
 }
 
-void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, unsigned prio, unsigned weight)
+void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, enum rota_prio prio, unsigned weight)
 {
     if (!s || slot >= ROTA_MAX_CLIENTS || !ch) return;
     pthread_mutex_lock(&s->mu);
-    s->c[slot] = (sched_client_t){.live = true, .ch = ch, .prio = prio < ROTA_PRIO_COUNT ? prio : ROTA_PRIO_NORMAL,
+    s->c[slot] = (sched_client_t){.live = true, .ch = ch,
+                                  .prio = (unsigned)prio < ROTA_PRIO_COUNT ? prio : ROTA_PRIO_NORMAL,
                                   .weight = weight ? weight : 1000, .track_on_ns = sched_now_ns()};
     ST(&s->r->sched[slot].hold, 0);
     atomic_store(&s->r->sched[slot].track, 1); /* until the next tick knows better */

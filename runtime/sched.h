@@ -46,7 +46,7 @@ int sched_start(rota_region_t *r, rota_table_t *t, rota_board_t *b, const sched_
 /* Releases every hold and stops the thread. NULL is fine. */
 void sched_stop(sched_t *s);
 /* A registered client (the channel stays mapped until sched_client_remove returned). */
-void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, unsigned prio, unsigned weight);
+void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, enum rota_prio prio, unsigned weight);
 /* The client is gone: its holds go, and whom it held is released before this returns. */
 void sched_client_remove(sched_t *s, unsigned slot);
 

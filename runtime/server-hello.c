@@ -76,7 +76,7 @@ void server_on_hello(server_t *s, client_t *c, const void *msg)
             return;
         }
     }
-    unsigned prio = h->priority;
+    enum rota_prio prio = (enum rota_prio)h->priority; /* below ROTA_PRIO_COUNT: proto_check */
     if (prio == ROTA_PRIO_HIGH && !server_may_high(s, c)) {
         prio = ROTA_PRIO_NORMAL; /* its board is read-only: librota sees it and says so once */
         server_log_client(s, c, "asked for high priority, which rotad's policy does not allow this user: runs as "

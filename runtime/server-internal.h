@@ -34,7 +34,7 @@ typedef struct client {
     bool capped;           /* counted in its user's connections (not root, not rotad's user) */
     bool slot_counted;     /* counted in its user's clients */
     unsigned role;         /* 0 until HELLO */
-    unsigned prio;
+    enum rota_prio prio;   /* its class, as admitted (server-hello.c) */
     rota_channel_t *ch;
     uint32_t devmask;      /* GPUs this client asked for */
     bool doomed;           /* to be dropped at the end of this batch of events */
