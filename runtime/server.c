@@ -205,7 +205,9 @@ static void server_reload(server_t *s)
     notify_send("READY=1");
 }
 
-int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t errlen)
+/* Sets up the event loop (signalfd, epoll), starts the scheduler thread and the metrics endpoint, the restart
+ * grace, and tells whoever waits that rotad is ready. ROTAD_EXIT_OK or an exit code with one message. */
+static int server_start(server_t *s, const int *notify, int nnotify, char *err, size_t errlen)
 {
     sigset_t set;
     sigemptyset(&set);
@@ -245,60 +247,85 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
         close(notify[i]);
     }
     notify_send("READY=1\nSTATUS=serving");
+    return ROTAD_EXIT_OK;
+}
+
+/* Before waiting: drops the connections past their HELLO deadline, serves what waited for the grace's end, drops
+ * the doomed; returns how long epoll may wait (ms, -1: until an event), up to the next deadline. */
+static int server_timeout(server_t *s)
+{
+    uint64_t next = waitq_next_deadline(&s->q), pnext = place_wait_next(&s->pl);
+    if (pnext != UINT64_MAX) {
+        /* Room for a waiting job appears through events (releases, exits), except when a placement still
+         * pending for a process that died lapses: look again at least every PLACE_RECHECK_MS. */
+        uint64_t recheck = server_now_ns() + PLACE_RECHECK_MS * 1000000u;
+        if (pnext > recheck) pnext = recheck;
+        if (pnext < next) next = pnext;
+    }
+    uint64_t fnext = server_expire_fresh(s, server_now_ns());
+    if (fnext < next) next = fnext;
+    server_grace(s);
+    if (s->grace_end_ns && s->grace_end_ns < next) next = s->grace_end_ns;
+    server_sweep(s);
+    if (next == UINT64_MAX) return -1;
+    uint64_t now = server_now_ns();
+    return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
+}
+
+/* The signalfd is readable: SIGHUP reloads the config file, SIGTERM and SIGINT stop the loop. */
+static void server_on_signal(server_t *s)
+{
+    struct signalfd_siginfo si;
+    while (read(s->signal_fd, &si, sizeof si) == sizeof si) {
+        if (si.ssi_signo == SIGHUP) {
+            server_reload(s);
+            continue;
+        }
+        server_log(s, 1, "signal %u: draining and stopping", si.ssi_signo);
+        notify_send("STOPPING=1");
+        s->stopping = true;
+    }
+}
+
+/* One batch of events: the clients' first, then the signals, new connections last (a storm of connections does
+ * not delay the clients); then what the batch made due: the grace's end, expired waits, drops, placements. */
+static void server_on_events(server_t *s, const struct epoll_event *evs, int n)
+{
+    bool accept = false;
+    for (int i = 0; i < n; i++) {
+        void *tag = evs[i].data.ptr;
+        if (tag == &s->listen_tag) {
+            accept = true; /* after the clients' events: a storm of connections does not delay them */
+        } else if (tag == &s->signal_tag) {
+            server_on_signal(s);
+        } else {
+            client_t *c = tag;
+            if (c->doomed) continue;
+            if (evs[i].events & EPOLLIN) server_on_readable(s, c);
+            else if (evs[i].events & (EPOLLHUP | EPOLLERR)) server_doom(s, c, NULL);
+        }
+    }
+    if (accept) server_accept(s);
+    server_grace(s); /* before expiring: what waited for the grace's end is served first */
+    waitq_expire(&s->q, server_now_ns(), server_answer, s);
+    server_sweep(s);
+    if (s->pl.waiters) place_wait_serve(&s->pl, s->rg.r, server_now_ns(), server_place_answer, s);
+    if (s->pl.waiters || LD(&s->rg.r->place_waiting)) place_wait_publish(&s->pl, s->rg.r);
+}
+
+int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t errlen)
+{
+    int rc = server_start(s, notify, nnotify, err, errlen);
+    if (rc) return rc;
     while (!s->stopping) {
-        uint64_t next = waitq_next_deadline(&s->q), pnext = place_wait_next(&s->pl);
-        if (pnext != UINT64_MAX) {
-            /* Room for a waiting job appears through events (releases, exits), except when a placement still
-             * pending for a process that died lapses: look again at least every PLACE_RECHECK_MS. */
-            uint64_t recheck = server_now_ns() + PLACE_RECHECK_MS * 1000000u;
-            if (pnext > recheck) pnext = recheck;
-            if (pnext < next) next = pnext;
-        }
-        uint64_t fnext = server_expire_fresh(s, server_now_ns());
-        if (fnext < next) next = fnext;
-        server_grace(s);
-        if (s->grace_end_ns && s->grace_end_ns < next) next = s->grace_end_ns;
-        server_sweep(s);
-        int timeout = -1;
-        if (next != UINT64_MAX) {
-            uint64_t now = server_now_ns();
-            timeout = next <= now ? 0 : (int)((next - now + 999999) / 1000000);
-        }
+        int timeout = server_timeout(s);
         struct epoll_event evs[64];
         int n = epoll_wait(s->epoll_fd, evs, 64, timeout);
         if (n < 0) {
             if (errno == EINTR) continue;
             return server_fail(err, errlen, ROTAD_EXIT_FAIL, "epoll_wait: %s", strerror(errno));
         }
-        bool accept = false;
-        for (int i = 0; i < n; i++) {
-            void *tag = evs[i].data.ptr;
-            if (tag == &s->listen_tag) {
-                accept = true; /* after the clients' events: a storm of connections does not delay them */
-            } else if (tag == &s->signal_tag) {
-                struct signalfd_siginfo si;
-                while (read(s->signal_fd, &si, sizeof si) == sizeof si) {
-                    if (si.ssi_signo == SIGHUP) {
-                        server_reload(s);
-                        continue;
-                    }
-                    server_log(s, 1, "signal %u: draining and stopping", si.ssi_signo);
-                    notify_send("STOPPING=1");
-                    s->stopping = true;
-                }
-            } else {
-                client_t *c = tag;
-                if (c->doomed) continue;
-                if (evs[i].events & EPOLLIN) server_on_readable(s, c);
-                else if (evs[i].events & (EPOLLHUP | EPOLLERR)) server_doom(s, c, NULL);
-            }
-        }
-        if (accept) server_accept(s);
-        server_grace(s); /* before expiring: what waited for the grace's end is served first */
-        waitq_expire(&s->q, server_now_ns(), server_answer, s);
-        server_sweep(s);
-        if (s->pl.waiters) place_wait_serve(&s->pl, s->rg.r, server_now_ns(), server_place_answer, s);
-        if (s->pl.waiters || LD(&s->rg.r->place_waiting)) place_wait_publish(&s->pl, s->rg.r);
+        server_on_events(s, evs, n);
     }
     /* Drain: every queued thread gets an answer (it passes through), every waiting job a GPU, then every client
      * is let go. */
