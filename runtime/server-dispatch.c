@@ -9,9 +9,9 @@
 
 /* Who may send a message: a connection before its HELLO, an observer (rota status/top, rota run), a client. */
 enum server_from {
-    FROM_FRESH = 1u << 0,
-    FROM_OBSERVER = 1u << 1,
-    FROM_CLIENT = 1u << 2,
+    SERVER_FROM_FRESH = 1u << 0,
+    SERVER_FROM_OBSERVER = 1u << 1,
+    SERVER_FROM_CLIENT = 1u << 2,
 };
 
 typedef void server_handler_fn(server_t *s, client_t *c, const void *msg);
@@ -24,20 +24,21 @@ typedef struct server_msg {
 
 /* Indexed by type: a type without a handler (WELCOME, RESULT: rotad sends those) is nobody's to send. */
 static const server_msg_t server_msgs[ROTA_MSG_TYPE_MAX + 1] = {
-    [ROTA_MSG_HELLO] = {server_on_hello, FROM_FRESH, 0},
-    [ROTA_MSG_RESERVE] = {server_on_reserve, FROM_CLIENT, 0},
-    [ROTA_MSG_RELEASE] = {server_on_release, FROM_CLIENT, 0},
-    [ROTA_MSG_ADOPT] = {server_on_adopt, FROM_CLIENT, 0},
-    [ROTA_MSG_PLACE] = {server_on_place, FROM_OBSERVER | FROM_CLIENT, 0}, /* rota run asks as an observer */
+    [ROTA_MSG_HELLO] = {server_on_hello, SERVER_FROM_FRESH, 0},
+    [ROTA_MSG_RESERVE] = {server_on_reserve, SERVER_FROM_CLIENT, 0},
+    [ROTA_MSG_RELEASE] = {server_on_release, SERVER_FROM_CLIENT, 0},
+    [ROTA_MSG_ADOPT] = {server_on_adopt, SERVER_FROM_CLIENT, 0},
+    /* rota run asks as an observer */
+    [ROTA_MSG_PLACE] = {server_on_place, SERVER_FROM_OBSERVER | SERVER_FROM_CLIENT, 0},
     /* A copy costs rotad a memfd and a pass over the table (server-observe.c). */
-    [ROTA_MSG_LIST] = {server_on_list, FROM_OBSERVER | FROM_CLIENT, ROTA_LIST_MIN_MS},
+    [ROTA_MSG_LIST] = {server_on_list, SERVER_FROM_OBSERVER | SERVER_FROM_CLIENT, ROTA_LIST_MIN_MS},
 };
 
 /* What the sender is told (in the log) when it sent what it may not: by what it is. */
 static const char *server_refusal(unsigned from)
 {
-    if (from == FROM_FRESH) return "first message is not a hello";
-    if (from == FROM_OBSERVER) return "an observer sent a request";
+    if (from == SERVER_FROM_FRESH) return "first message is not a hello";
+    if (from == SERVER_FROM_OBSERVER) return "an observer sent a request";
     return "unexpected message type";
 }
 
@@ -69,7 +70,9 @@ void server_on_message(server_t *s, client_t *c, const void *buf, size_t n)
         server_doom(s, c, why);
         return;
     }
-    unsigned from = !c->role ? FROM_FRESH : c->role == ROTA_ROLE_OBSERVER ? FROM_OBSERVER : FROM_CLIENT;
+    unsigned from = !c->role                        ? SERVER_FROM_FRESH
+                    : c->role == ROTA_ROLE_OBSERVER ? SERVER_FROM_OBSERVER
+                                                    : SERVER_FROM_CLIENT;
     const server_msg_t *row = type <= ROTA_MSG_TYPE_MAX ? &server_msgs[type] : NULL;
     if (!row || !row->fn || !(row->from & from)) {
         server_doom(s, c, server_refusal(from));

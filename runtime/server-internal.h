@@ -123,7 +123,7 @@ void server_on_place(server_t *s, client_t *c, const void *msg);
 /* One message a client sent (n bytes): checked, then handed to its row's handler if the sender may send it. */
 void server_on_message(server_t *s, client_t *c, const void *buf, size_t n);
 
-/* ---- server-open.c uses server.c's ---- */
+/* ---- server.c: the life of a connection (server-open.c drops every client at close) ---- */
 /* The client is gone (or dropped): everything it held goes back at once and its slot is free. */
 void server_drop(server_t *s, client_t *c);
 
