@@ -167,6 +167,84 @@ bool config_may_high(const config_t *cfg, uint32_t uid, uint32_t gid, const uint
     return false;
 }
 
+/* 'credit SIZE'. 0, or an error (config_fail). */
+static int config_credit(config_t *cfg, char **word, int nw, const char *path, unsigned lineno, char *err,
+                         size_t errlen)
+{
+    uint64_t v;
+    int prc = nw == 2 ? parse_size(word[1], 0, ROTA_MAX_BYTES, &v) : -EINVAL;
+    if (nw != 2) return config_fail(err, errlen, "%s:%u: expected 'credit SIZE'", path, lineno);
+    if (prc)
+        return config_fail(err, errlen, "%s:%u: bad credit '%s': %s", path, lineno, word[1],
+                           prc == -ERANGE ? "out of range 0..2^56 bytes" : "not a size (use e.g. 64M)");
+    cfg->credit = v;
+    return 0;
+}
+
+/* 'group CGROUP-PATH limit SIZE': a group's limit, its path normalised (no trailing '/'). 0, or an error. */
+static int config_group(config_t *cfg, char **word, int nw, const char *path, unsigned lineno, char *err,
+                        size_t errlen)
+{
+    if (nw != 4 || strcmp(word[2], "limit"))
+        return config_fail(err, errlen, "%s:%u: expected 'group CGROUP-PATH limit SIZE'", path, lineno);
+    const char *gp = word[1];
+    if (gp[0] != '/')
+        return config_fail(err, errlen, "%s:%u: group path '%s' must be an absolute cgroup path", path, lineno, gp);
+    if (strlen(gp) >= ROTA_GROUP_NAME)
+        return config_fail(err, errlen, "%s:%u: group path is longer than %d characters", path, lineno,
+                           ROTA_GROUP_NAME - 1);
+    uint64_t limit;
+    int prc = parse_size(word[3], 1, ROTA_MAX_BYTES, &limit);
+    if (prc)
+        return config_fail(err, errlen, "%s:%u: bad limit '%s': %s", path, lineno, word[3],
+                           prc == -ERANGE ? "out of range 1..2^56 bytes" : "not a size (use e.g. 40G)");
+    char norm[ROTA_GROUP_NAME];
+    snprintf(norm, sizeof norm, "%s", gp);
+    size_t nl = strlen(norm);
+    while (nl > 1 && norm[nl - 1] == '/') norm[--nl] = 0;
+    for (unsigned i = 0; i < cfg->ngroups; i++)
+        if (!strcmp(cfg->groups[i].path, norm))
+            return config_fail(err, errlen, "%s:%u: group '%s' already defined on line %u", path, lineno, norm,
+                               cfg->groups[i].line);
+    if (cfg->ngroups == ROTA_MAX_GROUPS)
+        return config_fail(err, errlen, "%s:%u: too many groups (at most %d)", path, lineno, ROTA_MAX_GROUPS);
+    config_group_t *g = &cfg->groups[cfg->ngroups++];
+    memcpy(g->path, norm, nl + 1);
+    g->limit = limit;
+    g->line = lineno;
+    return 0;
+}
+
+/* One line's words (nw of them, 6 meaning more than 5): 0, or an error. */
+static int config_line(config_t *cfg, char **word, int nw, const char *path, unsigned lineno, char *err,
+                       size_t errlen)
+{
+    if (!strcmp(word[0], "credit")) return config_credit(cfg, word, nw, path, lineno, err, errlen);
+    int pol = config_policy(cfg, word, nw, path, lineno, err, errlen);
+    if (pol <= 0) return pol;
+    if (strcmp(word[0], "group"))
+        return config_fail(err, errlen, "%s:%u: unknown directive '%s' (expected 'group', 'credit' or a policy "
+                           "line, see rotad --help)", path, lineno, word[0]);
+    return config_group(cfg, word, nw, path, lineno, err, errlen);
+}
+
+/* Splits line (its comment cut off) into at most 5 words; returns how many, 6 when there are more. */
+static int config_words(char *line, char **word)
+{
+    char *hash = strchr(line, '#');
+    if (hash) *hash = 0;
+    char *save = NULL;
+    int nw = 0;
+    for (char *t = strtok_r(line, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
+        if (nw == 5) {
+            nw++;
+            break;
+        }
+        word[nw++] = t;
+    }
+    return nw;
+}
+
 int config_load(const char *path, config_t *cfg, char *err, size_t errlen)
 {
     config_init(cfg);
@@ -185,7 +263,7 @@ int config_load(const char *path, config_t *cfg, char *err, size_t errlen)
     unsigned lineno = 0;
     int rc = 0;
     long at = ftell(f);
-    while (fgets(line, sizeof line, f)) {
+    while (!rc && fgets(line, sizeof line, f)) {
         lineno++;
         size_t len = strlen(line);
         /* fgets reads past a NUL byte, and strlen would stop there, dropping the rest of the line unseen. */
@@ -200,90 +278,14 @@ int config_load(const char *path, config_t *cfg, char *err, size_t errlen)
                              sizeof line - 2);
             break;
         }
-        char *hash = strchr(line, '#');
-        if (hash) *hash = 0;
-        char *save = NULL, *word[5];
-        int nw = 0;
-        for (char *t = strtok_r(line, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
-            if (nw == 5) {
-                nw++;
-                break;
-            }
-            word[nw++] = t;
-        }
-        if (nw == 0) continue;
-        if (!strcmp(word[0], "credit")) {
-            uint64_t v;
-            int prc = nw == 2 ? parse_size(word[1], 0, ROTA_MAX_BYTES, &v) : -EINVAL;
-            if (nw != 2) {
-                rc = config_fail(err, errlen, "%s:%u: expected 'credit SIZE'", path, lineno);
-                break;
-            }
-            if (prc) {
-                rc = config_fail(err, errlen, "%s:%u: bad credit '%s': %s", path, lineno, word[1],
-                                 prc == -ERANGE ? "out of range 0..2^56 bytes" : "not a size (use e.g. 64M)");
-                break;
-            }
-            cfg->credit = v;
-            continue;
-        }
-        int pol = config_policy(cfg, word, nw, path, lineno, err, errlen);
-        if (pol <= 0) {
-            rc = pol;
-            if (rc) break;
-            continue;
-        }
-        if (strcmp(word[0], "group")) {
-            rc = config_fail(err, errlen, "%s:%u: unknown directive '%s' (expected 'group', 'credit' or a policy "
-                             "line, see rotad --help)", path, lineno, word[0]);
-            break;
-        }
-        if (nw != 4 || strcmp(word[2], "limit")) {
-            rc = config_fail(err, errlen, "%s:%u: expected 'group CGROUP-PATH limit SIZE'", path, lineno);
-            break;
-        }
-        const char *gp = word[1];
-        if (gp[0] != '/') {
-            rc = config_fail(err, errlen, "%s:%u: group path '%s' must be an absolute cgroup path", path,
-                             lineno, gp);
-            break;
-        }
-        if (strlen(gp) >= ROTA_GROUP_NAME) {
-            rc = config_fail(err, errlen, "%s:%u: group path is longer than %d characters", path, lineno,
-                             ROTA_GROUP_NAME - 1);
-            break;
-        }
-        uint64_t limit;
-        int prc = parse_size(word[3], 1, ROTA_MAX_BYTES, &limit);
-        if (prc) {
-            rc = config_fail(err, errlen, "%s:%u: bad limit '%s': %s", path, lineno, word[3],
-                             prc == -ERANGE ? "out of range 1..2^56 bytes" : "not a size (use e.g. 40G)");
-            break;
-        }
-        char norm[ROTA_GROUP_NAME];
-        snprintf(norm, sizeof norm, "%s", gp);
-        size_t nl = strlen(norm);
-        while (nl > 1 && norm[nl - 1] == '/') norm[--nl] = 0;
-        for (unsigned i = 0; i < cfg->ngroups; i++)
-            if (!strcmp(cfg->groups[i].path, norm)) {
-                rc = config_fail(err, errlen, "%s:%u: group '%s' already defined on line %u", path, lineno,
-                                 norm, cfg->groups[i].line);
-                goto out_close;
-            }
-        if (cfg->ngroups == ROTA_MAX_GROUPS) {
-            rc = config_fail(err, errlen, "%s:%u: too many groups (at most %d)", path, lineno, ROTA_MAX_GROUPS);
-            break;
-        }
-        config_group_t *g = &cfg->groups[cfg->ngroups++];
-        memcpy(g->path, norm, nl + 1);
-        g->limit = limit;
-        g->line = lineno;
+        char *word[5];
+        int nw = config_words(line, word);
+        if (nw) rc = config_line(cfg, word, nw, path, lineno, err, errlen);
     }
     if (!rc && ferror(f)) rc = config_fail(err, errlen, "%s: read error", path);
     if (!rc && cfg->ngroups + cfg->nusers > ROTA_MAX_GROUPS)
         rc = config_fail(err, errlen, "%s: %u groups and %u user limits: at most %d in all", path, cfg->ngroups,
                          cfg->nusers, ROTA_MAX_GROUPS);
-out_close:
     fclose(f);
     return rc;
 }

@@ -24,7 +24,8 @@ static void place_expire(place_t *pl, uint64_t now_ns)
 }
 
 /* Pending placements on dev: their count, memory and how many are of class prio or above (rivals). */
-static unsigned place_pending_on(const place_t *pl, int dev, uint64_t *mem, unsigned prio, unsigned *rivals)
+static unsigned place_pending_on(const place_t *pl, int dev, uint64_t *mem, enum rota_prio prio,
+                                 unsigned *rivals)
 {
     unsigned n = 0, h = 0;
     uint64_t m = 0;
@@ -84,7 +85,8 @@ typedef struct place_gpu {
     unsigned busy;         /* busy fraction of the last >= 100 ms, permille (sched.c) */
 } place_gpu_t;
 
-static void place_measure(const place_t *pl, const rota_region_t *r, int dev, unsigned prio, place_gpu_t *g)
+static void place_measure(const place_t *pl, const rota_region_t *r, int dev, enum rota_prio prio,
+                          place_gpu_t *g)
 {
     const rota_dev_t *d = &r->devices[dev];
     uint64_t pmem = 0, more = 0;
@@ -141,7 +143,7 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
     place_expire(pl, now_ns);
     place_settle(pl, pid); /* a pid that asks again replaces its earlier placement */
     bool known = m->flags & ROTA_PLACE_KNOWN;
-    unsigned prio = prio_from_place_flags(m->flags);
+    enum rota_prio prio = prio_from_place_flags(m->flags);
     /* The candidates as region device indices; the answer is an index into this list (cand mode) or the
      * device itself (known mode). */
     int devs[ROTA_MAX_DEVICES], n = 0;

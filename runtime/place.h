@@ -53,7 +53,7 @@ typedef struct place_pending {
     pid_t pid;             /* 0 = free entry */
     int dev;               /* index in region->devices */
     uint64_t mem;          /* the job's expected memory (PLACE mem), counted against the GPU's free memory */
-    unsigned prio;         /* the job's class (ROTA_PRIO_*, from ROTA_PLACE_HIGH / ROTA_PLACE_LOW) */
+    enum rota_prio prio;   /* the job's class (from ROTA_PLACE_HIGH / ROTA_PLACE_LOW) */
     uint64_t deadline_ns;  /* CLOCK_MONOTONIC */
 } place_pending_t;
 
@@ -61,7 +61,7 @@ typedef struct place_pending {
 typedef struct place_waiter {
     void *who;             /* the asker (rotad's connection); opaque here */
     pid_t pid;
-    unsigned prio;         /* ROTA_PRIO_* */
+    enum rota_prio prio;
     uint64_t since_ns, deadline_ns; /* CLOCK_MONOTONIC */
     rota_msg_place_t m;
     struct place_waiter *next;

@@ -24,10 +24,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char usage[] =
+/* rotad --help, in parts around what the policy table (sched-policy.c) supplies: the policies' names, what each
+ * does, and the options each owns. */
+static const char usage_head[] =
     "usage: rotad [--socket PATH] [--config FILE] [--foreground] [--notify-fd N] [--idle-ms MS]\n"
-    "             [--idle-fixed] [--idle-low-us US] [--tick-ms MS] [--policy share|quantum]\n"
-    "             [--quantum-ms MS] [--low-factor N] [--no-probe]\n"
+    "             [--idle-fixed] [--idle-low-us US] [--tick-ms MS] [--policy ";
+static const char usage_synopsis_end[] = "[--low-factor N] [--no-probe]\n";
+static const char usage_body[] =
     "             [--metrics-listen [ADDR:]PORT [--metrics-clients]] [--log stderr|syslog|FILE]\n"
     "\n"
     "rota's per-node coordinator: the node-wide GPU memory ledger, queue-instead-of-OOM, launch scheduling.\n"
@@ -55,10 +58,8 @@ static const char usage[] =
     "                  launch for US (0..1000000; default 0: at once, so their host gaps are filled)\n"
     "  --tick-ms MS    scheduling decision period while GPUs are contended (default 1)\n"
     "  --policy NAME   the launch policy among clients of one class (a high client holds the lower\n"
-    "                  classes under every policy): share (default) weighted fair share of device time\n"
-    "                  by ROTA_WEIGHT; quantum: one normal or low client of a GPU runs at a time (one per\n"
-    "                  class with --low-factor 1), --quantum-ms each\n"
-    "  --quantum-ms MS the quantum policy's turn (default 20); alone, it chooses --policy quantum\n"
+    "                  classes under every policy):\n";
+static const char usage_tail[] =
     "  --low-factor N  normal and low clients of a GPU share its device time, where a low client's time\n"
     "                  counts N times (1..1000; default 2: beside one normal client of equal weight low\n"
     "                  gets 1/3, and all that normal clients leave; 1: each class shares on its own)\n"
@@ -85,6 +86,46 @@ static const char usage[] =
     "\n"
     "Exit codes: 0 stopped cleanly; 1 runtime failure; 2 usage error (bad option or environment);\n"
     "            3 config file error; 4 another rotad already serves the socket.\n";
+
+#define USAGE_COL 18 /* where an option's description starts */
+
+/* Prints text, its lines after the first indented to column col. */
+static void rotad_usage_text(FILE *f, const char *text, int col)
+{
+    for (const char *p = text; *p; p++) {
+        fputc(*p, f);
+        if (*p == '\n' && p[1]) fprintf(f, "%*s", col, "");
+    }
+}
+
+static void rotad_usage(FILE *f)
+{
+    const sched_policy_t *p;
+    int w = 0;
+    fprintf(f, "%s%s]\n             ", usage_head, sched_policy_names());
+    for (unsigned i = 0; (p = sched_policy_at(i)); i++) {
+        for (unsigned j = 0; j < p->nopts; j++) fprintf(f, "[%s %s] ", p->opts[j].flag, p->opts[j].arg);
+        if ((int)strlen(p->name) > w) w = (int)strlen(p->name);
+    }
+    fputs(usage_synopsis_end, f);
+    fputs(usage_body, f);
+    for (unsigned i = 0; (p = sched_policy_at(i)); i++) { /* the table's first is the default */
+        fprintf(f, "%*s%-*s  %s", USAGE_COL + 2, "", w, p->name, i ? "" : "(default) ");
+        rotad_usage_text(f, p->help, USAGE_COL + 2 + w + 2);
+        fputc('\n', f);
+    }
+    for (unsigned i = 0; (p = sched_policy_at(i)); i++)
+        for (unsigned j = 0; j < p->nopts; j++) {
+            const sched_policy_opt_t *o = &p->opts[j];
+            char syn[64];
+            int n = snprintf(syn, sizeof syn, "%s %s", o->flag, o->arg);
+            if (n < USAGE_COL - 2) fprintf(f, "  %-*s", USAGE_COL - 2, syn);
+            else fprintf(f, "  %s\n%*s", syn, USAGE_COL, "");
+            rotad_usage_text(f, o->help, USAGE_COL);
+            fprintf(f, " (default %g); alone, it chooses --policy %s\n", (double)o->def / o->scale, p->name);
+        }
+    fputs(usage_tail, f);
+}
 
 static int rotad_fatal(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int rotad_fatal(int code, const char *fmt, ...)
@@ -129,145 +170,160 @@ static int rotad_detach(int *ready_fd)
     return 0;
 }
 
-int main(int argc, char **argv)
+/* What rotad's command line asks for. */
+typedef struct rotad_args {
+    const char *sock, *cfgpath, *metrics_listen, *log_spec;
+    bool foreground, probe, metrics_clients;
+    int notify_fd;
+    sched_opts_t so; /* the scheduler's options, filled here and handed over as they are */
+} rotad_args_t;
+
+/* One option with a value (argv[i] is a, val its value): 0, or an exit code after the message. */
+static int rotad_arg_value(rotad_args_t *ra, const char *a, const char *val)
 {
-    const char *sock = NULL, *cfgpath = NULL, *metrics_listen = NULL, *log_spec = NULL;
-    bool foreground = false, probe = true, metrics_clients = false;
-    int notify_fd = -1;
-    sched_opts_t so = {0}; /* the scheduler's options, filled here and handed over as they are */
+    sched_opts_t *so = &ra->so;
+    char msg[256];
+    uint64_t v;
+    double d;
+    if (!strcmp(a, "--socket")) {
+        ra->sock = val;
+        if (!val[0]) return rotad_fatal(ROTAD_EXIT_USAGE, "--socket: empty path");
+    } else if (!strcmp(a, "--config")) {
+        ra->cfgpath = val;
+    } else if (!strcmp(a, "--metrics-listen")) {
+        ra->metrics_listen = val;
+    } else if (!strcmp(a, "--log")) {
+        ra->log_spec = val;
+    } else if (!strcmp(a, "--notify-fd")) {
+        if (parse_u64(val, 0, 65535, &v))
+            return rotad_fatal(ROTAD_EXIT_USAGE, "--notify-fd: '%s' is not a descriptor number", val);
+        if (fcntl((int)v, F_GETFD) < 0)
+            return rotad_fatal(ROTAD_EXIT_USAGE, "--notify-fd: descriptor %s is not open", val);
+        ra->notify_fd = (int)v;
+    } else if (!strcmp(a, "--idle-ms") || !strcmp(a, "--tick-ms")) {
+        if (parse_double(val, 0.05, 10000, &d))
+            return rotad_fatal(ROTAD_EXIT_USAGE, "%s: '%s' is not a number of milliseconds in %g..10000", a, val,
+                               0.05);
+        *(!strcmp(a, "--idle-ms") ? &so->idle_ns : &so->tick_ns) = (uint64_t)(d * 1e6 + 0.5);
+    } else if (!strcmp(a, "--idle-low-us")) {
+        if (parse_u64(val, 0, 1000000, &v))
+            return rotad_fatal(ROTAD_EXIT_USAGE,
+                               "--idle-low-us: '%s' is not a whole number of microseconds in 0..1000000", val);
+        so->idle_low_ns = v * 1000u;
+    } else if (!strcmp(a, "--low-factor")) {
+        if (parse_u64(val, 1, SCHED_LOW_FACTOR_MAX, &v))
+            return rotad_fatal(ROTAD_EXIT_USAGE, "--low-factor: '%s' is not a whole number in 1..%u", val,
+                               SCHED_LOW_FACTOR_MAX);
+        so->low_factor = (unsigned)v;
+    } else if (!strcmp(a, "--policy")) {
+        if (!(so->policy = sched_policy_find(val)))
+            return rotad_fatal(ROTAD_EXIT_USAGE, "--policy: unknown policy '%s' (known: %s)", val,
+                               sched_policy_names());
+    } else if (sched_policy_opt_set(so, a, val, msg, sizeof msg)) { /* a policy's own (sched-policy.c) */
+        return rotad_fatal(ROTAD_EXIT_USAGE, "%s", msg);
+    }
+    return 0;
+}
+
+/* rotad's own options that take a value (rotad_arg_value); a policy's are in its table (sched-policy.h). */
+static const char *const rotad_value_opts[] = {
+    "--socket", "--config", "--notify-fd", "--idle-ms", "--tick-ms", "--idle-low-us", "--low-factor", "--policy",
+    "--metrics-listen", "--log",
+};
+
+/* Whether option a takes a value: rotad's own, or one a policy owns. */
+static bool rotad_takes_value(const char *a)
+{
+    for (size_t i = 0; i < sizeof rotad_value_opts / sizeof rotad_value_opts[0]; i++)
+        if (!strcmp(a, rotad_value_opts[i])) return true;
+    return sched_policy_opt_find(a, NULL) != NULL;
+}
+
+/* The command line: -1 to go on, or an exit code (--help, --version, a usage error). */
+static int rotad_parse_args(int argc, char **argv, rotad_args_t *ra)
+{
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        bool has_val = i + 1 < argc;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage, stdout);
+            rotad_usage(stdout);
             return ROTAD_EXIT_OK;
         } else if (!strcmp(a, "--version")) {
             printf("rotad %s (rota ABI %u)\n", ROTA_VERSION, (unsigned)ROTA_ABI_VERSION);
             return ROTAD_EXIT_OK;
         } else if (!strcmp(a, "--foreground")) {
-            foreground = true;
+            ra->foreground = true;
         } else if (!strcmp(a, "--no-probe")) {
-            probe = false;
+            ra->probe = false;
         } else if (!strcmp(a, "--metrics-clients")) {
-            metrics_clients = true;
+            ra->metrics_clients = true;
         } else if (!strcmp(a, "--idle-fixed")) {
-            so.idle_fixed = true;
-        } else if (!strcmp(a, "--socket") && has_val) {
-            sock = argv[++i];
-            if (!sock[0]) return rotad_fatal(ROTAD_EXIT_USAGE, "--socket: empty path");
-        } else if (!strcmp(a, "--config") && has_val) {
-            cfgpath = argv[++i];
-        } else if (!strcmp(a, "--metrics-listen") && has_val) {
-            metrics_listen = argv[++i];
-        } else if (!strcmp(a, "--log") && has_val) {
-            log_spec = argv[++i];
-        } else if (!strcmp(a, "--notify-fd") && has_val) {
-            uint64_t v;
-            const char *arg = argv[++i];
-            if (parse_u64(arg, 0, 65535, &v))
-                return rotad_fatal(ROTAD_EXIT_USAGE, "--notify-fd: '%s' is not a descriptor number", arg);
-            if (fcntl((int)v, F_GETFD) < 0)
-                return rotad_fatal(ROTAD_EXIT_USAGE, "--notify-fd: descriptor %s is not open", arg);
-            notify_fd = (int)v;
-        } else if ((!strcmp(a, "--idle-ms") || !strcmp(a, "--tick-ms") || !strcmp(a, "--quantum-ms")) && has_val) {
-            double v;
-            const char *arg = argv[++i];
-            double lo = !strcmp(a, "--quantum-ms") ? 0 : 0.05;
-            if (parse_double(arg, lo, 10000, &v))
-                return rotad_fatal(ROTAD_EXIT_USAGE, "%s: '%s' is not a number of milliseconds in %g..10000", a, arg,
-                                   lo);
-            uint64_t ns = (uint64_t)(v * 1e6 + 0.5);
-            if (!strcmp(a, "--idle-ms")) so.idle_ns = ns;
-            else if (!strcmp(a, "--tick-ms")) so.tick_ns = ns;
-            else so.quantum_ns = ns;
-        } else if (!strcmp(a, "--idle-low-us") && has_val) {
-            uint64_t v;
-            const char *arg = argv[++i];
-            if (parse_u64(arg, 0, 1000000, &v))
-                return rotad_fatal(ROTAD_EXIT_USAGE,
-                                   "--idle-low-us: '%s' is not a whole number of microseconds in 0..1000000", arg);
-            so.idle_low_ns = v * 1000u;
-        } else if (!strcmp(a, "--low-factor") && has_val) {
-            uint64_t v;
-            const char *arg = argv[++i];
-            if (parse_u64(arg, 1, SCHED_LOW_FACTOR_MAX, &v))
-                return rotad_fatal(ROTAD_EXIT_USAGE, "--low-factor: '%s' is not a whole number in 1..%u", arg,
-                                   SCHED_LOW_FACTOR_MAX);
-            so.low_factor = (unsigned)v;
-        } else if (!strcmp(a, "--policy") && has_val) {
-            const char *arg = argv[++i];
-            if (!(so.policy = sched_policy_find(arg)))
-                return rotad_fatal(ROTAD_EXIT_USAGE, "--policy: unknown policy '%s' (known: %s)", arg,
-                                   sched_policy_names());
-        } else if (!strcmp(a, "--socket") || !strcmp(a, "--config") || !strcmp(a, "--notify-fd") ||
-                   !strcmp(a, "--idle-ms") || !strcmp(a, "--tick-ms") || !strcmp(a, "--quantum-ms") ||
-                   !strcmp(a, "--low-factor") || !strcmp(a, "--idle-low-us") || !strcmp(a, "--policy") ||
-                   !strcmp(a, "--metrics-listen") || !strcmp(a, "--log")) {
-            fprintf(stderr, "rotad: fatal: %s needs a value\n%s", a, usage);
-            return ROTAD_EXIT_USAGE;
+            ra->so.idle_fixed = true;
+        } else if (rotad_takes_value(a) && i + 1 < argc) {
+            int rc = rotad_arg_value(ra, a, argv[++i]);
+            if (rc) return rc;
         } else {
-            fprintf(stderr, "rotad: fatal: unknown argument '%s'\n%s", a, usage);
+            if (rotad_takes_value(a)) fprintf(stderr, "rotad: fatal: %s needs a value\n", a);
+            else fprintf(stderr, "rotad: fatal: unknown argument '%s'\n", a);
+            rotad_usage(stderr);
             return ROTAD_EXIT_USAGE;
         }
     }
-    if (metrics_clients && !metrics_listen)
+    if (ra->metrics_clients && !ra->metrics_listen)
         return rotad_fatal(ROTAD_EXIT_USAGE, "--metrics-clients: only with --metrics-listen");
-    int log_level = 1;
+    return -1;
+}
+
+/* ROTA_LOG: the log level (0 warnings, 1 info, 2 debug), or -1 for a bad value (after the message). */
+static int rotad_log_level(void)
+{
     const char *lv = getenv("ROTA_LOG");
-    if (lv && lv[0]) {
-        /* The same names librota takes (error|warn|info|debug); rotad's warnings share the error level. */
-        if (!strcmp(lv, "quiet") || !strcmp(lv, "warn") || !strcmp(lv, "warning") || !strcmp(lv, "error"))
-            log_level = 0;
-        else if (!strcmp(lv, "info")) log_level = 1;
-        else if (!strcmp(lv, "debug")) log_level = 2;
-        else return rotad_fatal(ROTAD_EXIT_USAGE, "ROTA_LOG: bad value '%s' (expected error, warn, info, debug or quiet)", lv);
-    }
+    if (!lv || !lv[0]) return 1;
+    /* The same names librota takes (error|warn|info|debug); rotad's warnings share the error level. */
+    if (!strcmp(lv, "quiet") || !strcmp(lv, "warn") || !strcmp(lv, "warning") || !strcmp(lv, "error")) return 0;
+    if (!strcmp(lv, "info")) return 1;
+    if (!strcmp(lv, "debug")) return 2;
+    rotad_fatal(ROTAD_EXIT_USAGE, "ROTA_LOG: bad value '%s' (expected error, warn, info, debug or quiet)", lv);
+    return -1;
+}
+
+/* The socket's path: --socket, else ROTA_SOCKET, else the default (runtime/lib/sockpath.h). 0 or an exit code. */
+static int rotad_socket_path(const char *sock, char *path, size_t n)
+{
     if (!sock) {
         const char *env = getenv("ROTA_SOCKET");
         if (env && !env[0]) return rotad_fatal(ROTAD_EXIT_USAGE, "ROTA_SOCKET is set but empty");
         sock = env;
     }
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    if (sockpath_resolve(sock, path, sizeof path))
+    if (sockpath_resolve(sock, path, n))
         return rotad_fatal(ROTAD_EXIT_USAGE, "socket path '%s' is too long (at most %zu bytes)", sock ? sock : "",
-                           sizeof path - 1);
-    if (notify_init())
-        return rotad_fatal(ROTAD_EXIT_USAGE, "NOTIFY_SOCKET: '%s' is not an absolute or abstract ('@') socket path",
-                           getenv("NOTIFY_SOCKET"));
-    char lerr[512];
-    if (logdest_open(log_spec, foreground, lerr, sizeof lerr)) return rotad_fatal(ROTAD_EXIT_USAGE, "%s", lerr);
-    metrics_t *metrics = NULL;
-    static config_t cfg;
-    config_init(&cfg);
-    if (cfgpath) {
-        char err[512];
-        if (config_load(cfgpath, &cfg, err, sizeof err))
-            return rotad_fatal(ROTAD_EXIT_CONFIG, "config: %s", err);
-    }
-    /* Signals are read from a signalfd by the loop. */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    sigprocmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+                           n - 1);
+    return 0;
+}
 
-    /* --quantum-ms alone chooses the quantum policy, as before --policy existed; with another policy it is an error */
-    if (so.quantum_ns && so.policy && so.policy != &sched_policy_quantum)
-        return rotad_fatal(ROTAD_EXIT_USAGE, "--quantum-ms: only with --policy quantum");
-    so.log_level = log_level;
-    server_opts_t o = {.socket_path = path, .cfg = &cfg, .config_path = cfgpath, .log_level = log_level, .sched = so,
-                       .metrics_clients = metrics_clients};
-    server_t *s;
+/* What the probe found (ngpus < 0: why not), once the log is where it goes. */
+static void rotad_log_gpus(int log_level, const rota_place_cand_t *gpus, int ngpus, const char *why)
+{
+    if (ngpus < 0 && log_level >= 1)
+        fprintf(stderr, "rotad: info: not listing the node's GPUs: %s; librota places no process\n", why);
+    if (ngpus >= 0 && log_level >= 1)
+        fprintf(stderr, "rotad: info: %d GPU%s on this node\n", ngpus, ngpus == 1 ? "" : "s");
+    for (int i = 0; i < ngpus && log_level >= 2; i++) {
+        char id[PROTO_UUID_STR];
+        proto_uuid_str(gpus[i].uuid, id);
+        fprintf(stderr, "rotad: debug: GPU %d: %s, %llu bytes\n", i, id, (unsigned long long)gpus[i].total_mem);
+    }
+}
+
+/* From a started server to the end: the metrics endpoint, the probe, detaching, the loop. Returns the exit code. */
+static int rotad_run(server_t *s, const rotad_args_t *ra, int log_level)
+{
     char err[512];
-    int rc = server_open(&o, &s, err, sizeof err);
-    if (rc) return rotad_fatal(rc, "unable to start: %s", err);
-    if (metrics_listen) { /* after the lock: a second rotad on this socket exits 4, not "address in use" */
-        int me = metrics_open(metrics_listen, &metrics, lerr, sizeof lerr);
+    metrics_t *metrics = NULL;
+    if (ra->metrics_listen) { /* after the lock: a second rotad on this socket exits 4, not "address in use" */
+        int me = metrics_open(ra->metrics_listen, &metrics, err, sizeof err);
         if (me) {
             server_close(s);
-            return rotad_fatal(me == -EINVAL ? ROTAD_EXIT_USAGE : ROTAD_EXIT_FAIL, "%s", lerr);
+            return rotad_fatal(me == -EINVAL ? ROTAD_EXIT_USAGE : ROTAD_EXIT_FAIL, "%s", err);
         }
         server_set_metrics(s, metrics);
     }
@@ -276,12 +332,12 @@ int main(int argc, char **argv)
     rota_place_cand_t gpus[ROTA_MAX_DEVICES];
     char why[256];
     int ngpus = 0;
-    if (probe) {
+    if (ra->probe) {
         ngpus = probe_gpus(gpus, why, sizeof why);
         if (ngpus >= 0) ngpus = server_add_gpus(s, gpus, ngpus);
     }
     int ready_fd = -1;
-    if (!foreground) {
+    if (!ra->foreground) {
         int e = rotad_detach(&ready_fd);
         if (e) {
             server_close(s);
@@ -291,25 +347,54 @@ int main(int argc, char **argv)
     }
     int le = logdest_start(); /* after detaching: the syslog thread lives in the process that serves */
     if (le && log_level >= 0) fprintf(stderr, "rotad: warning: unable to log to %s: %s\n", logdest_name(), strerror(-le));
-    if (probe && ngpus < 0 && log_level >= 1)
-        fprintf(stderr, "rotad: info: not listing the node's GPUs: %s; librota places no process\n", why);
-    if (probe && ngpus >= 0 && log_level >= 1)
-        fprintf(stderr, "rotad: info: %d GPU%s on this node\n", ngpus, ngpus == 1 ? "" : "s");
-    for (int i = 0; probe && i < ngpus && log_level >= 2; i++) {
-        char id[PROTO_UUID_STR];
-        proto_uuid_str(gpus[i].uuid, id);
-        fprintf(stderr, "rotad: debug: GPU %d: %s, %llu bytes\n", i, id, (unsigned long long)gpus[i].total_mem);
-    }
+    if (ra->probe) rotad_log_gpus(log_level, gpus, ngpus, why);
     if (metrics && log_level >= 1)
         fprintf(stderr, "rotad: info: serving metrics on http://%s/metrics\n", metrics_address(metrics));
     int notify[2], nnotify = 0;
-    if (notify_fd >= 0) notify[nnotify++] = notify_fd;
+    if (ra->notify_fd >= 0) notify[nnotify++] = ra->notify_fd;
     if (ready_fd >= 0) notify[nnotify++] = ready_fd;
-    rc = server_loop(s, notify, nnotify, err, sizeof err);
+    int rc = server_loop(s, notify, nnotify, err, sizeof err);
     server_close(s);
     metrics_close(metrics);
     if (rc) rotad_fatal(rc, "%s", err);
     else if (log_level >= 1) fprintf(stderr, "rotad: info: stopped\n");
     logdest_stop();
     return rc ? rc : ROTAD_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    rotad_args_t ra = {.probe = true, .notify_fd = -1};
+    int rc = rotad_parse_args(argc, argv, &ra);
+    if (rc >= 0) return rc;
+    int log_level = rotad_log_level();
+    if (log_level < 0) return ROTAD_EXIT_USAGE;
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    if ((rc = rotad_socket_path(ra.sock, path, sizeof path))) return rc;
+    if (notify_init())
+        return rotad_fatal(ROTAD_EXIT_USAGE, "NOTIFY_SOCKET: '%s' is not an absolute or abstract ('@') socket path",
+                           getenv("NOTIFY_SOCKET"));
+    char err[512];
+    if (logdest_open(ra.log_spec, ra.foreground, err, sizeof err)) return rotad_fatal(ROTAD_EXIT_USAGE, "%s", err);
+    static config_t cfg;
+    config_init(&cfg);
+    if (ra.cfgpath && config_load(ra.cfgpath, &cfg, err, sizeof err))
+        return rotad_fatal(ROTAD_EXIT_CONFIG, "config: %s", err);
+    /* Signals are read from a signalfd by the loop. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    /* A policy's option alone chooses its policy (--quantum-ms: quantum); with another policy it is an error. */
+    if (sched_policy_resolve(&ra.so, err, sizeof err)) return rotad_fatal(ROTAD_EXIT_USAGE, "%s", err);
+    ra.so.log_level = log_level;
+    server_opts_t o = {.socket_path = path, .cfg = &cfg, .config_path = ra.cfgpath, .log_level = log_level,
+                       .sched = ra.so, .metrics_clients = ra.metrics_clients};
+    server_t *s;
+    rc = server_open(&o, &s, err, sizeof err);
+    if (rc) return rotad_fatal(rc, "unable to start: %s", err);
+    return rotad_run(s, &ra, log_level);
 }

@@ -6,7 +6,7 @@
  * client already had stay beside the priority bit: the board's direct release (abi.h) ends only a hold that is
  * priority alone, so a client that was over its share (or out of the quantum) before the high client came waits
  * for rotad's release, which decides again. */
-uint32_t sched_prio_hold(unsigned prio, bool high_active, uint32_t hold_was)
+uint32_t sched_prio_hold(enum rota_prio prio, bool high_active, uint32_t hold_was)
 {
     if (prio == ROTA_PRIO_HIGH || !high_active) return 0;
     return ROTA_HOLD_PRIO | (hold_was & (ROTA_HOLD_SHARE | ROTA_HOLD_QUANTUM));

@@ -29,6 +29,6 @@ static void share_decide(const sched_group_t *g, void *state, uint32_t *hold)
 
 const sched_policy_t sched_policy_share = {
     .name = "share",
-    .desc = "weighted fair share of device time (ROTA_WEIGHT) among the clients of a class",
+    .help = "weighted fair share of device time by ROTA_WEIGHT",
     .decide = share_decide,
 };

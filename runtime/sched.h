@@ -3,6 +3,7 @@
 #define ROTA_SCHED_H
 
 #include "runtime/abi.h"
+#include "runtime/sched-opts.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,7 +31,7 @@
  *              tracked lower client is idle once nothing is in flight and no thread waits to launch, after
  *              idle_low_ns), and a client that becomes active starts no further back than the least-served
  *              one's virtual time (or the group's rising floor) less 16 ticks (no banking beyond that).
- *   quantum    with quantum_ns > 0 (rotad --quantum-ms), exclusive mode: one active client of those that share
+ *   quantum    with rotad --policy quantum (or --quantum-ms), exclusive mode: one active client of those that share
  *              runs at a time, for a quantum, the least-served first; the others are held (ROTA_HOLD_QUANTUM).
  *
  * Writes slot.hold (futex-woken on every change), slot.sched_state, dev.held, dev.busy_permille,
@@ -38,29 +39,6 @@
  */
 typedef struct sched sched_t;
 
-struct sched_policy;
-
-typedef struct sched_opts {
-    uint64_t idle_ns;        /* a client is idle after this long without launches and nothing in flight */
-    uint64_t idle_low_ns;    /* the same for normal and low clients (0: at once; not defaulted) */
-    bool idle_fixed;         /* high clients' idle window is idle_ns, not learned (abi.h, learned idle window) */
-    uint64_t tick_ns;        /* decision period while something is contended */
-    const struct sched_policy *policy; /* the launch policy among equals (sched-policy.h, rotad --policy); NULL:
-                                        * "quantum" if quantum_ns > 0, else "share" */
-    uint64_t quantum_ns;     /* the "quantum" policy's quantum (0: SCHED_QUANTUM_NS_DEFAULT with it) */
-    unsigned low_factor;     /* a low client's device time counts this many times in the share (0: default) */
-    int log_level;           /* 0 warnings, 1 info, 2 debug */
-    uint64_t high_stall_ns;  /* an active high client without progress this long holds nobody (0: default 1 s) */
-    unsigned doorbell_max_hz; /* doorbell wake-ups heard per client and second; beyond, it waits for the tick */
-} sched_opts_t;
-
-#define SCHED_IDLE_NS_DEFAULT 2000000ull
-#define SCHED_HIGH_STALL_NS_DEFAULT 1000000000ull
-#define SCHED_DOORBELL_HZ_DEFAULT 2000u
-#define SCHED_TICK_NS_DEFAULT 1000000ull
-#define SCHED_LOW_FACTOR_DEFAULT 2u
-#define SCHED_QUANTUM_NS_DEFAULT 20000000ull
-#define SCHED_LOW_FACTOR_MAX 1000u
 #define SCHED_WAITV_MAX 127
 
 /* Starts the thread. 0 or -errno. */
@@ -68,7 +46,7 @@ int sched_start(rota_region_t *r, rota_table_t *t, rota_board_t *b, const sched_
 /* Releases every hold and stops the thread. NULL is fine. */
 void sched_stop(sched_t *s);
 /* A registered client (the channel stays mapped until sched_client_remove returned). */
-void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, unsigned prio, unsigned weight);
+void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, enum rota_prio prio, unsigned weight);
 /* The client is gone: its holds go, and whom it held is released before this returns. */
 void sched_client_remove(sched_t *s, unsigned slot);
 

@@ -36,7 +36,7 @@ static void waitq_account(waitq_t *q, const waiter_t *w, int sign)
 }
 
 waiter_t *waitq_add(waitq_t *q, unsigned slot, unsigned gen, uint32_t seq, unsigned dev, uint64_t bytes,
-                    unsigned prio, uint64_t deadline_ns)
+                    enum rota_prio prio, uint64_t deadline_ns)
 {
     waiter_t *w = calloc(1, sizeof *w);
     if (!w) return NULL;

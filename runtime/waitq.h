@@ -13,7 +13,7 @@ typedef struct waiter {
     uint32_t seq;         /* the client's request number, echoed in the answer */
     unsigned dev;
     uint64_t bytes;
-    unsigned prio;
+    enum rota_prio prio;
     uint64_t arrival;     /* order of arrival, node-wide */
     uint64_t deadline_ns; /* CLOCK_MONOTONIC */
     uint64_t since_ns;    /* CLOCK_MONOTONIC when it was queued (set by the caller: statistics) */
@@ -35,7 +35,7 @@ typedef void waitq_answer_fn(void *ctx, const waiter_t *w, int status);
 void waitq_init(waitq_t *q, rota_region_t *r, rota_table_t *t);
 /* Queues a request; NULL when out of memory. */
 waiter_t *waitq_add(waitq_t *q, unsigned slot, unsigned gen, uint32_t seq, unsigned dev, uint64_t bytes,
-                    unsigned prio, uint64_t deadline_ns);
+                    enum rota_prio prio, uint64_t deadline_ns);
 /* Removes w without answering (and frees it). */
 void waitq_remove(waitq_t *q, waiter_t *w);
 /* Whether w is still queued. */

@@ -86,7 +86,7 @@ static int opt_parse(const opt_row_t *r, const char *s)
     uint64_t u;
     double d;
     bool b;
-    unsigned p;
+    enum rota_prio p;
     int i, rc;
 
     switch (r->type) {

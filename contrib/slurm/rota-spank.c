@@ -74,7 +74,7 @@ static spank_job_t job = {.priority = -1, .on = -1};
 
 static int spank_class_parse(const char *s)
 {
-    unsigned p;
+    enum rota_prio p;
     return s && prio_parse(s, &p) == 0 ? (int)p : -1;
 }
 

@@ -128,37 +128,33 @@ static int conn_connect(int fd, const char *path, char *err, size_t errlen)
     return 0;
 }
 
-int conn_open(const conn_opts_t *o, conn_t **out, char *err, size_t errlen)
+/* Connects c->fd to the first of paths[0..npaths) that answers: the node-wide socket first; not there (or refused)
+ * means the next candidate, and the last one's error is the one reported. *path: the one tried last. */
+static int conn_dial(conn_t *c, char (*paths)[SOCKPATH_MAX], int npaths, const char **path, char *err,
+                     size_t errlen)
 {
-    char paths[2][SOCKPATH_MAX];
-    int npaths = 1, rc;
-    if (o->socket && o->socket[0]) rc = sockpath_resolve(o->socket, paths[0], sizeof paths[0]);
-    else rc = npaths = sockpath_candidates(paths, 2);
-    if (rc < 0) {
-        conn_err(err, errlen, "socket path is too long");
-        return rc;
-    }
-    unsigned timeout = o->timeout_ms ? o->timeout_ms : 5000;
-    conn_t *c = calloc(1, sizeof *c);
-    if (!c) return -ENOMEM;
-    const char *path = NULL;
+    int rc = 0;
     for (int i = 0; i < npaths; i++) {
-        path = paths[i];
+        *path = paths[i];
         c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         if (c->fd < 0) {
             rc = -errno;
             conn_err(err, errlen, "unable to create a socket: %s", strerror(errno));
-            goto out_free;
+            return rc;
         }
-        /* The node-wide socket first: not there (or refused) means the next candidate; the last one's error is
-         * the one reported. */
-        rc = conn_connect(c->fd, path, err, errlen);
-        if (!rc) break;
+        rc = conn_connect(c->fd, *path, err, errlen);
+        if (!rc) return 0;
         close(c->fd);
         c->fd = -1;
         if (i + 1 < npaths && (rc == -ENOENT || rc == -ECONNREFUSED || rc == -EACCES || rc == -EPERM)) continue;
-        goto out_free;
+        return rc;
     }
+    return rc;
+}
+
+/* Sends the HELLO o describes. 0 or -errno. */
+static int conn_hello(const conn_t *c, const conn_opts_t *o, const char *path, char *err, size_t errlen)
+{
     rota_msg_hello_t h = {0};
     proto_hdr_init(&h.h, ROTA_MSG_HELLO, sizeof h, 0);
     h.role = o->role;
@@ -171,55 +167,63 @@ int conn_open(const conn_opts_t *o, conn_t **out, char *err, size_t errlen)
         if (fgets(h.comm, sizeof h.comm, f)) h.comm[strcspn(h.comm, "\n")] = 0;
         fclose(f);
     }
-    rc = proto_send(c->fd, &h, sizeof h, NULL, 0);
-    if (rc) {
-        conn_err(err, errlen, "unable to register with rotad at %s: %s", path, strerror(-rc));
-        goto out_close;
-    }
+    int rc = proto_send(c->fd, &h, sizeof h, NULL, 0);
+    if (rc) conn_err(err, errlen, "unable to register with rotad at %s: %s", path, strerror(-rc));
+    return rc;
+}
+
+/* Receives rotad's WELCOME into *w with its descriptors (fds[0..*nfds), which the caller closes, whatever the
+ * outcome) and checks it: a welcome of our ABI, accepting us, with the descriptors our role gets. 0 or -errno. */
+static int conn_welcome(const conn_t *c, const conn_opts_t *o, const char *path, unsigned timeout,
+                        rota_msg_welcome_t *w, int *fds, int *nfds, char *err, size_t errlen)
+{
     union {
         rota_msg_welcome_t w;
         char raw[ROTA_MSG_MAX];
     } u;
-    int fds[3] = {-1, -1, -1}, nfds = 3;
-    ssize_t n = conn_recv_timed(c->fd, &u, sizeof u, fds, &nfds, timeout);
+    ssize_t n = conn_recv_timed(c->fd, &u, sizeof u, fds, nfds, timeout);
     if (n <= 0) {
-        rc = n == 0 ? -EPIPE : (int)n;
         conn_err(err, errlen, "rotad at %s did not answer the registration: %s", path,
                  n == 0 ? "connection closed" : strerror((int)-n));
-        goto out_fds;
+        return n == 0 ? -EPIPE : (int)n;
     }
     uint32_t abi = 0;
     const char *why;
     int type = proto_check(&u, (size_t)n, &abi, &why);
     if (type == -EPROTO || (type == ROTA_MSG_WELCOME && u.w.status == -EPROTO)) {
-        rc = -EPROTO;
         conn_err(err, errlen, "rotad at %s speaks rota ABI version %u, this program speaks version %u",
                  path, type == -EPROTO ? abi : u.w.abi, ROTA_ABI_VERSION);
-        goto out_fds;
+        return -EPROTO;
     }
     if (type != ROTA_MSG_WELCOME) {
-        rc = -EBADMSG;
         conn_err(err, errlen, "rotad at %s sent an invalid registration answer: %s", path,
                  type < 0 ? why : "not a welcome");
-        goto out_fds;
+        return -EBADMSG;
     }
     if (u.w.status) {
-        rc = u.w.status;
         conn_err(err, errlen, "rotad at %s refused the registration: %s", path, u.w.reason);
-        goto out_fds;
+        return u.w.status;
     }
     bool client = o->role == ROTA_ROLE_CLIENT;
-    if (nfds != (client ? 3 : 1) || (client && !u.w.channel_size)) {
-        rc = -EBADMSG;
-        conn_err(err, errlen, "rotad at %s sent %d descriptors with its answer", path, nfds);
-        goto out_fds;
+    if (*nfds != (client ? 3 : 1) || (client && !u.w.channel_size)) {
+        conn_err(err, errlen, "rotad at %s sent %d descriptors with its answer", path, *nfds);
+        return -EBADMSG;
     }
+    *w = u.w;
+    return 0;
+}
+
+/* Maps what the WELCOME passed: the region (read-only), and for a client its channel and the board (read-write
+ * only for a high client: rotad hands the others a read-only descriptor), each checked. 0 or -errno, nothing
+ * left mapped. */
+static int conn_map_all(conn_t *c, bool client, const int *fds, char *err, size_t errlen)
+{
     void *region = NULL, *channel = NULL, *board = NULL;
-    bool high = false;
-    rc = conn_map(fds[0], ROTA_REGION_MAP_SIZE, PROT_READ, &region);
+    const char *why;
+    int rc = conn_map(fds[0], ROTA_REGION_MAP_SIZE, PROT_READ, &region);
     if (rc) {
         conn_err(err, errlen, "unable to map rotad's region: %s", strerror(-rc));
-        goto out_fds;
+        return rc;
     }
     rc = proto_region_check(region, ROTA_REGION_MAP_SIZE, &why);
     if (rc) {
@@ -237,10 +241,9 @@ int conn_open(const conn_opts_t *o, conn_t **out, char *err, size_t errlen)
             conn_err(err, errlen, "rotad's channel is unusable: %s", why);
             goto out_unmap_channel;
         }
-        /* Only high clients write the board; rotad hands the others a read-only descriptor. */
         int fl = fcntl(fds[2], F_GETFL);
-        high = fl >= 0 && (fl & O_ACCMODE) == O_RDWR;
-        rc = conn_map(fds[2], ROTA_BOARD_MAP_SIZE, high ? PROT_READ | PROT_WRITE : PROT_READ, &board);
+        c->high = fl >= 0 && (fl & O_ACCMODE) == O_RDWR;
+        rc = conn_map(fds[2], ROTA_BOARD_MAP_SIZE, c->high ? PROT_READ | PROT_WRITE : PROT_READ, &board);
         if (rc) {
             conn_err(err, errlen, "unable to map rotad's board: %s", strerror(-rc));
             goto out_unmap_channel;
@@ -252,28 +255,54 @@ int conn_open(const conn_opts_t *o, conn_t **out, char *err, size_t errlen)
             goto out_unmap_channel;
         }
     }
-    for (int i = 0; i < nfds; i++) close(fds[i]);
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cv, &ca);
-    pthread_condattr_destroy(&ca);
     c->region = region;
     c->channel = channel;
     c->board = board;
-    c->high = high;
-    c->slot = u.w.slot;
-    c->gen = u.w.gen;
-    *out = c;
     return 0;
 
 out_unmap_channel:
     munmap(channel, ROTA_CHANNEL_MAP_SIZE);
 out_unmap_region:
     munmap(region, ROTA_REGION_MAP_SIZE);
-out_fds:
+    c->high = false;
+    return rc;
+}
+
+int conn_open(const conn_opts_t *o, conn_t **out, char *err, size_t errlen)
+{
+    char paths[2][SOCKPATH_MAX];
+    int npaths = 1, rc;
+    if (o->socket && o->socket[0]) rc = sockpath_resolve(o->socket, paths[0], sizeof paths[0]);
+    else rc = npaths = sockpath_candidates(paths, 2);
+    if (rc < 0) {
+        conn_err(err, errlen, "socket path is too long");
+        return rc;
+    }
+    unsigned timeout = o->timeout_ms ? o->timeout_ms : 5000;
+    conn_t *c = calloc(1, sizeof *c);
+    if (!c) return -ENOMEM;
+    const char *path = NULL;
+    rc = conn_dial(c, paths, npaths, &path, err, errlen);
+    if (rc) goto out_free;
+    rc = conn_hello(c, o, path, err, errlen);
+    if (rc) goto out_close;
+    rota_msg_welcome_t w = {0};
+    int fds[3] = {-1, -1, -1}, nfds = 3;
+    rc = conn_welcome(c, o, path, timeout, &w, fds, &nfds, err, errlen);
+    if (!rc) rc = conn_map_all(c, o->role == ROTA_ROLE_CLIENT, fds, err, errlen);
     for (int i = 0; i < nfds; i++) close(fds[i]);
+    if (rc) goto out_close;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    c->slot = w.slot;
+    c->gen = w.gen;
+    *out = c;
+    return 0;
+
 out_close:
     close(c->fd);
 out_free:

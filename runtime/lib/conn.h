@@ -14,7 +14,7 @@ typedef struct conn conn_t;
 typedef struct conn_opts {
     const char *socket;        /* path; NULL or "" = sockpath_default() */
     unsigned role;             /* ROTA_ROLE_CLIENT or ROTA_ROLE_OBSERVER */
-    unsigned priority;         /* rota_prio */
+    enum rota_prio priority;   /* its class (HELLO carries it as a uint32_t) */
     unsigned weight;           /* thousandths, 1..1000000; 0 = 1000 */
     unsigned max_inflight;     /* 0..65535 */
     uint64_t mem_limit;        /* per GPU, 0 = none */
@@ -46,7 +46,7 @@ int conn_adopt(conn_t *c, const uint8_t uuid[ROTA_UUID_LEN], uint64_t total_mem,
 
 /* A placement request (PLACE): which GPU a job should run on. */
 typedef struct conn_place {
-    unsigned prio;                    /* the job's class (rota_prio) */
+    enum rota_prio prio;              /* the job's class */
     const rota_place_cand_t *cand;    /* the GPUs the job could see, ncand of them (1..ROTA_MAX_DEVICES); */
     unsigned ncand;                   /* ncand 0: among the GPUs rotad probed itself (ROTA_PLACE_KNOWN) */
     uint64_t mem;                     /* the job's expected memory (clamped to ROTA_MAX_BYTES); 0 = unknown */

@@ -10,14 +10,14 @@ static const char *const prio_names[ROTA_PRIO_COUNT] = {
     [ROTA_PRIO_LOW] = "low",
 };
 
-const char *prio_name(unsigned prio)
+const char *prio_name(enum rota_prio prio)
 {
-    return prio < ROTA_PRIO_COUNT ? prio_names[prio] : "?";
+    return (unsigned)prio < ROTA_PRIO_COUNT ? prio_names[prio] : "?";
 }
 
-int prio_parse(const char *s, unsigned *prio)
+int prio_parse(const char *s, enum rota_prio *prio)
 {
-    for (unsigned i = 0; s && i < ROTA_PRIO_COUNT; i++)
+    for (enum rota_prio i = 0; s && i < ROTA_PRIO_COUNT; i++)
         if (!strcasecmp(s, prio_names[i])) {
             *prio = i;
             return 0;
@@ -25,12 +25,12 @@ int prio_parse(const char *s, unsigned *prio)
     return -EINVAL;
 }
 
-uint32_t prio_place_flags(unsigned prio)
+uint32_t prio_place_flags(enum rota_prio prio)
 {
     return prio == ROTA_PRIO_HIGH ? ROTA_PLACE_HIGH : prio == ROTA_PRIO_LOW ? ROTA_PLACE_LOW : 0;
 }
 
-unsigned prio_from_place_flags(uint32_t flags)
+enum rota_prio prio_from_place_flags(uint32_t flags)
 {
     return flags & ROTA_PLACE_HIGH ? ROTA_PRIO_HIGH : flags & ROTA_PLACE_LOW ? ROTA_PRIO_LOW : ROTA_PRIO_NORMAL;
 }

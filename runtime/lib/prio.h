@@ -13,13 +13,13 @@
  */
 
 /* "high", "normal", "low"; "?" for a value that is no class. */
-const char *prio_name(unsigned prio);
+const char *prio_name(enum rota_prio prio);
 /* One of the names, in any case ("HIGH" = "high", as ROTA_PRIORITY always accepted): 0 and *prio, or -EINVAL
  * (*prio untouched). */
-int prio_parse(const char *s, unsigned *prio);
+int prio_parse(const char *s, enum rota_prio *prio);
 
 /* The class in a PLACE request's flags (ROTA_PLACE_HIGH / ROTA_PLACE_LOW, neither: normal), both ways. */
-uint32_t prio_place_flags(unsigned prio);
-unsigned prio_from_place_flags(uint32_t flags);
+uint32_t prio_place_flags(enum rota_prio prio);
+enum rota_prio prio_from_place_flags(uint32_t flags);
 
 #endif

@@ -16,25 +16,93 @@ void proto_hdr_init(rota_msg_hdr_t *h, unsigned type, size_t size, uint32_t seq)
     h->seq = seq;
 }
 
-static size_t proto_type_size(unsigned type)
-{
-    switch (type) {
-    case ROTA_MSG_HELLO: return sizeof(rota_msg_hello_t);
-    case ROTA_MSG_WELCOME: return sizeof(rota_msg_welcome_t);
-    case ROTA_MSG_RESERVE:
-    case ROTA_MSG_RELEASE:
-    case ROTA_MSG_ADOPT: return sizeof(rota_msg_mem_t);
-    case ROTA_MSG_RESULT: return sizeof(rota_msg_result_t);
-    case ROTA_MSG_PLACE: return sizeof(rota_msg_place_t);
-    case ROTA_MSG_LIST: return sizeof(rota_msg_list_t);
-    default: return 0;
-    }
-}
-
 static bool proto_has_nul(const char *s, size_t cap)
 {
     return memchr(s, 0, cap) != NULL;
 }
+
+/* Each message type's own checks: NULL when the message is valid, else why not. */
+typedef const char *proto_check_fn(const void *buf, unsigned type);
+
+static const char *proto_check_hello(const void *buf, unsigned type)
+{
+    const rota_msg_hello_t *m = buf;
+    if (m->role != ROTA_ROLE_CLIENT && m->role != ROTA_ROLE_OBSERVER) return "hello: unknown role";
+    if (m->priority >= ROTA_PRIO_COUNT) return "hello: priority out of range";
+    if (m->weight < 1 || m->weight > 1000000) return "hello: weight out of range 1..1000000 (thousandths)";
+    if (m->max_inflight > 65535) return "hello: max_inflight out of range 0..65535";
+    if (m->mem_limit > ROTA_MAX_BYTES) return "hello: mem_limit out of range";
+    if (m->flags || m->pad0) return "hello: reserved fields are not zero";
+    if (!proto_has_nul(m->comm, sizeof m->comm)) return "hello: comm is not NUL-terminated";
+    return NULL;
+}
+
+static const char *proto_check_welcome(const void *buf, unsigned type)
+{
+    const rota_msg_welcome_t *m = buf;
+    if (m->status > 0 || !proto_has_nul(m->reason, sizeof m->reason)) return "welcome: bad status or reason";
+    if (m->status == 0 && (m->slot >= ROTA_MAX_CLIENTS || m->region_size != ROTA_REGION_MAP_SIZE ||
+                           (m->channel_size && m->channel_size != ROTA_CHANNEL_MAP_SIZE)))
+        return "welcome: slot or sizes out of range";
+    return NULL;
+}
+
+/* RESERVE, RELEASE and ADOPT: only a RESERVE may wait. */
+static const char *proto_check_mem(const void *buf, unsigned type)
+{
+    const rota_msg_mem_t *m = buf;
+    if (m->bytes < 1 || m->bytes > ROTA_MAX_BYTES) return "memory message: bytes out of range 1..2^56";
+    if (m->total_mem < 1 || m->total_mem > ROTA_MAX_BYTES) return "memory message: device memory out of range 1..2^56";
+    if (m->wait_ms > ROTA_MAX_WAIT_MS || (type != ROTA_MSG_RESERVE && m->wait_ms))
+        return "memory message: wait out of range";
+    if (m->flags) return "memory message: reserved flags are not zero";
+    return NULL;
+}
+
+static const char *proto_check_place(const void *buf, unsigned type)
+{
+    const rota_msg_place_t *m = buf;
+    bool known = m->flags & ROTA_PLACE_KNOWN; /* ncand 0: rotad's own GPUs (abi.h) */
+    if ((known ? m->ncand != 0 : m->ncand < 1 || m->ncand > ROTA_MAX_DEVICES) ||
+        (m->flags & ~(ROTA_PLACE_KNOWN | ROTA_PLACE_HIGH | ROTA_PLACE_LOW)) ||
+        (m->flags & (ROTA_PLACE_HIGH | ROTA_PLACE_LOW)) == (ROTA_PLACE_HIGH | ROTA_PLACE_LOW) || /* one class */
+        m->mem > ROTA_MAX_BYTES || m->wait_ms > ROTA_MAX_WAIT_MS || m->reserved)
+        return "place: candidate count, flags, memory or wait out of range";
+    static const rota_place_cand_t zero;
+    for (unsigned i = 0; i < ROTA_MAX_DEVICES; i++) {
+        const rota_place_cand_t *c = &m->cand[i];
+        if (i < m->ncand ? (c->total_mem < 1 || c->total_mem > ROTA_MAX_BYTES) : memcmp(c, &zero, sizeof zero) != 0)
+            return "place: candidate memory out of range, or unused candidates not zero";
+    }
+    return NULL;
+}
+
+static const char *proto_check_list(const void *buf, unsigned type)
+{
+    const rota_msg_list_t *m = buf;
+    return m->flags || m->pad0 ? "list: reserved fields not zero" : NULL;
+}
+
+static const char *proto_check_result(const void *buf, unsigned type)
+{
+    const rota_msg_result_t *m = buf;
+    return m->status > 0 || m->dev < -1 || m->dev >= ROTA_MAX_DEVICES ? "result: status or device out of range" : NULL;
+}
+
+/* The message types: each one's size and checks, by type (0: no such type). */
+static const struct proto_type {
+    size_t size;
+    proto_check_fn *check;
+} proto_types[ROTA_MSG_TYPE_MAX + 1] = {
+    [ROTA_MSG_HELLO] = {sizeof(rota_msg_hello_t), proto_check_hello},
+    [ROTA_MSG_WELCOME] = {sizeof(rota_msg_welcome_t), proto_check_welcome},
+    [ROTA_MSG_RESERVE] = {sizeof(rota_msg_mem_t), proto_check_mem},
+    [ROTA_MSG_RESULT] = {sizeof(rota_msg_result_t), proto_check_result},
+    [ROTA_MSG_RELEASE] = {sizeof(rota_msg_mem_t), proto_check_mem},
+    [ROTA_MSG_ADOPT] = {sizeof(rota_msg_mem_t), proto_check_mem},
+    [ROTA_MSG_PLACE] = {sizeof(rota_msg_place_t), proto_check_place},
+    [ROTA_MSG_LIST] = {sizeof(rota_msg_list_t), proto_check_list},
+};
 
 int proto_check(const void *buf, size_t n, uint32_t *abi, const char **why)
 {
@@ -55,120 +123,19 @@ int proto_check(const void *buf, size_t n, uint32_t *abi, const char **why)
         *why = "peer speaks another rota ABI version";
         return -EPROTO;
     }
-    size_t want = proto_type_size(h.type);
-    if (!want) {
+    const struct proto_type *t = h.type <= ROTA_MSG_TYPE_MAX ? &proto_types[h.type] : NULL;
+    if (!t || !t->size) {
         *why = "unknown message type";
         return -EBADMSG;
     }
-    if (h.size != n || n != want) {
-        *why = n < want ? "truncated message" : "message of the wrong size for its type";
+    if (h.size != n || n != t->size) {
+        *why = n < t->size ? "truncated message" : "message of the wrong size for its type";
         return -EBADMSG;
     }
-    switch (h.type) {
-    case ROTA_MSG_HELLO: {
-        const rota_msg_hello_t *m = buf;
-        if (m->role != ROTA_ROLE_CLIENT && m->role != ROTA_ROLE_OBSERVER) {
-            *why = "hello: unknown role";
-            return -EBADMSG;
-        }
-        if (m->priority >= ROTA_PRIO_COUNT) {
-            *why = "hello: priority out of range";
-            return -EBADMSG;
-        }
-        if (m->weight < 1 || m->weight > 1000000) {
-            *why = "hello: weight out of range 1..1000000 (thousandths)";
-            return -EBADMSG;
-        }
-        if (m->max_inflight > 65535) {
-            *why = "hello: max_inflight out of range 0..65535";
-            return -EBADMSG;
-        }
-        if (m->mem_limit > ROTA_MAX_BYTES) {
-            *why = "hello: mem_limit out of range";
-            return -EBADMSG;
-        }
-        if (m->flags || m->pad0) {
-            *why = "hello: reserved fields are not zero";
-            return -EBADMSG;
-        }
-        if (!proto_has_nul(m->comm, sizeof m->comm)) {
-            *why = "hello: comm is not NUL-terminated";
-            return -EBADMSG;
-        }
-        break;
-    }
-    case ROTA_MSG_WELCOME: {
-        const rota_msg_welcome_t *m = buf;
-        if (m->status > 0 || !proto_has_nul(m->reason, sizeof m->reason)) {
-            *why = "welcome: bad status or reason";
-            return -EBADMSG;
-        }
-        if (m->status == 0 && (m->slot >= ROTA_MAX_CLIENTS || m->region_size != ROTA_REGION_MAP_SIZE ||
-                               (m->channel_size && m->channel_size != ROTA_CHANNEL_MAP_SIZE))) {
-            *why = "welcome: slot or sizes out of range";
-            return -EBADMSG;
-        }
-        break;
-    }
-    case ROTA_MSG_RESERVE:
-    case ROTA_MSG_RELEASE:
-    case ROTA_MSG_ADOPT: {
-        const rota_msg_mem_t *m = buf;
-        if (m->bytes < 1 || m->bytes > ROTA_MAX_BYTES) {
-            *why = "memory message: bytes out of range 1..2^56";
-            return -EBADMSG;
-        }
-        if (m->total_mem < 1 || m->total_mem > ROTA_MAX_BYTES) {
-            *why = "memory message: device memory out of range 1..2^56";
-            return -EBADMSG;
-        }
-        if (m->wait_ms > ROTA_MAX_WAIT_MS || (h.type != ROTA_MSG_RESERVE && m->wait_ms)) {
-            *why = "memory message: wait out of range";
-            return -EBADMSG;
-        }
-        if (m->flags) {
-            *why = "memory message: reserved flags are not zero";
-            return -EBADMSG;
-        }
-        break;
-    }
-    case ROTA_MSG_PLACE: {
-        const rota_msg_place_t *m = buf;
-        bool known = m->flags & ROTA_PLACE_KNOWN; /* ncand 0: rotad's own GPUs (abi.h) */
-        if ((known ? m->ncand != 0 : m->ncand < 1 || m->ncand > ROTA_MAX_DEVICES) ||
-            (m->flags & ~(ROTA_PLACE_KNOWN | ROTA_PLACE_HIGH | ROTA_PLACE_LOW)) ||
-            (m->flags & (ROTA_PLACE_HIGH | ROTA_PLACE_LOW)) == (ROTA_PLACE_HIGH | ROTA_PLACE_LOW) || /* one class */
-            m->mem > ROTA_MAX_BYTES || m->wait_ms > ROTA_MAX_WAIT_MS || m->reserved) {
-            *why = "place: candidate count, flags, memory or wait out of range";
-            return -EBADMSG;
-        }
-        static const rota_place_cand_t zero;
-        for (unsigned i = 0; i < ROTA_MAX_DEVICES; i++) {
-            const rota_place_cand_t *c = &m->cand[i];
-            if (i < m->ncand ? (c->total_mem < 1 || c->total_mem > ROTA_MAX_BYTES)
-                             : memcmp(c, &zero, sizeof zero) != 0) {
-                *why = "place: candidate memory out of range, or unused candidates not zero";
-                return -EBADMSG;
-            }
-        }
-        break;
-    }
-    case ROTA_MSG_LIST: {
-        const rota_msg_list_t *m = buf;
-        if (m->flags || m->pad0) {
-            *why = "list: reserved fields not zero";
-            return -EBADMSG;
-        }
-        break;
-    }
-    case ROTA_MSG_RESULT: {
-        const rota_msg_result_t *m = buf;
-        if (m->status > 0 || m->dev < -1 || m->dev >= ROTA_MAX_DEVICES) {
-            *why = "result: status or device out of range";
-            return -EBADMSG;
-        }
-        break;
-    }
+    const char *bad = t->check(buf, h.type);
+    if (bad) {
+        *why = bad;
+        return -EBADMSG;
     }
     *why = "ok";
     return h.type;

@@ -74,10 +74,16 @@ for v in 0 1001 abc 2x ''; do
     ok $? "--low-factor '$v' refused with exit 2 (got $rc)"
 done
 "$ROTAD" --low-factor >/dev/null 2>&1; rc=$?; [ $rc = 2 ]; ok $? "--low-factor without a value: 2"
-# the launch policy is one option, a row of runtime/sched-policy.c's table
+# the launch policy is one option, a row of runtime/sched-policy.c's table; the policies are the ones
+# docs/rotad.md's synopsis lists ("[--policy share|quantum]"), in the table's order
+policies=$(sed -n 's/.*\[--policy \([a-z|]*\)\].*/\1/p' "${ROTA_SRCDIR:?}/docs/rotad.md" | head -n 1)
+[ -n "$policies" ] || { echo "Bail out! no [--policy ...] in docs/rotad.md's synopsis"; exit 255; }
 err=$("$ROTAD" --foreground --socket "$S" --policy fair 2>&1); rc=$?
-[ $rc = 2 ] && echo "$err" | grep -q "^rotad: fatal: --policy: unknown policy 'fair' (known: share|quantum)"
-ok $? "--policy fair refused, naming the table's policies (got $rc: $err)"
+[ $rc = 2 ] && echo "$err" | grep -qF "rotad: fatal: --policy: unknown policy 'fair' (known: $policies)" &&
+    echo "$err" | grep -q "^rotad: fatal: --policy: unknown policy 'fair'"
+ok $? "--policy fair refused, naming the table's policies, $policies (got $rc: $err)"
+"$ROTAD" --help | grep -qF "[--policy $policies]"
+ok $? "rotad --help's synopsis lists the table's policies as docs/rotad.md does ($policies)"
 err=$("$ROTAD" --foreground --socket "$S" --policy share --quantum-ms 5 2>&1); rc=$?
 [ $rc = 2 ] && echo "$err" | grep -q "quantum-ms: only with --policy quantum"; ok $? "--quantum-ms with --policy share: 2"
 "$ROTAD" --policy >/dev/null 2>&1; rc=$?; [ $rc = 2 ]; ok $? "--policy without a value: 2"

@@ -122,7 +122,7 @@ static int run_parse(int argc, char **argv, run_opts_t *o)
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             o->quiet = true;
         } else if ((v = run_optval(argc, argv, &i, "--priority", &missing))) {
-            unsigned p;
+            enum rota_prio p;
             if (prio_parse(v, &p)) return run_usage_error("--priority '%s': expected high, normal or low", v);
             o->priority = prio_name(p);
         } else if ((v = run_optval(argc, argv, &i, "--weight", &missing))) {
@@ -203,7 +203,7 @@ static int run_ask_rotad(const run_opts_t *o, const run_gpus_t *gs, int *pick, u
         return -1;
     }
     /* The job's class: --priority, else the ROTA_PRIORITY it inherits (a bad one: normal; librota refuses it). */
-    unsigned prio = ROTA_PRIO_NORMAL;
+    enum rota_prio prio = ROTA_PRIO_NORMAL;
     prio_parse(o->priority ? o->priority : getenv("ROTA_PRIORITY"), &prio);
     conn_place_t p = {.prio = prio, .cand = gs->g, .ncand = (unsigned)gs->n, .mem = o->mem,
                       .wait_ms = o->mem ? o->place_wait_ms : 0, /* a job of unknown memory fits anywhere */
