@@ -17,12 +17,12 @@
  *                                     coordinator creates itself should set it to 1 first thing, so that driver
  *                                     calls it makes through exported names (a library, a callback) are not gated.
  *
- * Include this header BEFORE <cuda.h> and shim/coord.h: it compiles cuda.h the way the driver itself is built
+ * Include this header BEFORE <cuda.h> and shim/client.h: it compiles cuda.h the way the driver itself is built
  * (__CUDA_API_VERSION_INTERNAL), which declares every versioned name literally (cuMemAlloc is the 32-bit legacy
  * entry point, cuMemAlloc_v2 the current one) instead of renaming calls through macros.
  */
 #if defined(CUDA_VERSION) && !defined(__CUDA_API_VERSION_INTERNAL)
-#error "include shim/real.h before <cuda.h> and shim/coord.h (it defines __CUDA_API_VERSION_INTERNAL)"
+#error "include shim/real.h before <cuda.h> and shim/client.h (it defines __CUDA_API_VERSION_INTERNAL)"
 #endif
 #ifndef __CUDA_API_VERSION_INTERNAL
 #define __CUDA_API_VERSION_INTERNAL 1

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "shim/coord.h"
+#include "shim/client.h"
 #include "shim/log.h"
 #include "shim/options.h"
 

@@ -12,7 +12,7 @@
  * at the first driver call, not at load - `ls` with a typo in ROTA_LOG prints nothing.
  *
  * GPU placement: `rota run` (tools/rota/run.c) asks rotad and sets CUDA_VISIBLE_DEVICES=GPU-<uuid> before exec. A
- * process started without it is remapped here (ROTA_GPU, shim/coord-place.c): CUDA_VISIBLE_DEVICES must be set
+ * process started without it is remapped here (ROTA_GPU, shim/client-place.c): CUDA_VISIBLE_DEVICES must be set
  * before the real cuInit, so coord_process_init does it before the process's first call reaches the driver,
  * whichever call that is. The process has no driver to list GPUs with yet; rotad has: it enumerated the node's
  * GPUs at start (runtime/probe.c) and chooses among those.

@@ -11,7 +11,7 @@
  * the others unless this thread captures (see rota_thread_may_wait).
  *
  * Keys: the CUdeviceptr for cuMemAlloc*, the CUmemGenericAllocationHandle for cuMemCreate. Stream-ordered
- * allocations are counted per pool, as what the pool holds (shim/coord-pool.c): a cuMemFreeAsync gives nothing
+ * allocations are counted per pool, as what the pool holds (shim/client-mempool.c): a cuMemFreeAsync gives nothing
  * back when it is enqueued, the pool shrinking does (a synchronisation, cuMemPoolTrimTo, the release threshold).
  * Those of a capturing stream become graph memory: counted per allocation, as before. cuMemAllocPitch reserves width rounded up to 512 bytes x height, an
  * upper bound of the pitch real devices choose, and commits pitch x height, what the driver really chose.

@@ -1,7 +1,7 @@
 /* wrap-nvml.c - NVML's memory and process queries in a rota'd process report its limit and usage, as cuMemGetInfo. */
 #include "shim/shim-internal.h"
 
-#include "shim/coord.h"
+#include "shim/client.h"
 #include "shim/log.h"
 #include "tools/simnvml/nvml.h"
 

@@ -5,7 +5,7 @@
  * These calls have no coordinator hook yet: the wrapper counts the call and passes it through with the
  * thread guard set, so that rota initialises from whichever of them comes first and later work (device
  * remapping for ROTA_GPU, sync-time accounting) has a place to go. Rows: INIT, DEVICE, CTX, SYNC; a SYNC row
- * also re-reads the pools the process allocated from (shim/coord-pool.c).
+ * also re-reads the pools the process allocated from (shim/client-mempool.c).
  */
 #define ROTA_WRAP_PASS(name, params, args)        \
     CUresult CUDAAPI name params                  \

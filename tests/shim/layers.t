@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # layers.t - librota's files depend one way: real (driver symbols) <- wrappers <- coordinator hooks; the only
 # cycle allowed in shim/'s object graph (who defines what another file's object uses, by nm) is inside the
-# coordinator (shim/coord*.c).
+# coordinator client (shim/client*.c).
 import glob
 import os
 import subprocess
@@ -70,7 +70,7 @@ for c in sccs:
     if len(c) < 2:
         continue
     n += 1
-    inside = all(x == "coord" or x.startswith("coord-") for x in c)
+    inside = all(x == "client" or x.startswith("client-") for x in c)
     print("%s %d - %s cycle: %s" % ("ok" if inside else "not ok", n, "coordinator" if inside else "a", " ".join(c)))
     if not inside:
         failed = True

@@ -1,7 +1,7 @@
-/* coord-pool.c - stream-ordered memory counted as what each pool really holds on the device, not per allocation. */
-#include "shim/coord-internal.h"
+/* client-mempool.c - stream-ordered memory counted as what each CUDA memory pool really holds on the device. */
+#include "shim/client-internal.h"
 
-#include "shim/coord.h"
+#include "shim/client.h"
 #include "shim/options.h"
 
 #include <pthread.h>

@@ -1,10 +1,10 @@
-/* coord-internal.h - what the coordinator client's files share: the connection, devices, launches, tracker. */
+/* client-internal.h - what the coordinator client's files share: the connection, devices, launches, tracker. */
 #ifndef ROTA_SHIM_COORD_INTERNAL_H
 #define ROTA_SHIM_COORD_INTERNAL_H
 
 #include "shim/real.h"
 
-#include "shim/coord.h"
+#include "shim/client.h"
 
 #include "runtime/abi.h"
 #include "runtime/lib/conn.h"
@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* coord.c. The connection with its read lock held (pair with coord_conn_unlock), or NULL with no lock held: no
+/* client.c. The connection with its read lock held (pair with coord_conn_unlock), or NULL with no lock held: no
  * connection, or a reconnect holds the write lock right now (launches never wait for one). */
 conn_t *coord_conn_lock(void);
 /* Whether a connection may exist, without the lock (a hint: false means the launch hooks need do nothing). */
@@ -26,28 +26,28 @@ int coord_region_dev(conn_t *c, CUdevice dev);
 uint64_t coord_now_ns(void);
 /* Starts fn on a detached librota thread that blocks every signal: 0 or -errno. */
 int coord_thread_start(void *(*fn)(void *));
-/* coord.c: the index of CUdevice dev in the device table (identified on first use), or -1 when rota cannot
+/* client.c: the index of CUdevice dev in the device table (identified on first use), or -1 when rota cannot
  * identify it. Charging: bytes the device already gave (ADOPT: rotad cannot refuse them); uncharging: bytes it
  * took back (a free, held during a retry episode). */
 int coord_dev_index(CUdevice dev);
 void coord_dev_charge(int dev, uint64_t bytes);
 void coord_dev_uncharge(int dev, uint64_t bytes);
-/* coord.c: whether requests of other processes queue for memory on dev (rotad's region; false without rotad). */
+/* client.c: whether requests of other processes queue for memory on dev (rotad's region; false without rotad). */
 bool coord_dev_contended(int dev);
-/* coord.c: coord_mem_reserve with the kind of caller, for the retry rule (docs/design/memory.md): ALLOC, an
+/* client.c: coord_mem_reserve with the kind of caller, for the retry rule (docs/design/memory.md): ALLOC, an
  * allocation a caching allocator retries at the same size; PAGES, a page of an expandable segment (cuMemCreate);
  * NONE, a caller that never retries (PyTorch's cudaMallocAsync backend raises OutOfMemoryError at the first
  * failure): never refused at once to make the process release memory. */
 enum { COORD_RETRY_NONE, COORD_RETRY_ALLOC, COORD_RETRY_PAGES };
 CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, int retry_kind, coord_resv_t *r);
-/* coord-pool.c: the child of a fork forgets the parent's pools. */
+/* client-mempool.c: the child of a fork forgets the parent's pools. */
 void coord_pool_reset_child(void);
 
-/* coord-place.c: the device remap (ROTA_GPU): sets CUDA_VISIBLE_DEVICES before the process's first real
+/* client-place.c: the device remap (ROTA_GPU): sets CUDA_VISIBLE_DEVICES before the process's first real
  * driver call, asking rotad for ROTA_GPU=auto. Once per process image; from coord_process_init, after connecting. */
 void coord_place(void);
 
-/* coord-track.c: the completion tracker of gated launches (one thread per process, started on first use). */
+/* client-tracker.c: the completion tracker of gated launches (one thread per process, started on first use). */
 /* An event of ctx to record after a launch (from a small pool, or new); NULL when none can be had. */
 CUevent track_event_get(CUcontext ctx);
 /* Gives an unrecorded event back to the pool. */
@@ -58,11 +58,11 @@ bool track_push(CUevent ev, CUcontext ctx, uint64_t launch_ns);
 /* Starts the tracker thread if it is not running: a process holding memory needs it to reconnect to a restarted
  * rotad on its own (coord_watch), launches or not. */
 void track_start(void);
-/* coord.c, tracker thread, about once a second while idle: a process that holds memory and lost rotad reconnects
+/* client.c, tracker thread, about once a second while idle: a process that holds memory and lost rotad reconnects
  * and re-registers it, without waiting for its next allocation. Returns whether it should be called again. */
 bool coord_watch(void);
 
-/* coord-idleprobe.c: whether a high client's launching thread sleeps waiting for input, which ends its idle window. */
+/* client-idleprobe.c: whether a high client's launching thread sleeps waiting for input, which ends its idle window. */
 /* Notes the calling thread as the one that made the client's last high launch (a relaxed store; no syscall but
  * the thread's first gettid). */
 void idleprobe_note_launch(void);
@@ -70,13 +70,13 @@ void idleprobe_note_launch(void);
  * with the call's number in *nr; false if running, in another call, or unknown. */
 bool idleprobe_input_wait(long *nr);
 
-/* coord-launch.c: one tracked launch completed, seen by the tracker at now_ns (coord_now_ns); busy_ns is the
+/* client-launch.c: one tracked launch completed, seen by the tracker at now_ns (coord_now_ns); busy_ns is the
  * device time the tracker attributes to it. Returns when a high client's idle check is due (launch_idle_due; 0:
  * none), which the tracker then calls unless another completion came first. */
 uint64_t launch_complete(uint64_t busy_ns, uint64_t now_ns);
-/* coord-launch.c: a high client's idle check (direct release) at now_ns, from the tracker; returns as above. */
+/* client-launch.c: a high client's idle check (direct release) at now_ns, from the tracker; returns as above. */
 uint64_t launch_idle_due(uint64_t now_ns);
-/* coord-launch.c: once connected, make the launch gate's first run as fast as the others (idempotent). */
+/* client-launch.c: once connected, make the launch gate's first run as fast as the others (idempotent). */
 void launch_warm(void);
 
 #endif

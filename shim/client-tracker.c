@@ -1,5 +1,5 @@
-/* coord-track.c - the completion tracker: one thread per process waits (blocking sync) on gated launches' events. */
-#include "shim/coord-internal.h"
+/* client-tracker.c - the completion tracker: one thread per process waits (blocking sync) on gated launches. */
+#include "shim/client-internal.h"
 
 #include "shim/log.h"
 
@@ -15,7 +15,7 @@
  * The tracker thread is started on the first tracked launch (never in a process that launches nothing). It
  * takes events in the order they were recorded, makes the event's context current (cuCtxSetCurrent, on its
  * own thread only), waits with cuEventSynchronize (the events are CU_EVENT_BLOCKING_SYNC: the thread sleeps),
- * and reports each completion to coord-launch.c. Events are recycled through a small pool per context.
+ * and reports each completion to client-launch.c. Events are recycled through a small pool per context.
  *
  * Device time per client is the sum of completion gaps while busy: a launch completing at t after the previous
  * completion at p, launched at l, adds t - max(p, l). This needs no timing events, so it works on a real GPU as
@@ -27,7 +27,7 @@
  * event is dropped with its context.
  *
  * With nothing queued, the thread sleeps; in a high client, until the idle check that launch_complete asked for
- * (the learned idle window ending, coord-launch.c), if no completion came first. The condition variable runs on
+ * (the learned idle window ending, client-launch.c), if no completion came first. The condition variable runs on
  * CLOCK_MONOTONIC, the clock of coord_now_ns.
  */
 
@@ -120,7 +120,7 @@ static void *track_main(void *arg)
 {
     (void)arg;
     rota_in_shim = 1; /* whatever this thread calls goes straight to the driver */
-    /* Its timed waits (a high client's idle checks, coord-launch.c) are tens of microseconds apart: the default
+    /* Its timed waits (a high client's idle checks, client-launch.c) are tens of microseconds apart: the default
      * slack of 50 us would double them. */
     prctl(PR_SET_TIMERSLACK, 1000ul, 0ul, 0ul, 0ul);
     CUcontext cur = NULL;

@@ -1,5 +1,5 @@
-/* coord-place.c - librota's device remap: picks the process's GPU before its first real cuInit (ROTA_GPU). */
-#include "shim/coord-internal.h"
+/* client-place.c - librota's device remap: picks the process's GPU before its first real cuInit (ROTA_GPU). */
+#include "shim/client-internal.h"
 #include "shim/log.h"
 #include "shim/options.h"
 #include "shim/trace.h"

@@ -1,8 +1,8 @@
-/* coord.c - the coordinator client: registers with rotad, reserves memory through its ledger, fails open. */
+/* client.c - the coordinator client: registers with rotad, reserves memory through its ledger, fails open. */
 #include "shim/real.h"
 
-#include "shim/coord.h"
-#include "shim/coord-internal.h"
+#include "shim/client.h"
+#include "shim/client-internal.h"
 #include "shim/log.h"
 #include "shim/options.h"
 #include "shim/trace.h"
@@ -570,7 +570,7 @@ static bool coord_episode_take(int dev, uint64_t bytes, coord_resv_t *r)
     return served;
 }
 
-/* ---- for the pool accounting (shim/coord-pool.c) ----------------------------------------------------------- */
+/* ---- for the pool accounting (shim/client-mempool.c) ------------------------------------------------------- */
 
 void coord_dev_charge(int dev, uint64_t bytes)
 {
@@ -868,7 +868,7 @@ void coord_mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes)
     }
 }
 
-/* ---- for the launch hooks (shim/coord-launch.c) ------------------------------------------------------------ */
+/* ---- for the launch hooks (shim/client-launch.c) ----------------------------------------------------------- */
 
 bool coord_conn_peek(void)
 {

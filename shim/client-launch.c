@@ -1,7 +1,7 @@
-/* coord-launch.c - the launch gate: obeys rotad's holds, bounds lower-class work in flight, reports activity. */
-#include "shim/coord-internal.h"
+/* client-launch.c - the launch gate: obeys rotad's holds, bounds lower-class work in flight, reports activity. */
+#include "shim/client-internal.h"
 
-#include "shim/coord.h"
+#include "shim/client.h"
 #include "shim/log.h"
 #include "shim/options.h"
 #include "shim/trace.h"
@@ -33,7 +33,7 @@
  *                 high activation on its GPU that rotad has not answered yet, the calling thread waits on that
  *                 futex word in slices of LAUNCH_HOLD_SLICE_NS, checking the socket between them: rotad gone =
  *                 fail-open. Then at most ROTA_MAX_INFLIGHT gated launches of the process may be in flight: the
- *                 thread waits (process-private futex) for the completion tracker (coord-track.c).
+ *                 thread waits (process-private futex) for the completion tracker (client-tracker.c).
  *
  * A waiting thread holds the connection's read lock only (never a lock of the driver or of another hook), so
  * other threads' cuStreamSynchronize/cuCtxSynchronize, memory calls and the tracker all make progress, and
@@ -54,7 +54,7 @@
 #define LAUNCH_INFLIGHT_SLICE_NS 100000000ll
 /* How often a high client's tracker asks whether its launching thread sleeps for input, while its idle window
  * lasts: a few tens of microseconds, against windows of hundreds (one pread each; the tracker's timer slack is
- * 1 us, coord-track.c). */
+ * 1 us, client-tracker.c). */
 #define LAUNCH_PROBE_NS 25000u
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
 #ifndef MADV_POPULATE_READ
@@ -464,7 +464,7 @@ static uint64_t launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
     uint64_t due = idlewin_due(last, win, from, learn ? LD(&ch->idle_win_ns) : win);
     if (now < due) {
         /* The window is learned, so it may end sooner: at once if the thread that launched last sleeps waiting
-         * for input (coord-idleprobe.c), asked every LAUNCH_PROBE_NS meanwhile. */
+         * for input (client-idleprobe.c), asked every LAUNCH_PROBE_NS meanwhile. */
         bool probe = learn && rota_options()->idle_probe && from > last && now >= from;
         if (!probe) return due;
         long nr;
@@ -585,7 +585,7 @@ CUresult coord_launch_gate(CUstream stream)
         return CUDA_SUCCESS; /* uncoordinated: nothing gated, nothing tracked */
     }
     high = high && conn_high(c); /* rotad's policy may have made it normal (then its board is read-only) */
-    /* launch_setup ran when this connection was made (launch_warm, before coord.c publishes it). */
+    /* launch_setup ran when this connection was made (launch_warm, before client.c publishes it). */
     CUcontext ctx = NULL;
     ROTA_REAL(cuCtxGetCurrent)(&ctx);
     uint32_t key = launch_dev_key(c, ctx);

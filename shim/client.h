@@ -1,4 +1,4 @@
-/* coord.h - librota's side of the coordinator: what the wrappers ask rotad before and after driver calls. */
+/* client.h - librota's side of the coordinator: what the wrappers ask rotad before and after driver calls. */
 #ifndef ROTA_SHIM_COORD_H
 #define ROTA_SHIM_COORD_H
 
