@@ -25,30 +25,30 @@
 /*
  * State and locking.
  *
- *   coord.rw     guards the connection pointer. Every use of the connection, and every change of the local
+ *   client.rw     guards the connection pointer. Every use of the connection, and every change of the local
  *                byte counts that rotad must mirror, happens under the read lock; replacing the connection
  *                (reconnect: open, then ADOPT of every live byte) under the write lock, taken with trywrlock
  *                so that no caller ever blocks on a reconnect. So rotad's ledger for this process is always
  *                "what the last ADOPT said + every delta sent after it", and never counts a byte twice.
- *   coord.mu     guards the device table and the allocation table (short critical sections only).
+ *   client.mu     guards the device table and the allocation table (short critical sections only).
  *
  * Fail-open: with no rotad (or after it died) the hooks keep local books and let every call through; a
  * reconnect is attempted at most once a second, only from the memory hooks (never from launches). ROTA_REQUIRE=1
- * turns "no rotad" into an error instead (see coord_require_error).
+ * turns "no rotad" into an error instead (see client_require_error).
  *
  * fork: the child drops the inherited connection (pthread_atfork, with a pid check as a fallback) without a
  * word to rotad, forgets the parent's allocations (its CUDA state is not the parent's) and registers itself on
  * its next memory call.
  */
 
-#define COORD_MAX_DEVS 64          /* CUdevice ordinals cached */
-#define COORD_RECONNECT_NS 1000000000ull
-#define COORD_PROBE_NS 100000000ull  /* how often a live connection is checked for a silent rotad death */
-#define COORD_EPISODE_NS 1000000000ull /* a retry episode ends this long after its last event */
-#define COORD_RETRY_WINDOW_NS 30000000000ull /* a refused request's retry comes within this */
-#define COORD_PAGES_QUIET_NS 5000000000ull   /* after a refused page (cuMemCreate), pages queue this long */
+#define CLIENT_MAX_DEVS 64          /* CUdevice ordinals cached */
+#define CLIENT_RECONNECT_NS 1000000000ull
+#define CLIENT_PROBE_NS 100000000ull  /* how often a live connection is checked for a silent rotad death */
+#define CLIENT_EPISODE_NS 1000000000ull /* a retry episode ends this long after its last event */
+#define CLIENT_RETRY_WINDOW_NS 30000000000ull /* a refused request's retry comes within this */
+#define CLIENT_PAGES_QUIET_NS 5000000000ull   /* after a refused page (cuMemCreate), pages queue this long */
 
-typedef struct coord_dev {
+typedef struct client_dev {
     bool known;                    /* uuid/total were queried */
     bool usable;                   /* the queries succeeded */
     uint8_t uuid[ROTA_UUID_LEN];
@@ -62,14 +62,14 @@ typedef struct coord_dev {
     uint64_t failfast_bytes;       /* ... and its size: the framework's retry asks for the same */
     bool retry_pending;            /* that retry has not been granted yet */
     bool retry_pages;              /* the refused request was a page (cuMemCreate) */
-} coord_dev_t;
+} client_dev_t;
 
-typedef struct coord_alloc {
+typedef struct client_alloc {
     uint64_t key;
     uint64_t bytes;
-    int dev;                       /* index in coord.devs */
+    int dev;                       /* index in client.devs */
     bool used;                     /* slot in use (open addressing; deleted entries are re-inserted) */
-} coord_alloc_t;
+} client_alloc_t;
 
 static struct {
     pthread_rwlock_t rw;
@@ -86,29 +86,29 @@ static struct {
     _Atomic uint64_t last_attempt_ns;
     _Atomic uint64_t next_probe_ns;
     uint64_t next_token;
-    coord_dev_t devs[COORD_MAX_DEVS];
-    coord_alloc_t *tab;
+    client_dev_t devs[CLIENT_MAX_DEVS];
+    client_alloc_t *tab;
     size_t tab_cap, tab_len;
     pthread_cond_t reap_cv;        /* the episode reaper's (CLOCK_MONOTONIC), under mu */
     bool reap_started;
-} coord = {
+} client = {
     .rw = PTHREAD_RWLOCK_INITIALIZER,
     .mu = PTHREAD_MUTEX_INITIALIZER,
 };
 
-static pthread_once_t coord_once = PTHREAD_ONCE_INIT;
+static pthread_once_t client_once = PTHREAD_ONCE_INIT;
 
 /* One line on stderr through the shim's logger (one write, fork-safe, filtered by ROTA_LOG). */
-#define coord_log rota_log
+#define client_log rota_log
 
-uint64_t coord_now_ns(void)
+uint64_t client_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static bool coord_off(void)
+static bool client_off(void)
 {
     const rota_options_t *o = rota_options();
     return o->disable || rota_options_errors();
@@ -116,65 +116,65 @@ static bool coord_off(void)
 
 /* ---- fork ----------------------------------------------------------------------------------------------- */
 
-static void coord_reap_cv_init(void)
+static void client_reap_cv_init(void)
 {
     pthread_condattr_t a;
     pthread_condattr_init(&a);
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&coord.reap_cv, &a);
+    pthread_cond_init(&client.reap_cv, &a);
     pthread_condattr_destroy(&a);
 }
 
-static void coord_reset_child(void)
+static void client_reset_child(void)
 {
     /* Locks may be held by threads that do not exist here: start from fresh ones. */
     pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    memcpy(&coord.rw, &rw, sizeof rw);
-    memcpy(&coord.mu, &mu, sizeof mu);
-    coord_reap_cv_init();
-    if (coord.conn) conn_abandon(coord.conn); /* closes our copy of the socket: the parent's stays up */
-    __atomic_store_n(&coord.conn, NULL, __ATOMIC_RELEASE); /* peeked at by coord_conn_peek */
-    coord.pid = getpid();
-    coord.tried = false;
-    coord.warned_lost = false;
-    coord.last_attempt_ns = 0;
-    coord.next_probe_ns = 0;
-    for (int i = 0; i < COORD_MAX_DEVS; i++) {
-        coord.devs[i].used = 0;
-        coord.devs[i].limit = 0;
-        coord.devs[i].rdev = -1;
-        coord.devs[i].held = 0;
-        coord.devs[i].episode_ns = 0;
-        coord.devs[i].failfast_ns = 0;
-        coord.devs[i].failfast_bytes = 0;
-        coord.devs[i].retry_pending = false;
+    memcpy(&client.rw, &rw, sizeof rw);
+    memcpy(&client.mu, &mu, sizeof mu);
+    client_reap_cv_init();
+    if (client.conn) conn_abandon(client.conn); /* closes our copy of the socket: the parent's stays up */
+    __atomic_store_n(&client.conn, NULL, __ATOMIC_RELEASE); /* peeked at by client_conn_peek */
+    client.pid = getpid();
+    client.tried = false;
+    client.warned_lost = false;
+    client.last_attempt_ns = 0;
+    client.next_probe_ns = 0;
+    for (int i = 0; i < CLIENT_MAX_DEVS; i++) {
+        client.devs[i].used = 0;
+        client.devs[i].limit = 0;
+        client.devs[i].rdev = -1;
+        client.devs[i].held = 0;
+        client.devs[i].episode_ns = 0;
+        client.devs[i].failfast_ns = 0;
+        client.devs[i].failfast_bytes = 0;
+        client.devs[i].retry_pending = false;
     }
-    coord.reap_started = false; /* the reaper thread is the parent's */
-    coord_pool_reset_child();
-    free(coord.tab);
-    coord.tab = NULL;
-    coord.tab_cap = coord.tab_len = 0;
+    client.reap_started = false; /* the reaper thread is the parent's */
+    client_mempool_reset_child();
+    free(client.tab);
+    client.tab = NULL;
+    client.tab_cap = client.tab_len = 0;
 }
 
-static void coord_setup(void)
+static void client_setup(void)
 {
-    coord.pid = getpid();
-    coord_reap_cv_init();
-    pthread_atfork(NULL, NULL, coord_reset_child);
+    client.pid = getpid();
+    client_reap_cv_init();
+    pthread_atfork(NULL, NULL, client_reset_child);
 }
 
 /* Entry check of every hook: one-time setup, and a fork that bypassed pthread_atfork (raw clone). */
-static void coord_enter(void)
+static void client_enter(void)
 {
-    pthread_once(&coord_once, coord_setup);
-    if (coord.pid != getpid()) coord_reset_child();
+    pthread_once(&client_once, client_setup);
+    if (client.pid != getpid()) client_reset_child();
 }
 
 /* ---- connection ----------------------------------------------------------------------------------------- */
 
 /* Opens a connection and re-registers every live byte. Called with the write lock held. */
-static void coord_connect_locked(bool first)
+static void client_connect_locked(bool first)
 {
     const rota_options_t *o = rota_options();
     double w = o->weight * 1000.0;
@@ -189,116 +189,116 @@ static void coord_connect_locked(bool first)
     };
     char err[256];
     conn_t *c = NULL;
-    coord.last_attempt_ns = coord_now_ns();
+    client.last_attempt_ns = client_now_ns();
     int rc = conn_open(&co, &c, err, sizeof err);
     if (rc) {
         if (rc == -EPROTO) {
-            coord.abi_mismatch = true;
-            coord_log(ROTA_LOG_ERROR, "%s; running uncoordinated", err);
+            client.abi_mismatch = true;
+            client_log(ROTA_LOG_ERROR, "%s; running uncoordinated", err);
         } else if (o->require) {
-            coord.require_failed = true;
-            if (!coord.warned_absent)
-                coord_log(ROTA_LOG_ERROR, "ROTA_REQUIRE=1 and %s; CUDA calls fail (cuInit: CUDA_ERROR_NOT_INITIALIZED) until rotad is reachable", err);
-        } else if (!coord.warned_absent) {
-            coord_log(ROTA_LOG_WARN, "%s; running uncoordinated (memory is not shared fairly)", err);
+            client.require_failed = true;
+            if (!client.warned_absent)
+                client_log(ROTA_LOG_ERROR, "ROTA_REQUIRE=1 and %s; CUDA calls fail (cuInit: CUDA_ERROR_NOT_INITIALIZED) until rotad is reachable", err);
+        } else if (!client.warned_absent) {
+            client_log(ROTA_LOG_WARN, "%s; running uncoordinated (memory is not shared fairly)", err);
         }
-        coord.warned_absent = true;
+        client.warned_absent = true;
         return;
     }
-    coord.require_failed = false;
-    if (co.priority == ROTA_PRIO_HIGH && !conn_high(c) && !coord.warned_demoted) {
-        coord_log(ROTA_LOG_WARN, "rotad's policy does not let this user run high priority: running as normal");
-        coord.warned_demoted = true;
+    client.require_failed = false;
+    if (co.priority == ROTA_PRIO_HIGH && !conn_high(c) && !client.warned_demoted) {
+        client_log(ROTA_LOG_WARN, "rotad's policy does not let this user run high priority: running as normal");
+        client.warned_demoted = true;
     }
-    pthread_mutex_lock(&coord.mu);
-    for (int i = 0; i < COORD_MAX_DEVS; i++) {
-        coord_dev_t *d = &coord.devs[i];
+    pthread_mutex_lock(&client.mu);
+    for (int i = 0; i < CLIENT_MAX_DEVS; i++) {
+        client_dev_t *d = &client.devs[i];
         d->rdev = -1;
         if (d->usable && d->used) conn_adopt(c, d->uuid, d->total, d->used);
     }
-    pthread_mutex_unlock(&coord.mu);
+    pthread_mutex_unlock(&client.mu);
     launch_warm();
-    coord.conn_gen = coord.conn_gen + 1 ? coord.conn_gen + 1 : 1;
-    __atomic_store_n(&coord.conn, c, __ATOMIC_RELEASE);
-    coord.warned_lost = false;
-    if (!first || coord.warned_absent)
-        coord_log(ROTA_LOG_INFO, "connected to rotad (slot %u)%s", conn_slot(c),
+    client.conn_gen = client.conn_gen + 1 ? client.conn_gen + 1 : 1;
+    __atomic_store_n(&client.conn, c, __ATOMIC_RELEASE);
+    client.warned_lost = false;
+    if (!first || client.warned_absent)
+        client_log(ROTA_LOG_INFO, "connected to rotad (slot %u)%s", conn_slot(c),
                   first ? "" : "; live allocations re-registered");
-    coord.warned_absent = false;
+    client.warned_absent = false;
 }
 
 /* Makes sure a usable connection exists if one can be had; rate-limited, never blocking on other threads. */
-static void coord_maybe_connect(void)
+static void client_maybe_connect(void)
 {
-    if (coord.abi_mismatch) return;
-    if (coord.tried) {
+    if (client.abi_mismatch) return;
+    if (client.tried) {
         /* The common case costs a clock read: no lock, no syscall. */
-        uint64_t now = coord_now_ns();
-        if (now - coord.last_attempt_ns < COORD_RECONNECT_NS || now < coord.next_probe_ns) return;
-        coord.next_probe_ns = now + COORD_PROBE_NS;
+        uint64_t now = client_now_ns();
+        if (now - client.last_attempt_ns < CLIENT_RECONNECT_NS || now < client.next_probe_ns) return;
+        client.next_probe_ns = now + CLIENT_PROBE_NS;
     }
-    pthread_rwlock_rdlock(&coord.rw);
-    conn_t *c = coord.conn;
+    pthread_rwlock_rdlock(&client.rw);
+    conn_t *c = client.conn;
     bool alive = c && conn_alive(c);
-    pthread_rwlock_unlock(&coord.rw);
+    pthread_rwlock_unlock(&client.rw);
     if (alive) return;
-    if (pthread_rwlock_trywrlock(&coord.rw)) return;
-    c = coord.conn;
-    bool first = !coord.tried;
-    if (!(c && conn_alive(c)) && (first || coord_now_ns() - coord.last_attempt_ns >= COORD_RECONNECT_NS)) {
+    if (pthread_rwlock_trywrlock(&client.rw)) return;
+    c = client.conn;
+    bool first = !client.tried;
+    if (!(c && conn_alive(c)) && (first || client_now_ns() - client.last_attempt_ns >= CLIENT_RECONNECT_NS)) {
         if (c) {
-            if (!coord.warned_lost) coord_log(ROTA_LOG_WARN, "lost rotad; running uncoordinated until it returns");
-            coord.warned_lost = true;
+            if (!client.warned_lost) client_log(ROTA_LOG_WARN, "lost rotad; running uncoordinated until it returns");
+            client.warned_lost = true;
             conn_close(c); /* no thread is inside: we hold the write lock */
-            __atomic_store_n(&coord.conn, NULL, __ATOMIC_RELEASE);
+            __atomic_store_n(&client.conn, NULL, __ATOMIC_RELEASE);
         }
-        coord.tried = true;
-        coord_connect_locked(first);
+        client.tried = true;
+        client_connect_locked(first);
     }
-    pthread_rwlock_unlock(&coord.rw);
+    pthread_rwlock_unlock(&client.rw);
 }
 
-bool coord_watch(void)
+bool client_watch(void)
 {
-    if (coord_off() || coord.abi_mismatch) return false;
+    if (client_off() || client.abi_mismatch) return false;
     bool holds = false;
-    pthread_mutex_lock(&coord.mu);
-    for (int i = 0; i < COORD_MAX_DEVS && !holds; i++) holds = coord.devs[i].usable && coord.devs[i].used;
-    pthread_mutex_unlock(&coord.mu);
-    if (holds) coord_maybe_connect(); /* rate-limited; re-registers everything it holds (ADOPT) */
+    pthread_mutex_lock(&client.mu);
+    for (int i = 0; i < CLIENT_MAX_DEVS && !holds; i++) holds = client.devs[i].usable && client.devs[i].used;
+    pthread_mutex_unlock(&client.mu);
+    if (holds) client_maybe_connect(); /* rate-limited; re-registers everything it holds (ADOPT) */
     return true;
 }
 
 /* ROTA_REQUIRE=1 without rotad: the error cuInit and every memory hook return. */
-static CUresult coord_require_error(void)
+static CUresult client_require_error(void)
 {
     return CUDA_ERROR_NOT_INITIALIZED;
 }
 
-CUresult coord_process_init(void)
+CUresult client_process_init(void)
 {
-    if (coord_off()) return CUDA_SUCCESS;
-    coord_enter();
-    if (!coord.tried || coord.require_failed) coord_maybe_connect();
-    coord_place(); /* before any real driver call: CUDA_VISIBLE_DEVICES */
-    return coord.require_failed ? coord_require_error() : CUDA_SUCCESS;
+    if (client_off()) return CUDA_SUCCESS;
+    client_enter();
+    if (!client.tried || client.require_failed) client_maybe_connect();
+    client_place(); /* before any real driver call: CUDA_VISIBLE_DEVICES */
+    return client.require_failed ? client_require_error() : CUDA_SUCCESS;
 }
 
 /* ---- devices and allocations ------------------------------------------------------------------------------ */
 
-int coord_dev_index(CUdevice dev)
+int client_dev_index(CUdevice dev)
 {
-    if (dev < 0 || dev >= COORD_MAX_DEVS) return -1;
-    pthread_mutex_lock(&coord.mu);
-    coord_dev_t *d = &coord.devs[dev];
+    if (dev < 0 || dev >= CLIENT_MAX_DEVS) return -1;
+    pthread_mutex_lock(&client.mu);
+    client_dev_t *d = &client.devs[dev];
     bool known = d->known, usable = d->usable;
-    pthread_mutex_unlock(&coord.mu);
+    pthread_mutex_unlock(&client.mu);
     if (!known) {
         CUuuid u;
         size_t total = 0;
         usable = ROTA_REAL(cuDeviceGetUuid)(&u, dev) == CUDA_SUCCESS &&
                       ROTA_REAL(cuDeviceTotalMem_v2)(&total, dev) == CUDA_SUCCESS && total > 0;
-        pthread_mutex_lock(&coord.mu);
+        pthread_mutex_lock(&client.mu);
         if (!d->known) {
             memcpy(d->uuid, u.bytes, ROTA_UUID_LEN);
             d->total = total > ROTA_MAX_BYTES ? ROTA_MAX_BYTES : total;
@@ -307,12 +307,12 @@ int coord_dev_index(CUdevice dev)
             d->known = true;
         }
         usable = d->usable;
-        pthread_mutex_unlock(&coord.mu);
+        pthread_mutex_unlock(&client.mu);
     }
     return usable ? dev : -1;
 }
 
-static uint64_t coord_hash(uint64_t k)
+static uint64_t client_hash(uint64_t k)
 {
     k ^= k >> 33;
     k *= 0xff51afd7ed558ccdull;
@@ -320,70 +320,70 @@ static uint64_t coord_hash(uint64_t k)
     return k;
 }
 
-/* With coord.mu held. */
-static bool coord_tab_grow(void)
+/* With client.mu held. */
+static bool client_tab_grow(void)
 {
-    size_t cap = coord.tab_cap ? coord.tab_cap * 2 : 256;
-    coord_alloc_t *n = calloc(cap, sizeof *n);
+    size_t cap = client.tab_cap ? client.tab_cap * 2 : 256;
+    client_alloc_t *n = calloc(cap, sizeof *n);
     if (!n) return false;
-    for (size_t i = 0; i < coord.tab_cap; i++) {
-        if (!coord.tab[i].used) continue;
-        size_t j = coord_hash(coord.tab[i].key) & (cap - 1);
+    for (size_t i = 0; i < client.tab_cap; i++) {
+        if (!client.tab[i].used) continue;
+        size_t j = client_hash(client.tab[i].key) & (cap - 1);
         while (n[j].used) j = (j + 1) & (cap - 1);
-        n[j] = coord.tab[i];
+        n[j] = client.tab[i];
     }
-    free(coord.tab);
-    coord.tab = n;
-    coord.tab_cap = cap;
+    free(client.tab);
+    client.tab = n;
+    client.tab_cap = cap;
     return true;
 }
 
 /* Inserts key; returns the bytes of an entry it replaced (0 if none), or UINT64_MAX when out of memory. */
-static uint64_t coord_tab_put(uint64_t key, uint64_t bytes, int dev, int *old_dev)
+static uint64_t client_tab_put(uint64_t key, uint64_t bytes, int dev, int *old_dev)
 {
-    if ((coord.tab_len + 1) * 2 > coord.tab_cap && !coord_tab_grow()) return UINT64_MAX;
-    size_t m = coord.tab_cap - 1, j = coord_hash(key) & m;
-    while (coord.tab[j].used && coord.tab[j].key != key) j = (j + 1) & m;
+    if ((client.tab_len + 1) * 2 > client.tab_cap && !client_tab_grow()) return UINT64_MAX;
+    size_t m = client.tab_cap - 1, j = client_hash(key) & m;
+    while (client.tab[j].used && client.tab[j].key != key) j = (j + 1) & m;
     uint64_t old = 0;
-    if (coord.tab[j].used) {
-        old = coord.tab[j].bytes;
-        *old_dev = coord.tab[j].dev;
+    if (client.tab[j].used) {
+        old = client.tab[j].bytes;
+        *old_dev = client.tab[j].dev;
     } else {
-        coord.tab_len++;
+        client.tab_len++;
     }
-    coord.tab[j] = (coord_alloc_t){.key = key, .bytes = bytes, .dev = dev, .used = true};
+    client.tab[j] = (client_alloc_t){.key = key, .bytes = bytes, .dev = dev, .used = true};
     return old;
 }
 
-static bool coord_tab_take(uint64_t key, coord_alloc_t *out)
+static bool client_tab_take(uint64_t key, client_alloc_t *out)
 {
-    if (!coord.tab_cap) return false;
-    size_t m = coord.tab_cap - 1, j = coord_hash(key) & m;
-    while (coord.tab[j].used && coord.tab[j].key != key) j = (j + 1) & m;
-    if (!coord.tab[j].used) return false;
-    *out = coord.tab[j];
-    coord.tab[j].used = false;
-    coord.tab_len--;
+    if (!client.tab_cap) return false;
+    size_t m = client.tab_cap - 1, j = client_hash(key) & m;
+    while (client.tab[j].used && client.tab[j].key != key) j = (j + 1) & m;
+    if (!client.tab[j].used) return false;
+    *out = client.tab[j];
+    client.tab[j].used = false;
+    client.tab_len--;
     /* Re-insert the rest of the cluster so that lookups never stop at the hole. */
-    for (size_t k = (j + 1) & m; coord.tab[k].used; k = (k + 1) & m) {
-        coord_alloc_t e = coord.tab[k];
-        coord.tab[k].used = false;
-        size_t h = coord_hash(e.key) & m;
-        while (coord.tab[h].used) h = (h + 1) & m;
-        coord.tab[h] = e;
+    for (size_t k = (j + 1) & m; client.tab[k].used; k = (k + 1) & m) {
+        client_alloc_t e = client.tab[k];
+        client.tab[k].used = false;
+        size_t h = client_hash(e.key) & m;
+        while (client.tab[h].used) h = (h + 1) & m;
+        client.tab[h] = e;
     }
     return true;
 }
 
 /* Gives bytes back, locally and to rotad. With the read lock held. */
-static void coord_give_back_locked(int dev, uint64_t bytes)
+static void client_give_back_locked(int dev, uint64_t bytes)
 {
-    pthread_mutex_lock(&coord.mu);
-    coord_dev_t *d = &coord.devs[dev];
+    pthread_mutex_lock(&client.mu);
+    client_dev_t *d = &client.devs[dev];
     if (bytes > d->used) bytes = d->used;
     d->used -= bytes;
-    pthread_mutex_unlock(&coord.mu);
-    if (bytes && coord.conn) conn_release(coord.conn, d->uuid, d->total, bytes);
+    pthread_mutex_unlock(&client.mu);
+    if (bytes && client.conn) conn_release(client.conn, d->uuid, d->total, bytes);
 }
 
 /* ---- retry episodes (docs/design/memory.md) ----------------------------------------------------------------
@@ -391,12 +391,12 @@ static void coord_give_back_locked(int dev, uint64_t bytes)
  * at once instead of queueing: a caching allocator (PyTorch's) then frees cached blocks and asks again. That
  * opens an episode on the GPU: its frees are held (still charged at rotad, so no waiter takes them) and the
  * retries draw on them first, without a round trip; a retry that the held bytes cannot cover gives them back and
- * queues as usual. The episode ends COORD_EPISODE_NS after its last event, and what is still held goes back to
+ * queues as usual. The episode ends CLIENT_EPISODE_NS after its last event, and what is still held goes back to
  * rotad (from the reaper thread, so a process that goes quiet does not keep it). */
 
 /* Whether PyTorch's caching allocator (libc10_cuda.so) is on the calling stack: a PyTorch process also allocates
  * outside it (NCCL's buffers, for one), and those callers do not retry. Only on the slow path. */
-static bool coord_caller_is_torch(void)
+static bool client_caller_is_torch(void)
 {
     void *frames[48];
     int n = backtrace(frames, 48);
@@ -409,7 +409,7 @@ static bool coord_caller_is_torch(void)
     return false;
 }
 
-static bool coord_retry_on(void)
+static bool client_retry_on(void)
 {
     static _Atomic int torch;          /* 1: seen (a library once loaded stays loaded) */
     static _Atomic uint64_t next_look; /* absent: looked again at most once a second */
@@ -418,24 +418,24 @@ static bool coord_retry_on(void)
     case ROTA_MEM_RETRY_OFF: return false;
     default: break;
     }
-    if (torch) return coord_caller_is_torch();
-    uint64_t now = coord_now_ns();
+    if (torch) return client_caller_is_torch();
+    uint64_t now = client_now_ns();
     if (now < next_look) return false;
-    next_look = now + COORD_RECONNECT_NS;
+    next_look = now + CLIENT_RECONNECT_NS;
     /* PyTorch's caching allocator lives in libc10_cuda.so, loaded before its first cudaMalloc. */
     void *h = dlopen("libc10_cuda.so", RTLD_LAZY | RTLD_NOLOAD);
     if (!h) return false;
     dlclose(h);
     torch = 1;
-    return coord_caller_is_torch();
+    return client_caller_is_torch();
 }
 
-/* With coord.mu held: ends the episodes that are over; returns their held bytes per device in back[]. */
-static bool coord_episode_expire_locked(uint64_t now, uint64_t back[COORD_MAX_DEVS])
+/* With client.mu held: ends the episodes that are over; returns their held bytes per device in back[]. */
+static bool client_episode_expire_locked(uint64_t now, uint64_t back[CLIENT_MAX_DEVS])
 {
     bool any = false;
-    for (int i = 0; i < COORD_MAX_DEVS; i++) {
-        coord_dev_t *d = &coord.devs[i];
+    for (int i = 0; i < CLIENT_MAX_DEVS; i++) {
+        client_dev_t *d = &client.devs[i];
         back[i] = 0;
         if (!d->episode_ns || d->episode_ns > now) continue;
         d->episode_ns = 0;
@@ -446,43 +446,43 @@ static bool coord_episode_expire_locked(uint64_t now, uint64_t back[COORD_MAX_DE
     return any;
 }
 
-/* Gives the bytes coord_episode_expire_locked collected back to rotad. With no lock held. */
-static void coord_episode_give_back(const uint64_t back[COORD_MAX_DEVS])
+/* Gives the bytes client_episode_expire_locked collected back to rotad. With no lock held. */
+static void client_episode_give_back(const uint64_t back[CLIENT_MAX_DEVS])
 {
-    pthread_rwlock_rdlock(&coord.rw);
-    for (int i = 0; i < COORD_MAX_DEVS; i++)
-        if (back[i]) coord_give_back_locked(i, back[i]);
-    pthread_rwlock_unlock(&coord.rw);
+    pthread_rwlock_rdlock(&client.rw);
+    for (int i = 0; i < CLIENT_MAX_DEVS; i++)
+        if (back[i]) client_give_back_locked(i, back[i]);
+    pthread_rwlock_unlock(&client.rw);
 }
 
-static void *coord_reap_main(void *arg)
+static void *client_reap_main(void *arg)
 {
     (void)arg;
     rota_in_shim = 1;
-    uint64_t back[COORD_MAX_DEVS];
-    pthread_mutex_lock(&coord.mu);
+    uint64_t back[CLIENT_MAX_DEVS];
+    pthread_mutex_lock(&client.mu);
     for (;;) {
         uint64_t next = 0;
-        for (int i = 0; i < COORD_MAX_DEVS; i++) {
-            uint64_t e = coord.devs[i].episode_ns;
+        for (int i = 0; i < CLIENT_MAX_DEVS; i++) {
+            uint64_t e = client.devs[i].episode_ns;
             if (e && (!next || e < next)) next = e;
         }
         if (!next) {
-            pthread_cond_wait(&coord.reap_cv, &coord.mu);
+            pthread_cond_wait(&client.reap_cv, &client.mu);
             continue;
         }
         struct timespec ts = {.tv_sec = (time_t)(next / 1000000000u), .tv_nsec = (long)(next % 1000000000u)};
-        pthread_cond_timedwait(&coord.reap_cv, &coord.mu, &ts);
-        if (!coord_episode_expire_locked(coord_now_ns(), back)) continue;
-        pthread_mutex_unlock(&coord.mu);
-        coord_episode_give_back(back);
-        pthread_mutex_lock(&coord.mu);
+        pthread_cond_timedwait(&client.reap_cv, &client.mu, &ts);
+        if (!client_episode_expire_locked(client_now_ns(), back)) continue;
+        pthread_mutex_unlock(&client.mu);
+        client_episode_give_back(back);
+        pthread_mutex_lock(&client.mu);
     }
     return NULL;
 }
 
-/* With coord.mu held: opens or extends the episode on d and makes sure the reaper will end it. */
-int coord_thread_start(void *(*fn)(void *))
+/* With client.mu held: opens or extends the episode on d and makes sure the reaper will end it. */
+int client_thread_start(void *(*fn)(void *))
 {
     pthread_t th;
     pthread_attr_t at;
@@ -499,56 +499,56 @@ int coord_thread_start(void *(*fn)(void *))
     return -e;
 }
 
-static void coord_episode_touch_locked(coord_dev_t *d, uint64_t now)
+static void client_episode_touch_locked(client_dev_t *d, uint64_t now)
 {
-    d->episode_ns = now + COORD_EPISODE_NS;
-    coord.episodes = true;
-    if (!coord.reap_started) {
-        coord.reap_started = coord_thread_start(coord_reap_main) == 0;
+    d->episode_ns = now + CLIENT_EPISODE_NS;
+    client.episodes = true;
+    if (!client.reap_started) {
+        client.reap_started = client_thread_start(client_reap_main) == 0;
         /* Without the thread, episodes still end at the process's next memory call. */
     }
-    pthread_cond_signal(&coord.reap_cv);
+    pthread_cond_signal(&client.reap_cv);
 }
 
 /* Ends the episodes that are over (at every memory hook: the reaper may be missing). */
-static void coord_episode_tick(void)
+static void client_episode_tick(void)
 {
-    uint64_t back[COORD_MAX_DEVS];
-    pthread_mutex_lock(&coord.mu);
-    bool any = coord_episode_expire_locked(coord_now_ns(), back);
-    pthread_mutex_unlock(&coord.mu);
-    if (any) coord_episode_give_back(back);
+    uint64_t back[CLIENT_MAX_DEVS];
+    pthread_mutex_lock(&client.mu);
+    bool any = client_episode_expire_locked(client_now_ns(), back);
+    pthread_mutex_unlock(&client.mu);
+    if (any) client_episode_give_back(back);
 }
 
 /* A free of bytes on dev: held while an episode is open on it, else given back. With the read lock held. */
-static void coord_free_locked(int dev, uint64_t bytes)
+static void client_free_locked(int dev, uint64_t bytes)
 {
-    pthread_mutex_lock(&coord.mu);
-    coord_dev_t *d = &coord.devs[dev];
-    uint64_t now = coord_now_ns();
+    pthread_mutex_lock(&client.mu);
+    client_dev_t *d = &client.devs[dev];
+    uint64_t now = client_now_ns();
     if (d->episode_ns > now) {
         d->held += bytes;
-        coord_episode_touch_locked(d, now);
-        pthread_mutex_unlock(&coord.mu);
+        client_episode_touch_locked(d, now);
+        pthread_mutex_unlock(&client.mu);
         return;
     }
-    pthread_mutex_unlock(&coord.mu);
-    coord_give_back_locked(dev, bytes);
+    pthread_mutex_unlock(&client.mu);
+    client_give_back_locked(dev, bytes);
 }
 
 /* A request during an episode: served from the held bytes when they cover it (true). When they do not, they go
  * back to rotad and the request takes the usual way (false). */
-static bool coord_episode_take(int dev, uint64_t bytes, coord_resv_t *r)
+static bool client_episode_take(int dev, uint64_t bytes, client_resv_t *r)
 {
-    pthread_rwlock_rdlock(&coord.rw);
-    pthread_mutex_lock(&coord.mu);
-    coord_dev_t *d = &coord.devs[dev];
-    uint64_t now = coord_now_ns(), back = 0;
+    pthread_rwlock_rdlock(&client.rw);
+    pthread_mutex_lock(&client.mu);
+    client_dev_t *d = &client.devs[dev];
+    uint64_t now = client_now_ns(), back = 0;
     bool served = false;
     if (d->episode_ns > now && d->held) {
         if (d->held >= bytes) {
             d->held -= bytes;
-            r->token = ++coord.next_token;
+            r->token = ++client.next_token;
             if (d->retry_pending && !d->retry_pages && d->failfast_bytes == bytes) {
                 /* the retry, from what the process freed: the episode is over, the rest goes back */
                 d->retry_pending = false;
@@ -556,7 +556,7 @@ static bool coord_episode_take(int dev, uint64_t bytes, coord_resv_t *r)
                 d->held = 0;
                 d->episode_ns = 0;
             } else {
-                coord_episode_touch_locked(d, now);
+                client_episode_touch_locked(d, now);
             }
             served = true;
         } else {
@@ -564,128 +564,128 @@ static bool coord_episode_take(int dev, uint64_t bytes, coord_resv_t *r)
             d->held = 0;
         }
     }
-    pthread_mutex_unlock(&coord.mu);
-    if (back) coord_give_back_locked(dev, back);
-    pthread_rwlock_unlock(&coord.rw);
+    pthread_mutex_unlock(&client.mu);
+    if (back) client_give_back_locked(dev, back);
+    pthread_rwlock_unlock(&client.rw);
     return served;
 }
 
 /* ---- for the pool accounting (shim/client-mempool.c) ------------------------------------------------------- */
 
-void coord_dev_charge(int dev, uint64_t bytes)
+void client_dev_charge(int dev, uint64_t bytes)
 {
     if (!bytes) return;
-    pthread_rwlock_rdlock(&coord.rw);
-    coord_dev_t *d = &coord.devs[dev];
-    pthread_mutex_lock(&coord.mu);
+    pthread_rwlock_rdlock(&client.rw);
+    client_dev_t *d = &client.devs[dev];
+    pthread_mutex_lock(&client.mu);
     d->used += bytes;
-    pthread_mutex_unlock(&coord.mu);
-    if (coord.conn) conn_adopt(coord.conn, d->uuid, d->total, bytes);
-    pthread_rwlock_unlock(&coord.rw);
+    pthread_mutex_unlock(&client.mu);
+    if (client.conn) conn_adopt(client.conn, d->uuid, d->total, bytes);
+    pthread_rwlock_unlock(&client.rw);
 }
 
-bool coord_dev_contended(int dev)
+bool client_dev_contended(int dev)
 {
     bool busy = false;
-    pthread_rwlock_rdlock(&coord.rw);
-    conn_t *c = coord.conn;
+    pthread_rwlock_rdlock(&client.rw);
+    conn_t *c = client.conn;
     if (c) {
-        int x = conn_region_device(c, coord.devs[dev].uuid);
+        int x = conn_region_device(c, client.devs[dev].uuid);
         busy = x >= 0 && atomic_load(&conn_region(c)->devices[x].waiters) > 0;
     }
-    pthread_rwlock_unlock(&coord.rw);
+    pthread_rwlock_unlock(&client.rw);
     return busy;
 }
 
-void coord_dev_uncharge(int dev, uint64_t bytes)
+void client_dev_uncharge(int dev, uint64_t bytes)
 {
     if (!bytes) return;
-    coord_maybe_connect();
-    pthread_rwlock_rdlock(&coord.rw);
-    coord_free_locked(dev, bytes);
-    pthread_rwlock_unlock(&coord.rw);
+    client_maybe_connect();
+    pthread_rwlock_rdlock(&client.rw);
+    client_free_locked(dev, bytes);
+    pthread_rwlock_unlock(&client.rw);
 }
 
 /* ---- hooks ------------------------------------------------------------------------------------------------ */
 
-CUresult coord_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, coord_resv_t *r)
+CUresult client_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, client_resv_t *r)
 {
-    return coord_reserve(dev, bytes, may_wait, COORD_RETRY_ALLOC, r);
+    return client_reserve(dev, bytes, may_wait, CLIENT_RETRY_ALLOC, r);
 }
 
-CUresult coord_mem_reserve_page(CUdevice dev, uint64_t bytes, bool may_wait, coord_resv_t *r)
+CUresult client_mem_reserve_page(CUdevice dev, uint64_t bytes, bool may_wait, client_resv_t *r)
 {
-    return coord_reserve(dev, bytes, may_wait, COORD_RETRY_PAGES, r);
+    return client_reserve(dev, bytes, may_wait, CLIENT_RETRY_PAGES, r);
 }
 
-/* With coord.mu held: whether this request is the framework's retry of the one refused at once (which must never
+/* With client.mu held: whether this request is the framework's retry of the one refused at once (which must never
  * be refused again). An allocation's retry asks for the same size, and it is over once granted; pages all have
- * one size, so after a refused page every page queues for COORD_PAGES_QUIET_NS. */
-static bool coord_is_retry_locked(coord_dev_t *d, uint64_t bytes, int kind, uint64_t now)
+ * one size, so after a refused page every page queues for CLIENT_PAGES_QUIET_NS. */
+static bool client_is_retry_locked(client_dev_t *d, uint64_t bytes, int kind, uint64_t now)
 {
     if (!d->retry_pending) return false;
-    if (now - d->failfast_ns >= (d->retry_pages ? COORD_PAGES_QUIET_NS : COORD_RETRY_WINDOW_NS)) {
+    if (now - d->failfast_ns >= (d->retry_pages ? CLIENT_PAGES_QUIET_NS : CLIENT_RETRY_WINDOW_NS)) {
         d->retry_pending = false;
         return false;
     }
-    return d->retry_pages ? kind == COORD_RETRY_PAGES : bytes == d->failfast_bytes;
+    return d->retry_pages ? kind == CLIENT_RETRY_PAGES : bytes == d->failfast_bytes;
 }
 
-CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, int retry_kind, coord_resv_t *r)
+CUresult client_reserve(CUdevice dev, uint64_t bytes, bool may_wait, int retry_kind, client_resv_t *r)
 {
-    bool retry_ok = retry_kind != COORD_RETRY_NONE;
+    bool retry_ok = retry_kind != CLIENT_RETRY_NONE;
     r->dev = dev;
     r->bytes = bytes;
     r->token = 0;
-    if (coord_off() || !bytes) return CUDA_SUCCESS;
-    coord_enter();
-    int di = coord_dev_index(dev);
+    if (client_off() || !bytes) return CUDA_SUCCESS;
+    client_enter();
+    int di = client_dev_index(dev);
     if (di < 0) return CUDA_SUCCESS; /* a device rota cannot identify: not tracked */
     if (bytes > ROTA_MAX_BYTES) return CUDA_ERROR_OUT_OF_MEMORY;
-    coord_maybe_connect();
-    if (coord.require_failed) return coord_require_error();
+    client_maybe_connect();
+    if (client.require_failed) return client_require_error();
 
     const rota_options_t *o = rota_options();
     double wait_ms = may_wait ? o->mem_wait_s * 1000.0 : 0;
     unsigned wms = wait_ms <= 0 ? 0 : wait_ms >= ROTA_MAX_WAIT_MS ? ROTA_MAX_WAIT_MS : (unsigned)(wait_ms + 0.5);
-    coord_dev_t *d = &coord.devs[di];
+    client_dev_t *d = &client.devs[di];
     CUresult res = CUDA_SUCCESS;
     uint64_t back = 0;
-    if (coord.episodes) {
-        coord_episode_tick();
-        if (coord_episode_take(di, bytes, r)) return CUDA_SUCCESS; /* from what the process just freed */
+    if (client.episodes) {
+        client_episode_tick();
+        if (client_episode_take(di, bytes, r)) return CUDA_SUCCESS; /* from what the process just freed */
     }
 
-    pthread_rwlock_rdlock(&coord.rw);
-    conn_t *c = coord.conn;
+    pthread_rwlock_rdlock(&client.rw);
+    conn_t *c = client.conn;
     int rc = -EPIPE;
-    pthread_mutex_lock(&coord.mu);
+    pthread_mutex_lock(&client.mu);
     int rdev = d->rdev;
     /* The framework's retry (after it synchronised and freed, however long that took) must queue, never be
      * refused again. */
-    uint64_t now = coord_now_ns();
-    bool is_retry = coord_is_retry_locked(d, bytes, retry_kind, now);
+    uint64_t now = client_now_ns();
+    bool is_retry = client_is_retry_locked(d, bytes, retry_kind, now);
     bool may_fail_fast = retry_ok && wms && d->used > d->held && d->episode_ns <= now && !is_retry;
-    pthread_mutex_unlock(&coord.mu);
+    pthread_mutex_unlock(&client.mu);
     if (c && conn_credit_take(c, rdev, bytes)) {
         rc = 0; /* fast path: from the credit rotad already charged to us, no round trip */
-    } else if (c && may_fail_fast && coord_retry_on()) {
+    } else if (c && may_fail_fast && client_retry_on()) {
         /* Holding memory and no episode open: ask without waiting; if it does not fit, refuse at once so that
          * the framework releases its cache and asks again (that opens the episode). */
         uint64_t lim = 0;
         rc = conn_reserve(c, d->uuid, d->total, bytes, 0, &rdev, &lim);
         if (rc == 0 || rc == -ENOMEM || rc == -EDQUOT) {
-            pthread_mutex_lock(&coord.mu);
+            pthread_mutex_lock(&client.mu);
             d->limit = lim;
             d->rdev = rdev;
             if (rc == -ENOMEM || rc == -EDQUOT) { /* the GPU is full, or the process's limit: release first */
-                d->failfast_ns = coord_now_ns();
+                d->failfast_ns = client_now_ns();
                 d->failfast_bytes = bytes;
                 d->retry_pending = true;
-                d->retry_pages = retry_kind == COORD_RETRY_PAGES;
-                coord_episode_touch_locked(d, d->failfast_ns);
+                d->retry_pages = retry_kind == CLIENT_RETRY_PAGES;
+                client_episode_touch_locked(d, d->failfast_ns);
             }
-            pthread_mutex_unlock(&coord.mu);
+            pthread_mutex_unlock(&client.mu);
         }
         if (rc == -ENOMEM) {
             if (rota_trace_on()) rota_trace_event("mem_deny", (int)dev, bytes, "\"reason\":\"retry\"");
@@ -705,14 +705,14 @@ CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, int retry_ki
             if (traced) rota_trace_event("mem_wait", (int)dev, bytes, NULL);
         }
         unsigned w = wms;
-        if (w && retry_ok && coord_retry_on()) {
+        if (w && retry_ok && client_retry_on()) {
             /* A caching allocator's retry that the GPU cannot hold beside the process's own memory waits on
              * nobody but itself: refused at once (its framework then raises OOM instead of stalling). */
             const rota_region_t *rg = conn_region(c);
             int x = conn_region_device(c, d->uuid);
-            pthread_mutex_lock(&coord.mu);
+            pthread_mutex_lock(&client.mu);
             uint64_t own = d->used - d->held;
-            pthread_mutex_unlock(&coord.mu);
+            pthread_mutex_unlock(&client.mu);
             if (x >= 0 && own + bytes > atomic_load(&rg->devices[x].capacity)) w = 0;
         }
         rc = conn_reserve(c, d->uuid, d->total, bytes, w, &rdev, &lim);
@@ -722,30 +722,30 @@ CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, int retry_ki
                                           : rc == -EDQUOT ? "\"reason\":\"limit\""
                                                           : "\"reason\":\"rotad_gone\"");
         if (rc == 0 || rc == -ENOMEM || rc == -EDQUOT) {
-            pthread_mutex_lock(&coord.mu);
+            pthread_mutex_lock(&client.mu);
             d->limit = lim;
             d->rdev = rdev;
-            pthread_mutex_unlock(&coord.mu);
+            pthread_mutex_unlock(&client.mu);
         }
     }
     if (rc == -ENOMEM || rc == -EDQUOT) {
-        coord_log(ROTA_LOG_DEBUG, "allocation of %llu bytes on device %d refused: %s", (unsigned long long)bytes,
+        client_log(ROTA_LOG_DEBUG, "allocation of %llu bytes on device %d refused: %s", (unsigned long long)bytes,
                   (int)dev, rc == -EDQUOT ? "over the memory limit" : may_fail_fast ? "GPU full, release first"
                                                                     : wms ? "timed out waiting" : "GPU full");
         res = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
-        if (rc && c && !coord.warned_lost) {
-            coord.warned_lost = true;
-            coord_log(ROTA_LOG_WARN, "rotad %s; running uncoordinated until it returns",
+        if (rc && c && !client.warned_lost) {
+            client.warned_lost = true;
+            client_log(ROTA_LOG_WARN, "rotad %s; running uncoordinated until it returns",
                       rc == -ESHUTDOWN ? "is shutting down" : rc == -ENOSPC ? "tracks no more GPUs" : "went away");
         }
-        pthread_mutex_lock(&coord.mu);
+        pthread_mutex_lock(&client.mu);
         /* Without rotad, ROTA_MEM_LIMIT still holds for this process (no waiting: nobody would wake us). */
         if (rc && o->mem_limit && (d->used > o->mem_limit || bytes > o->mem_limit - d->used)) {
             res = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             d->used += bytes;
-            r->token = ++coord.next_token;
+            r->token = ++client.next_token;
             if (is_retry && !d->retry_pages) {
                 /* The retry is served: the episode is over, a new miss may be refused again. */
                 d->retry_pending = false;
@@ -754,107 +754,107 @@ CUresult coord_reserve(CUdevice dev, uint64_t bytes, bool may_wait, int retry_ki
                 d->episode_ns = 0;
             }
         }
-        pthread_mutex_unlock(&coord.mu);
-        if (back) coord_give_back_locked(di, back);
+        pthread_mutex_unlock(&client.mu);
+        if (back) client_give_back_locked(di, back);
     }
-    pthread_rwlock_unlock(&coord.rw);
+    pthread_rwlock_unlock(&client.rw);
     return res;
 }
 
-void coord_mem_commit(coord_resv_t *r, uint64_t key, uint64_t actual_bytes)
+void client_mem_commit(client_resv_t *r, uint64_t key, uint64_t actual_bytes)
 {
     if (!r->token) return;
-    int di = coord_dev_index(r->dev);
+    int di = client_dev_index(r->dev);
     if (di < 0) return;
-    track_start(); /* it re-registers this memory with a restarted rotad, allocations or not (coord_watch) */
+    tracker_start(); /* it re-registers this memory with a restarted rotad, allocations or not (client_watch) */
     if (actual_bytes && actual_bytes != r->bytes && actual_bytes <= ROTA_MAX_BYTES) {
         /* The driver chose the size (pitch): give back the excess, or charge the shortfall (ADOPT: the memory
          * is already allocated, rotad cannot refuse it). */
-        pthread_rwlock_rdlock(&coord.rw);
+        pthread_rwlock_rdlock(&client.rw);
         if (actual_bytes < r->bytes) {
-            coord_give_back_locked(di, r->bytes - actual_bytes);
+            client_give_back_locked(di, r->bytes - actual_bytes);
         } else {
-            coord_dev_t *d = &coord.devs[di];
-            pthread_mutex_lock(&coord.mu);
+            client_dev_t *d = &client.devs[di];
+            pthread_mutex_lock(&client.mu);
             d->used += actual_bytes - r->bytes;
-            pthread_mutex_unlock(&coord.mu);
-            if (coord.conn) conn_adopt(coord.conn, d->uuid, d->total, actual_bytes - r->bytes);
+            pthread_mutex_unlock(&client.mu);
+            if (client.conn) conn_adopt(client.conn, d->uuid, d->total, actual_bytes - r->bytes);
         }
-        pthread_rwlock_unlock(&coord.rw);
+        pthread_rwlock_unlock(&client.rw);
         r->bytes = actual_bytes;
     }
     int old_dev = -1;
-    pthread_mutex_lock(&coord.mu);
-    uint64_t old = coord_tab_put(key, r->bytes, di, &old_dev);
-    pthread_mutex_unlock(&coord.mu);
+    pthread_mutex_lock(&client.mu);
+    uint64_t old = client_tab_put(key, r->bytes, di, &old_dev);
+    pthread_mutex_unlock(&client.mu);
     if (old == UINT64_MAX) {
         /* Out of memory for the table: forget this allocation rather than lose track of the books. */
-        pthread_rwlock_rdlock(&coord.rw);
-        coord_give_back_locked(di, r->bytes);
-        pthread_rwlock_unlock(&coord.rw);
+        pthread_rwlock_rdlock(&client.rw);
+        client_give_back_locked(di, r->bytes);
+        pthread_rwlock_unlock(&client.rw);
     } else if (old) {
         /* The driver handed out a key we still held: its free went by untracked. */
-        pthread_rwlock_rdlock(&coord.rw);
-        coord_give_back_locked(old_dev, old);
-        pthread_rwlock_unlock(&coord.rw);
+        pthread_rwlock_rdlock(&client.rw);
+        client_give_back_locked(old_dev, old);
+        pthread_rwlock_unlock(&client.rw);
     }
     r->token = 0;
 }
 
-void coord_mem_abort(coord_resv_t *r)
+void client_mem_abort(client_resv_t *r)
 {
     if (!r->token) return;
-    int di = coord_dev_index(r->dev);
+    int di = client_dev_index(r->dev);
     if (di < 0) return;
-    pthread_rwlock_rdlock(&coord.rw);
-    coord_give_back_locked(di, r->bytes);
-    pthread_rwlock_unlock(&coord.rw);
+    pthread_rwlock_rdlock(&client.rw);
+    client_give_back_locked(di, r->bytes);
+    pthread_rwlock_unlock(&client.rw);
     r->token = 0;
 }
 
-void coord_mem_release(uint64_t key)
+void client_mem_release(uint64_t key)
 {
-    if (coord_off()) return;
-    coord_enter();
-    coord_alloc_t e;
-    pthread_mutex_lock(&coord.mu);
-    bool found = coord_tab_take(key, &e);
-    pthread_mutex_unlock(&coord.mu);
+    if (client_off()) return;
+    client_enter();
+    client_alloc_t e;
+    pthread_mutex_lock(&client.mu);
+    bool found = client_tab_take(key, &e);
+    pthread_mutex_unlock(&client.mu);
     if (!found) return; /* never seen: passes through, counters untouched */
-    coord_maybe_connect();
-    pthread_rwlock_rdlock(&coord.rw);
-    coord_free_locked(e.dev, e.bytes);
-    pthread_rwlock_unlock(&coord.rw);
-    if (coord.episodes) coord_episode_tick();
+    client_maybe_connect();
+    pthread_rwlock_rdlock(&client.rw);
+    client_free_locked(e.dev, e.bytes);
+    pthread_rwlock_unlock(&client.rw);
+    if (client.episodes) client_episode_tick();
 }
 
-void coord_mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes)
+void client_mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes)
 {
-    if (coord_off()) return;
-    coord_enter();
-    int di = coord_dev_index(dev);
+    if (client_off()) return;
+    client_enter();
+    int di = client_dev_index(dev);
     if (di < 0) return;
     const rota_options_t *o = rota_options();
-    pthread_rwlock_rdlock(&coord.rw);
-    pthread_mutex_lock(&coord.mu);
-    coord_dev_t *d = &coord.devs[di];
+    pthread_rwlock_rdlock(&client.rw);
+    pthread_mutex_lock(&client.mu);
+    client_dev_t *d = &client.devs[di];
     uint64_t lim = d->limit ? d->limit : o->mem_limit;
     if (o->mem_limit && o->mem_limit < lim) lim = o->mem_limit;
     uint64_t used = d->used - d->held; /* held bytes are this process's to use again */
-    pthread_mutex_unlock(&coord.mu);
+    pthread_mutex_unlock(&client.mu);
     uint64_t node_free = UINT64_MAX;
-    if (coord.conn && conn_alive(coord.conn)) {
-        const rota_region_t *rg = conn_region(coord.conn);
-        int x = conn_region_device(coord.conn, d->uuid);
+    if (client.conn && conn_alive(client.conn)) {
+        const rota_region_t *rg = conn_region(client.conn);
+        int x = conn_region_device(client.conn, d->uuid);
         if (x >= 0) {
             uint64_t cap = atomic_load(&rg->devices[x].capacity), res = atomic_load(&rg->devices[x].reserved);
-            const rota_channel_t *ch = conn_channel(coord.conn);
+            const rota_channel_t *ch = conn_channel(client.conn);
             uint64_t mine = ch ? atomic_load(&ch->credit[x]) : 0; /* charged to us, still ours to use */
             node_free = res < cap ? cap - res : 0;
             node_free += mine;
         }
     }
-    pthread_rwlock_unlock(&coord.rw);
+    pthread_rwlock_unlock(&client.rw);
     if (total_bytes && lim && lim < *total_bytes) *total_bytes = (size_t)lim;
     if (free_bytes) {
         uint64_t f = *free_bytes;
@@ -870,38 +870,38 @@ void coord_mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes)
 
 /* ---- for the launch hooks (shim/client-launch.c) ----------------------------------------------------------- */
 
-bool coord_conn_peek(void)
+bool client_conn_peek(void)
 {
-    return __atomic_load_n(&coord.conn, __ATOMIC_RELAXED) != NULL;
+    return __atomic_load_n(&client.conn, __ATOMIC_RELAXED) != NULL;
 }
 
-conn_t *coord_conn_lock(void)
+conn_t *client_conn_lock(void)
 {
     /* A reconnect holds the write lock while it connects (up to its timeout): launches then go by
      * uncoordinated rather than wait for it. */
-    if (pthread_rwlock_tryrdlock(&coord.rw)) return NULL;
-    conn_t *c = coord.conn;
-    if (!c) pthread_rwlock_unlock(&coord.rw);
+    if (pthread_rwlock_tryrdlock(&client.rw)) return NULL;
+    conn_t *c = client.conn;
+    if (!c) pthread_rwlock_unlock(&client.rw);
     return c;
 }
 
-uint32_t coord_conn_gen(void)
+uint32_t client_conn_gen(void)
 {
-    return coord.conn_gen;
+    return client.conn_gen;
 }
 
-void coord_conn_unlock(void)
+void client_conn_unlock(void)
 {
-    pthread_rwlock_unlock(&coord.rw);
+    pthread_rwlock_unlock(&client.rw);
 }
 
-int coord_region_dev(conn_t *c, CUdevice dev)
+int client_region_dev(conn_t *c, CUdevice dev)
 {
-    int di = coord_dev_index(dev);
+    int di = client_dev_index(dev);
     if (di < 0) return -1;
-    pthread_mutex_lock(&coord.mu);
+    pthread_mutex_lock(&client.mu);
     uint8_t uuid[ROTA_UUID_LEN];
-    memcpy(uuid, coord.devs[di].uuid, ROTA_UUID_LEN);
-    pthread_mutex_unlock(&coord.mu);
+    memcpy(uuid, client.devs[di].uuid, ROTA_UUID_LEN);
+    pthread_mutex_unlock(&client.mu);
     return conn_region_device(c, uuid);
 }

@@ -3,7 +3,7 @@
 #define ROTA_SHIM_REAL_H
 
 /*
- * What the coordinator client (shim/coord*.c) may use of the interception layer. Small on purpose:
+ * What the coordinator client (shim/client*.c) may use of the interception layer. Small on purpose:
  *
  *   ROTA_REAL(cuCtxGetDevice)(&dev)   calls the real driver's cuCtxGetDevice, never a rota wrapper. Every name of
  *                                     shim/wrappers.def is available, by its exact exported name (cuMemAlloc_v2,

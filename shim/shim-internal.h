@@ -85,7 +85,7 @@ enum rota_mode {
     ROTA_MODE_DISABLED,  /* ROTA_DISABLE=1: every wrapper is a plain pass-through */
     ROTA_MODE_FAILED,    /* a bad ROTA_* value: cuInit fails with CUDA_ERROR_INVALID_VALUE */
     ROTA_MODE_NODRIVER,  /* the real driver could not be loaded */
-    ROTA_MODE_FORKED,    /* ACTIVE in the parent; this child has not re-run coord_process_init yet */
+    ROTA_MODE_FORKED,    /* ACTIVE in the parent; this child has not re-run client_process_init yet */
 };
 extern _Atomic int rota_mode;
 
@@ -123,11 +123,11 @@ int rota_steady_mode(void);
 
 /* ---- test-only counters (counters.c), enabled by ROTA_TEST_COUNTERS ------------------------------------ */
 enum rota_event {
-    ROTA_EV_PROCESS_INIT = ROTA_FN_COUNT, /* coord_process_init calls */
-    ROTA_EV_LAUNCH_GATE,                  /* coord_launch_gate calls */
-    ROTA_EV_LAUNCH_AFTER,                 /* coord_launch_after calls */
+    ROTA_EV_PROCESS_INIT = ROTA_FN_COUNT, /* client_process_init calls */
+    ROTA_EV_LAUNCH_GATE,                  /* client_launch_gate calls */
+    ROTA_EV_LAUNCH_AFTER,                 /* client_launch_after calls */
     ROTA_EV_LAUNCH_CAPTURING,             /* launches let through ungated because their stream captures */
-    ROTA_EV_MEM_RESERVE,                  /* coord_mem_reserve calls */
+    ROTA_EV_MEM_RESERVE,                  /* client_mem_reserve calls */
     ROTA_EV_MEM_NOWAIT,                   /* ... of which with may_wait = false */
     ROTA_EV_MEM_COMMIT,
     ROTA_EV_MEM_ABORT,

@@ -6,14 +6,14 @@
 /*
  * States (enum rota_mode): INIT until the first driver call of the process finishes initialising, then
  * ACTIVE, DISABLED, FAILED or NODRIVER for good; ACTIVE becomes FORKED in a fork child until its first
- * driver call re-runs coord_process_init; with ROTA_REQUIRE=1 and no rotad the process stays in INIT (every call
+ * driver call re-runs client_process_init; with ROTA_REQUIRE=1 and no rotad the process stays in INIT (every call
  * retries, cuInit returns the coordinator's error). A process that never calls the driver stays in INIT: the
  * constructor only parses the environment (no I/O, no threads, no dlopen), and an option error is reported
  * at the first driver call, not at load - `ls` with a typo in ROTA_LOG prints nothing.
  *
  * GPU placement: `rota run` (tools/rota/run.c) asks rotad and sets CUDA_VISIBLE_DEVICES=GPU-<uuid> before exec. A
  * process started without it is remapped here (ROTA_GPU, shim/client-place.c): CUDA_VISIBLE_DEVICES must be set
- * before the real cuInit, so coord_process_init does it before the process's first call reaches the driver,
+ * before the real cuInit, so client_process_init does it before the process's first call reaches the driver,
  * whichever call that is. The process has no driver to list GPUs with yet; rotad has: it enumerated the node's
  * GPUs at start (runtime/probe.c) and chooses among those.
  *
@@ -98,7 +98,7 @@ static int process_init(CUresult *res)
     pthread_mutex_lock(&proc_lock);
     if (atomic_load_explicit(&rota_mode, memory_order_acquire) != ROTA_MODE_ACTIVE) {
         rota_in_shim = 1;
-        *res = coord_process_init();
+        *res = client_process_init();
         rota_count(ROTA_EV_PROCESS_INIT);
         rota_in_shim = 0;
         if (*res == CUDA_SUCCESS) atomic_store_explicit(&rota_mode, ROTA_MODE_ACTIVE, memory_order_release);

@@ -17,7 +17,7 @@
  * upper bound of the pitch real devices choose, and commits pitch x height, what the driver really chose.
  */
 typedef struct mem_op {
-    coord_resv_t r;
+    client_resv_t r;
     bool reserved;
 } mem_op_t;
 
@@ -30,8 +30,8 @@ static CUresult mem_begin_kind(mem_op_t *op, CUdevice dev, uint64_t bytes, bool 
     if (dev < 0 || bytes == 0) return CUDA_SUCCESS;
     rota_count(ROTA_EV_MEM_RESERVE);
     if (!may_wait) rota_count(ROTA_EV_MEM_NOWAIT);
-    CUresult rc = page ? coord_mem_reserve_page(dev, bytes, may_wait, &op->r)
-                       : coord_mem_reserve(dev, bytes, may_wait, &op->r);
+    CUresult rc = page ? client_mem_reserve_page(dev, bytes, may_wait, &op->r)
+                       : client_mem_reserve(dev, bytes, may_wait, &op->r);
     op->reserved = rc == CUDA_SUCCESS;
     return rc;
 }
@@ -47,10 +47,10 @@ static void mem_end_sized(mem_op_t *op, CUresult rc, uint64_t key, uint64_t actu
     if (!op->reserved) return;
     if (rc == CUDA_SUCCESS) {
         rota_count(ROTA_EV_MEM_COMMIT);
-        coord_mem_commit(&op->r, key, actual);
+        client_mem_commit(&op->r, key, actual);
     } else {
         rota_count(ROTA_EV_MEM_ABORT);
-        coord_mem_abort(&op->r);
+        client_mem_abort(&op->r);
     }
 }
 
@@ -63,7 +63,7 @@ static void mem_release(CUresult rc, uint64_t key)
 {
     if (rc != CUDA_SUCCESS) return;
     rota_count(ROTA_EV_MEM_RELEASE);
-    coord_mem_release(key);
+    client_mem_release(key);
 }
 
 static uint64_t pitch_bytes(size_t width, size_t height)
@@ -150,7 +150,7 @@ ROTA_SELF(cuMemAllocManaged)
 
 /* A stream-ordered allocation from pool (NULL: the current device's current pool). */
 typedef struct pool_op {
-    coord_resv_t r;
+    client_resv_t r;
     CUmemoryPool pool; /* NULL: not counted */
     CUdevice dev;
 } pool_op_t;
@@ -159,17 +159,17 @@ static CUresult pool_begin(pool_op_t *op, CUmemoryPool pool, uint64_t bytes)
 {
     op->dev = rota_real_current_device();
     op->r.token = 0;
-    op->pool = op->dev < 0 || bytes == 0 ? NULL : pool ? pool : coord_pool_of(op->dev);
+    op->pool = op->dev < 0 || bytes == 0 ? NULL : pool ? pool : client_mempool_of(op->dev);
     if (!op->pool) return CUDA_SUCCESS;
     rota_count(ROTA_EV_MEM_RESERVE);
-    return coord_pool_reserve(op->pool, op->dev, bytes, true, &op->r);
+    return client_mempool_reserve(op->pool, op->dev, bytes, true, &op->r);
 }
 
 static void pool_end(pool_op_t *op, CUresult rc)
 {
     if (!op->pool) return;
     rota_count(rc == CUDA_SUCCESS ? ROTA_EV_MEM_COMMIT : ROTA_EV_MEM_ABORT);
-    coord_pool_settle(op->pool, op->dev, &op->r);
+    client_mempool_settle(op->pool, op->dev, &op->r);
 }
 
 #define ROTA_WRAP_ALLOC_ASYNC(name, pt, params, args, stream, poolarg)                            \
@@ -250,7 +250,7 @@ CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
     ROTA_ENTER(cuMemFreeAsync, (dptr, hStream));
     CUresult rc = ROTA_REAL(cuMemFreeAsync)(dptr, hStream);
     mem_release(rc, dptr); /* graph memory only: pool memory is counted as its pool */
-    if (rc == CUDA_SUCCESS) coord_pool_sync(NULL);
+    if (rc == CUDA_SUCCESS) client_mempool_sync(NULL);
     ROTA_LEAVE();
     return rc;
 }
@@ -261,7 +261,7 @@ CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
     ROTA_ENTER(cuMemFreeAsync_ptsz, (dptr, hStream));
     CUresult rc = ROTA_REAL(cuMemFreeAsync_ptsz)(dptr, hStream);
     mem_release(rc, dptr); /* graph memory only: pool memory is counted as its pool */
-    if (rc == CUDA_SUCCESS) coord_pool_sync(NULL);
+    if (rc == CUDA_SUCCESS) client_mempool_sync(NULL);
     ROTA_LEAVE();
     return rc;
 }
@@ -282,7 +282,7 @@ CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
     ROTA_ENTER(cuMemPoolTrimTo, (pool, minBytesToKeep));
     CUresult rc = ROTA_REAL(cuMemPoolTrimTo)(pool, minBytesToKeep);
-    if (rc == CUDA_SUCCESS) coord_pool_sync(pool);
+    if (rc == CUDA_SUCCESS) client_mempool_sync(pool);
     ROTA_LEAVE();
     return rc;
 }
@@ -292,7 +292,7 @@ CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute at
 {
     ROTA_ENTER(cuMemPoolSetAttribute, (pool, attr, value));
     CUresult rc = ROTA_REAL(cuMemPoolSetAttribute)(pool, attr, value);
-    if (rc == CUDA_SUCCESS) coord_pool_sync(pool);
+    if (rc == CUDA_SUCCESS) client_mempool_sync(pool);
     ROTA_LEAVE();
     return rc;
 }
@@ -302,7 +302,7 @@ CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 {
     ROTA_ENTER(cuMemPoolDestroy, (pool));
     CUresult rc = ROTA_REAL(cuMemPoolDestroy)(pool);
-    if (rc == CUDA_SUCCESS) coord_pool_sync(pool); /* the pool is gone: no longer counted */
+    if (rc == CUDA_SUCCESS) client_mempool_sync(pool); /* the pool is gone: no longer counted */
     ROTA_LEAVE();
     return rc;
 }
@@ -313,7 +313,7 @@ static void mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes)
 {
     if (dev < 0) return;
     rota_count(ROTA_EV_MEM_VIEW);
-    coord_mem_view(dev, free_bytes, total_bytes);
+    client_mem_view(dev, free_bytes, total_bytes);
 }
 
 static unsigned int clamp_uint(size_t v)

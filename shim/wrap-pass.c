@@ -21,13 +21,13 @@
 #define ROTA_PASS_DEVICE(...) __VA_ARGS__
 #define ROTA_PASS_CTX(...) __VA_ARGS__
 /* A synchronisation is when the driver gives a pool's memory above its release threshold back: the ledger follows,
- * and under pressure rota trims the pools (coord_pool_sync_idle, cheap when the process allocated from no pool). */
+ * and under pressure rota trims the pools (client_mempool_sync_idle, cheap when the process allocated from no pool). */
 #define ROTA_WRAP_SYNC(name, params, args)        \
     CUresult CUDAAPI name params                  \
     {                                             \
         ROTA_ENTER(name, args);                   \
         CUresult rc = ROTA_REAL(name) args;       \
-        coord_pool_sync_idle();                   \
+        client_mempool_sync_idle();                   \
         ROTA_LEAVE();                             \
         return rc;                                \
     }                                             \
