@@ -2,8 +2,7 @@
 #include "shim/shim-internal.h"
 
 #include "shim/client.h"
-#include "shim/log.h"
-#include "tools/simnvml/nvml.h"
+#include "shim/nvml.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
