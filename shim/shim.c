@@ -1,6 +1,12 @@
 /* shim.c - librota's lifecycle: a constructor that costs nothing, lazy init from every entry point, fork. */
 #include "shim/shim-internal.h"
 
+#include "shim/client.h"
+#include "shim/counters.h"
+#include "shim/log.h"
+#include "shim/options.h"
+
+#include <dlfcn.h>
 #include <pthread.h>
 
 /*
@@ -41,6 +47,19 @@ static void rota_fork_child(void)
     if (steady_mode == ROTA_MODE_ACTIVE) atomic_store_explicit(&rota_mode, ROTA_MODE_FORKED, memory_order_release);
 }
 
+/* ROTA_LOG=debug: which driver was loaded and how many of wrappers.def's names it has. */
+static void driver_log_resolved(const rota_options_t *o)
+{
+    if (o->log_level < ROTA_LOG_DEBUG) return;
+    int found = 0;
+    for (int i = 0; i < ROTA_FN_COUNT; i++) found += rota_real_present[i];
+    Dl_info di;
+    const char *file = dladdr((void *)rota_real.fn_cuInit, &di) && di.dli_fname ? di.dli_fname
+                       : o->real_libcuda[0]                               ? o->real_libcuda
+                                                                          : "libcuda.so.1";
+    rota_log(ROTA_LOG_DEBUG, "real driver %s: %d of %d names resolved", file, found, (int)ROTA_FN_COUNT);
+}
+
 static void driver_init_once(void)
 {
     const rota_options_t *o = rota_options();
@@ -49,8 +68,11 @@ static void driver_init_once(void)
 
     rota_in_shim = 1;
     rota_options_report();
-    int rc = rota_real_resolve();
+    char why[1024];
+    int rc = rota_real_resolve(o->real_libcuda, why, sizeof why);
+    if (rc == 0) driver_log_resolved(o);
     if (rc != 0) {
+        rota_log(ROTA_LOG_ERROR, "%s", why);
         steady_mode = ROTA_MODE_NODRIVER;
         rota_log(ROTA_LOG_ERROR,
                  "no real driver: every CUDA call fails (cuInit: CUDA_ERROR_SHARED_OBJECT_INIT_FAILED)");

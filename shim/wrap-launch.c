@@ -1,6 +1,10 @@
 /* wrap-launch.c - every launch entry point: gated by the coordinator unless its stream is capturing. */
 #include "shim/shim-internal.h"
 
+#include "shim/capture.h"
+#include "shim/client.h"
+#include "shim/counters.h"
+
 /*
  * A launch on a capturing stream only records a graph node: it must never wait, so it skips the gate (and
  * is counted as rota.launch_capturing). Graph launches are gated like kernels. The stream handed to the

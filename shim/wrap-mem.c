@@ -1,6 +1,10 @@
 /* wrap-mem.c - every allocation and free (reserve -> allocate -> commit/abort, release) and the memory views. */
 #include "shim/shim-internal.h"
 
+#include "shim/capture.h"
+#include "shim/client.h"
+#include "shim/counters.h"
+
 #include <limits.h>
 
 /*

@@ -1,6 +1,8 @@
 /* wrap-pass.c - the generated wrappers: cuInit, device enumeration, context creation, synchronisation. */
 #include "shim/shim-internal.h"
 
+#include "shim/client.h"
+
 /*
  * These calls have no coordinator hook yet: the wrapper counts the call and passes it through with the
  * thread guard set, so that rota initialises from whichever of them comes first and later work (device
