@@ -631,6 +631,76 @@ static bool client_is_retry_locked(client_dev_t *d, uint64_t bytes, int kind, ui
     return d->retry_pages ? kind == CLIENT_RETRY_PAGES : bytes == d->failfast_bytes;
 }
 
+/* client_reserve's ask of a process that holds memory and has no episode open, with client.rw read-held: without
+ * waiting; if it does not fit, refuse at once so that the framework releases its cache and asks again (that opens
+ * the episode). rdev is rotad's index of d (a hint, -1 if unknown). 0 or conn_reserve's -errno. */
+static int client_reserve_failfast(conn_t *c, client_dev_t *d, CUdevice dev, uint64_t bytes, int retry_kind, int rdev)
+{
+    uint64_t lim = 0;
+    int rc = conn_reserve(c, d->uuid, d->total, bytes, 0, &rdev, &lim);
+    if (rc == 0 || rc == -ENOMEM || rc == -EDQUOT) {
+        pthread_mutex_lock(&client.mu);
+        d->limit = lim;
+        d->rdev = rdev;
+        if (rc == -ENOMEM || rc == -EDQUOT) { /* the GPU is full, or the process's limit: release first */
+            d->failfast_ns = client_now_ns();
+            d->failfast_bytes = bytes;
+            d->retry_pending = true;
+            d->retry_pages = retry_kind == CLIENT_RETRY_PAGES;
+            client_episode_touch_locked(d, d->failfast_ns);
+        }
+        pthread_mutex_unlock(&client.mu);
+    }
+    if (rc == -ENOMEM) {
+        if (rota_trace_on()) rota_trace_event("mem_deny", (int)dev, bytes, "\"reason\":\"retry\"");
+    }
+    return rc;
+}
+
+/* client_reserve's ask that may queue at rotad for up to wms ms (0: fails at once if it does not fit), with
+ * client.rw read-held; rdev is rotad's index of d (a hint, -1 if unknown). 0 or conn_reserve's -errno. */
+static int client_reserve_wait(conn_t *c, client_dev_t *d, CUdevice dev, uint64_t bytes, unsigned wms, bool retry_ok,
+                               int rdev)
+{
+    uint64_t lim = 0;
+    /* ROTA_TRACE: a memory-wait span when this request will queue at rotad (the node cannot fit it now, or
+     * others already wait); a request that fits is a plain round trip and is not traced. */
+    bool traced = false;
+    if (wms && rota_trace_on()) {
+        const rota_region_t *rg = conn_region(c);
+        int x = conn_region_device(c, d->uuid);
+        if (x >= 0) {
+            uint64_t cap = atomic_load(&rg->devices[x].capacity), taken = atomic_load(&rg->devices[x].reserved);
+            traced = atomic_load(&rg->devices[x].waiters) || taken > cap || bytes > cap - taken;
+        }
+        if (traced) rota_trace_event("mem_wait", (int)dev, bytes, NULL);
+    }
+    unsigned w = wms;
+    if (w && retry_ok && client_retry_on()) {
+        /* A caching allocator's retry that the GPU cannot hold beside the process's own memory waits on
+         * nobody but itself: refused at once (its framework then raises OOM instead of stalling). */
+        const rota_region_t *rg = conn_region(c);
+        int x = conn_region_device(c, d->uuid);
+        pthread_mutex_lock(&client.mu);
+        uint64_t own = d->used - d->held;
+        pthread_mutex_unlock(&client.mu);
+        if (x >= 0 && own + bytes > atomic_load(&rg->devices[x].capacity)) w = 0;
+    }
+    int rc = conn_reserve(c, d->uuid, d->total, bytes, w, &rdev, &lim);
+    if (traced)
+        rota_trace_event(rc == -ENOMEM || rc == -EDQUOT ? "mem_deny" : "mem_grant", (int)dev, bytes,
+                         rc == 0 ? NULL : rc == -ENOMEM ? "\"reason\":\"timeout\""
+                                      : rc == -EDQUOT ? "\"reason\":\"limit\""
+                                                      : "\"reason\":\"rotad_gone\"");
+    if (rc == 0 || rc == -ENOMEM || rc == -EDQUOT) {
+        pthread_mutex_lock(&client.mu);
+        d->limit = lim;
+        d->rdev = rdev;
+        pthread_mutex_unlock(&client.mu);
+    }
+    return rc;
+}
+
 CUresult client_reserve(CUdevice dev, uint64_t bytes, bool may_wait, int retry_kind, client_resv_t *r)
 {
     bool retry_ok = retry_kind != CLIENT_RETRY_NONE;
@@ -670,63 +740,9 @@ CUresult client_reserve(CUdevice dev, uint64_t bytes, bool may_wait, int retry_k
     if (c && conn_credit_take(c, rdev, bytes)) {
         rc = 0; /* fast path: from the credit rotad already charged to us, no round trip */
     } else if (c && may_fail_fast && client_retry_on()) {
-        /* Holding memory and no episode open: ask without waiting; if it does not fit, refuse at once so that
-         * the framework releases its cache and asks again (that opens the episode). */
-        uint64_t lim = 0;
-        rc = conn_reserve(c, d->uuid, d->total, bytes, 0, &rdev, &lim);
-        if (rc == 0 || rc == -ENOMEM || rc == -EDQUOT) {
-            pthread_mutex_lock(&client.mu);
-            d->limit = lim;
-            d->rdev = rdev;
-            if (rc == -ENOMEM || rc == -EDQUOT) { /* the GPU is full, or the process's limit: release first */
-                d->failfast_ns = client_now_ns();
-                d->failfast_bytes = bytes;
-                d->retry_pending = true;
-                d->retry_pages = retry_kind == CLIENT_RETRY_PAGES;
-                client_episode_touch_locked(d, d->failfast_ns);
-            }
-            pthread_mutex_unlock(&client.mu);
-        }
-        if (rc == -ENOMEM) {
-            if (rota_trace_on()) rota_trace_event("mem_deny", (int)dev, bytes, "\"reason\":\"retry\"");
-        }
+        rc = client_reserve_failfast(c, d, dev, bytes, retry_kind, rdev);
     } else if (c) {
-        uint64_t lim = 0;
-        /* ROTA_TRACE: a memory-wait span when this request will queue at rotad (the node cannot fit it now, or
-         * others already wait); a request that fits is a plain round trip and is not traced. */
-        bool traced = false;
-        if (wms && rota_trace_on()) {
-            const rota_region_t *rg = conn_region(c);
-            int x = conn_region_device(c, d->uuid);
-            if (x >= 0) {
-                uint64_t cap = atomic_load(&rg->devices[x].capacity), taken = atomic_load(&rg->devices[x].reserved);
-                traced = atomic_load(&rg->devices[x].waiters) || taken > cap || bytes > cap - taken;
-            }
-            if (traced) rota_trace_event("mem_wait", (int)dev, bytes, NULL);
-        }
-        unsigned w = wms;
-        if (w && retry_ok && client_retry_on()) {
-            /* A caching allocator's retry that the GPU cannot hold beside the process's own memory waits on
-             * nobody but itself: refused at once (its framework then raises OOM instead of stalling). */
-            const rota_region_t *rg = conn_region(c);
-            int x = conn_region_device(c, d->uuid);
-            pthread_mutex_lock(&client.mu);
-            uint64_t own = d->used - d->held;
-            pthread_mutex_unlock(&client.mu);
-            if (x >= 0 && own + bytes > atomic_load(&rg->devices[x].capacity)) w = 0;
-        }
-        rc = conn_reserve(c, d->uuid, d->total, bytes, w, &rdev, &lim);
-        if (traced)
-            rota_trace_event(rc == -ENOMEM || rc == -EDQUOT ? "mem_deny" : "mem_grant", (int)dev, bytes,
-                             rc == 0 ? NULL : rc == -ENOMEM ? "\"reason\":\"timeout\""
-                                          : rc == -EDQUOT ? "\"reason\":\"limit\""
-                                                          : "\"reason\":\"rotad_gone\"");
-        if (rc == 0 || rc == -ENOMEM || rc == -EDQUOT) {
-            pthread_mutex_lock(&client.mu);
-            d->limit = lim;
-            d->rdev = rdev;
-            pthread_mutex_unlock(&client.mu);
-        }
+        rc = client_reserve_wait(c, d, dev, bytes, wms, retry_ok, rdev);
     }
     if (rc == -ENOMEM || rc == -EDQUOT) {
         client_log(ROTA_LOG_DEBUG, "allocation of %llu bytes on device %d refused: %s", (unsigned long long)bytes,
