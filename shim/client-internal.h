@@ -1,4 +1,4 @@
-/* client-internal.h - what the coordinator client's files share: the connection, devices, launches, tracker. */
+/* client-internal.h - what the files of the client of rotad share: the connection, devices, launches, tracker. */
 #ifndef ROTA_SHIM_CLIENT_INTERNAL_H
 #define ROTA_SHIM_CLIENT_INTERNAL_H
 

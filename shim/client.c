@@ -1,4 +1,4 @@
-/* client.c - the coordinator client: registers with rotad, reserves memory through its ledger, fails open. */
+/* client.c - librota's client of rotad: registers with rotad, reserves memory through its ledger, fails open. */
 #include "shim/real.h"
 
 #include "shim/client.h"

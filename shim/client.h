@@ -1,10 +1,10 @@
-/* client.h - librota's side of the coordinator: what the wrappers ask rotad before and after driver calls. */
+/* client.h - librota's client of rotad: what the wrappers ask rotad before and after driver calls. */
 #ifndef ROTA_SHIM_CLIENT_H
 #define ROTA_SHIM_CLIENT_H
 
 /*
  * Contract between the interception layer (shim/, everything that resolves symbols and wraps calls) and the
- * coordinator client (shim/client*.c, which talks to rotad). The wrappers call these hooks; the hooks never
+ * client of rotad (shim/client*.c). The wrappers call these hooks; the hooks never
  * call the CUDA wrappers back, only the real driver through the resolver (shim/real.h), with the
  * thread-local guard set so that nothing is counted twice.
  *
@@ -30,7 +30,7 @@ CUresult client_process_init(void);
 typedef struct client_resv {
     CUdevice dev;
     uint64_t bytes;
-    uint64_t token; /* coordinator's handle of the reservation; 0 when nothing was reserved */
+    uint64_t token; /* the client's handle of the reservation; 0 when nothing was reserved */
 } client_resv_t;
 
 CUresult client_mem_reserve(CUdevice dev, uint64_t bytes, bool may_wait, client_resv_t *r);

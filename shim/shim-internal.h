@@ -38,7 +38,7 @@ extern _Atomic int rota_mode;
 #define ROTA_PATH_HOOK (-1)
 #define ROTA_PATH_REAL (-2)
 int rota_path_slow(unsigned idx);
-/* Resolves the driver (once per process image) without connecting to the coordinator; for dlsym. */
+/* Resolves the driver (once per process image) without connecting to rotad; for dlsym. */
 void rota_driver_init(void);
 /* dlsym/dlvsym of an NVML name librota wraps (shim/nvml.def): its wrapper where the lookup finds the real one,
  * else libc's answer; NULL for any other name (wrap-nvml.c). */

@@ -13,7 +13,7 @@
  * States (enum rota_mode): INIT until the first driver call of the process finishes initialising, then
  * ACTIVE, DISABLED, FAILED or NODRIVER for good; ACTIVE becomes FORKED in a fork child until its first
  * driver call re-runs client_process_init; with ROTA_REQUIRE=1 and no rotad the process stays in INIT (every call
- * retries, cuInit returns the coordinator's error). A process that never calls the driver stays in INIT: the
+ * retries, cuInit returns the client's error). A process that never calls the driver stays in INIT: the
  * constructor only parses the environment (no I/O, no threads, no dlopen), and an option error is reported
  * at the first driver call, not at load - `ls` with a typo in ROTA_LOG prints nothing.
  *
@@ -106,7 +106,7 @@ int rota_steady_mode(void)
 /*
  * Runs what the process needs before its first hooked call; returns the mode that results. *res gets what the
  * coordinator said (CUDA_SUCCESS, or with ROTA_REQUIRE=1 and no rotad the error cuInit returns): then the mode
- * stays INIT/FORKED, so that every later call comes back here and retries (the coordinator rate-limits that to
+ * stays INIT/FORKED, so that every later call comes back here and retries (the client rate-limits that to
  * once a second) instead of running uncoordinated.
  */
 static int process_init(CUresult *res)
@@ -131,7 +131,7 @@ static int process_init(CUresult *res)
 
 int rota_path_slow(unsigned idx)
 {
-    /* Nested: rota itself, the driver or the coordinator calling an exported name. */
+    /* Nested: rota itself, the driver or the client of rotad calling an exported name. */
     if (rota_in_shim) return rota_real_resolved() ? ROTA_PATH_REAL : CUDA_ERROR_NOT_INITIALIZED;
 
     int m = atomic_load_explicit(&rota_mode, memory_order_acquire);
@@ -140,8 +140,8 @@ int rota_path_slow(unsigned idx)
     switch (m) {
     case ROTA_MODE_ACTIVE:
         if (res == CUDA_SUCCESS) return ROTA_PATH_HOOK;
-        /* ROTA_REQUIRE=1 and rotad unreachable (the coordinator said so once, in one line): cuInit returns the
-         * coordinator's error; cuGetProcAddress still resolves, so that the application reaches cuInit. */
+        /* ROTA_REQUIRE=1 and rotad unreachable (the client said so once, in one line): cuInit returns the
+         * client's error; cuGetProcAddress still resolves, so that the application reaches cuInit. */
         if (idx == ROTA_FN_cuInit) return (int)res;
         if (idx == ROTA_FN_cuGetProcAddress || idx == ROTA_FN_cuGetProcAddress_v2) return ROTA_PATH_HOOK;
         return CUDA_ERROR_NOT_INITIALIZED;

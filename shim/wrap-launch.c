@@ -1,4 +1,4 @@
-/* wrap-launch.c - every launch entry point: gated by the coordinator unless its stream is capturing. */
+/* wrap-launch.c - every launch entry point: gated by rotad's client unless its stream is capturing. */
 #include "shim/shim-internal.h"
 
 #include "shim/capture.h"

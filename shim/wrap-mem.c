@@ -232,7 +232,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, 
 }
 ROTA_SELF(cuMemCreate)
 
-/* ---- what the process sees: the coordinator may lower free and total to the process's share ---- */
+/* ---- what the process sees: rotad's client may lower free and total to the process's share ---- */
 static void mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes)
 {
     if (dev < 0) return;
