@@ -1,4 +1,4 @@
-/* client-t.c - TAP tests of the coordinator client (shim/client.c) inside librota.so over simcuda, with rotad:
+/* client-t.c - TAP tests of the client of rotad (shim/client.c) inside librota.so over simcuda, with rotad:
  * limits, the cuMemGetInfo view, the ledger across processes, queue-instead-of-OOM, kill -9 of clients and of
  * rotad, fail-open, ROTA_REQUIRE. Clients are this program re-executed with LD_PRELOAD=librota.so, driven
  * line by line over pipes. */
