@@ -40,7 +40,7 @@ static struct {
     pool_acct_t p[POOL_MAX];
     unsigned n;
     _Atomic bool any; /* a pool is followed: synchronisations re-read them */
-} pa = {
+} mempools = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
 };
 
@@ -53,9 +53,9 @@ static bool pool_off(void)
 void client_mempool_reset_child(void)
 {
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    pa.mu = mu;
-    pa.n = 0;
-    pa.any = false;
+    mempools.mu = mu;
+    mempools.n = 0;
+    mempools.any = false;
 }
 
 CUmemoryPool client_mempool_of(CUdevice dev)
@@ -89,18 +89,18 @@ CUresult client_mempool_reserve(CUmemoryPool pool, CUdevice dev, uint64_t bytes,
     return client_reserve(dev, need, may_wait, CLIENT_RETRY_NONE, r); /* stream-ordered callers do not retry */
 }
 
-/* With pa.mu held: the entry of pool (added if new), or NULL when the table is full. */
+/* With mempools.mu held: the entry of pool (added if new), or NULL when the table is full. */
 static pool_acct_t *pool_find_locked(CUmemoryPool pool, int dev, bool add)
 {
-    for (unsigned i = 0; i < pa.n; i++)
-        if (pa.p[i].pool == pool) return &pa.p[i];
-    if (!add || pa.n == POOL_MAX) return NULL;
-    pa.p[pa.n] = (pool_acct_t){.pool = pool, .dev = dev};
-    pa.any = true;
-    return &pa.p[pa.n++];
+    for (unsigned i = 0; i < mempools.n; i++)
+        if (mempools.p[i].pool == pool) return &mempools.p[i];
+    if (!add || mempools.n == POOL_MAX) return NULL;
+    mempools.p[mempools.n] = (pool_acct_t){.pool = pool, .dev = dev};
+    mempools.any = true;
+    return &mempools.p[mempools.n++];
 }
 
-/* With pa.mu held: the ledger follows what the pool holds now; a pool the driver no longer knows is dropped. */
+/* With mempools.mu held: the ledger follows what the pool holds now; a pool the driver no longer knows is dropped. */
 static void pool_sync_locked(pool_acct_t *e)
 {
     uint64_t now = 0;
@@ -108,17 +108,17 @@ static void pool_sync_locked(pool_acct_t *e)
     if (now > e->charged) client_dev_charge(e->dev, now - e->charged);
     else if (now < e->charged) client_dev_uncharge(e->dev, e->charged - now);
     e->charged = now;
-    if (!alive) *e = pa.p[--pa.n];
+    if (!alive) *e = mempools.p[--mempools.n];
 }
 
 void client_mempool_settle(CUmemoryPool pool, CUdevice dev, client_resv_t *r)
 {
     if (pool_off()) return;
     int di = client_dev_index(dev);
-    pthread_mutex_lock(&pa.mu);
+    pthread_mutex_lock(&mempools.mu);
     pool_acct_t *e = di < 0 ? NULL : pool_find_locked(pool, di, true);
     if (!e) {
-        pthread_mutex_unlock(&pa.mu);
+        pthread_mutex_unlock(&mempools.mu);
         client_mem_abort(r); /* not followed: not counted */
         return;
     }
@@ -128,24 +128,24 @@ void client_mempool_settle(CUmemoryPool pool, CUdevice dev, client_resv_t *r)
         r->token = 0;
     }
     pool_sync_locked(e);
-    pthread_mutex_unlock(&pa.mu);
+    pthread_mutex_unlock(&mempools.mu);
 }
 
 void client_mempool_sync(CUmemoryPool pool)
 {
-    if (!pa.any) return;
-    pthread_mutex_lock(&pa.mu);
-    for (unsigned i = pa.n; i-- > 0;)
-        if (!pool || pa.p[i].pool == pool) pool_sync_locked(&pa.p[i]);
-    pthread_mutex_unlock(&pa.mu);
+    if (!mempools.any) return;
+    pthread_mutex_lock(&mempools.mu);
+    for (unsigned i = mempools.n; i-- > 0;)
+        if (!pool || mempools.p[i].pool == pool) pool_sync_locked(&mempools.p[i]);
+    pthread_mutex_unlock(&mempools.mu);
 }
 
 void client_mempool_sync_idle(void)
 {
-    if (!pa.any) return;
-    pthread_mutex_lock(&pa.mu);
-    for (unsigned i = pa.n; i-- > 0;) {
-        pool_acct_t *e = &pa.p[i];
+    if (!mempools.any) return;
+    pthread_mutex_lock(&mempools.mu);
+    for (unsigned i = mempools.n; i-- > 0;) {
+        pool_acct_t *e = &mempools.p[i];
         uint64_t res = 0, used = 0;
         if (e->charged && client_dev_contended(e->dev) &&
             pool_attr(e->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &res) &&
@@ -153,5 +153,5 @@ void client_mempool_sync_idle(void)
             ROTA_REAL(cuMemPoolTrimTo)(e->pool, used); /* others wait: what the pool keeps unused goes back */
         pool_sync_locked(e);
     }
-    pthread_mutex_unlock(&pa.mu);
+    pthread_mutex_unlock(&mempools.mu);
 }

@@ -51,7 +51,7 @@ static struct {
     size_t npool;
     uint64_t last_done_ns;  /* tracker thread only */
     uint64_t due_ns;        /* tracker thread only: when to call launch_idle_due (0: never) */
-} tk = {
+} tracker = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
 };
 
@@ -60,7 +60,7 @@ static void tracker_cv_init(void)
     pthread_condattr_t a;
     pthread_condattr_init(&a);
     pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&tk.cv, &a);
+    pthread_cond_init(&tracker.cv, &a);
     pthread_condattr_destroy(&a);
 }
 
@@ -70,16 +70,16 @@ static void tracker_atfork_child(void)
 {
     /* The thread and the parent's contexts are not ours: start from nothing. */
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    memcpy(&tk.mu, &mu, sizeof mu);
+    memcpy(&tracker.mu, &mu, sizeof mu);
     tracker_cv_init();
-    free(tk.q);
-    tk.q = NULL;
-    tk.cap = tk.head = tk.len = 0;
-    tk.started = tk.failed = tk.sleeping = false;
-    atomic_store_explicit(&tk.watch, false, memory_order_relaxed);
-    tk.npool = 0;
-    tk.last_done_ns = 0;
-    tk.due_ns = 0;
+    free(tracker.q);
+    tracker.q = NULL;
+    tracker.cap = tracker.head = tracker.len = 0;
+    tracker.started = tracker.failed = tracker.sleeping = false;
+    atomic_store_explicit(&tracker.watch, false, memory_order_relaxed);
+    tracker.npool = 0;
+    tracker.last_done_ns = 0;
+    tracker.due_ns = 0;
 }
 
 static void tracker_setup(void)
@@ -91,15 +91,15 @@ static void tracker_setup(void)
 CUevent tracker_event_get(CUcontext ctx)
 {
     pthread_once(&tracker_once, tracker_setup);
-    pthread_mutex_lock(&tk.mu);
-    for (size_t i = tk.npool; i-- > 0;)
-        if (tk.pool[i].ctx == ctx) {
-            CUevent ev = tk.pool[i].ev;
-            tk.pool[i] = tk.pool[--tk.npool];
-            pthread_mutex_unlock(&tk.mu);
+    pthread_mutex_lock(&tracker.mu);
+    for (size_t i = tracker.npool; i-- > 0;)
+        if (tracker.pool[i].ctx == ctx) {
+            CUevent ev = tracker.pool[i].ev;
+            tracker.pool[i] = tracker.pool[--tracker.npool];
+            pthread_mutex_unlock(&tracker.mu);
             return ev;
         }
-    pthread_mutex_unlock(&tk.mu);
+    pthread_mutex_unlock(&tracker.mu);
     CUevent ev = NULL;
     if (ROTA_REAL(cuEventCreate)(&ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS) return NULL;
     return ev;
@@ -107,12 +107,12 @@ CUevent tracker_event_get(CUcontext ctx)
 
 void tracker_event_put(CUevent ev, CUcontext ctx)
 {
-    pthread_mutex_lock(&tk.mu);
-    if (tk.npool < TRACK_POOL_MAX) {
-        tk.pool[tk.npool++] = (tracker_entry_t){.ev = ev, .ctx = ctx};
+    pthread_mutex_lock(&tracker.mu);
+    if (tracker.npool < TRACK_POOL_MAX) {
+        tracker.pool[tracker.npool++] = (tracker_entry_t){.ev = ev, .ctx = ctx};
         ev = NULL;
     }
-    pthread_mutex_unlock(&tk.mu);
+    pthread_mutex_unlock(&tracker.mu);
     if (ev) ROTA_REAL(cuEventDestroy_v2)(ev);
 }
 
@@ -125,41 +125,41 @@ static void *tracker_main(void *arg)
     prctl(PR_SET_TIMERSLACK, 1000ul, 0ul, 0ul, 0ul);
     CUcontext cur = NULL;
     for (;;) {
-        pthread_mutex_lock(&tk.mu);
-        while (!tk.len) {
-            tk.sleeping = true;
-            if (!tk.due_ns) {
+        pthread_mutex_lock(&tracker.mu);
+        while (!tracker.len) {
+            tracker.sleeping = true;
+            if (!tracker.due_ns) {
                 /* Idle: wake once a second to check the connection to rotad (client_watch), as long as this
                  * process holds memory rotad should know about. */
-                if (!tk.watch) {
-                    pthread_cond_wait(&tk.cv, &tk.mu);
+                if (!tracker.watch) {
+                    pthread_cond_wait(&tracker.cv, &tracker.mu);
                     continue;
                 }
                 struct timespec ws;
                 clock_gettime(CLOCK_MONOTONIC, &ws);
                 ws.tv_sec += (time_t)(TRACK_WATCH_NS / 1000000000u);
-                if (pthread_cond_timedwait(&tk.cv, &tk.mu, &ws) != ETIMEDOUT || tk.len) continue;
-                tk.sleeping = false;
-                pthread_mutex_unlock(&tk.mu);
+                if (pthread_cond_timedwait(&tracker.cv, &tracker.mu, &ws) != ETIMEDOUT || tracker.len) continue;
+                tracker.sleeping = false;
+                pthread_mutex_unlock(&tracker.mu);
                 bool again = client_watch();
-                pthread_mutex_lock(&tk.mu);
-                tk.watch = again;
+                pthread_mutex_lock(&tracker.mu);
+                tracker.watch = again;
                 continue;
             }
-            struct timespec ts = {.tv_sec = (time_t)(tk.due_ns / 1000000000u),
-                                  .tv_nsec = (long)(tk.due_ns % 1000000000u)};
-            if (pthread_cond_timedwait(&tk.cv, &tk.mu, &ts) != ETIMEDOUT || tk.len) continue;
+            struct timespec ts = {.tv_sec = (time_t)(tracker.due_ns / 1000000000u),
+                                  .tv_nsec = (long)(tracker.due_ns % 1000000000u)};
+            if (pthread_cond_timedwait(&tracker.cv, &tracker.mu, &ts) != ETIMEDOUT || tracker.len) continue;
             /* No completion since launch_complete asked for this check: make it, without the lock. */
-            tk.sleeping = false;
-            pthread_mutex_unlock(&tk.mu);
-            tk.due_ns = launch_idle_due(client_now_ns());
-            pthread_mutex_lock(&tk.mu);
+            tracker.sleeping = false;
+            pthread_mutex_unlock(&tracker.mu);
+            tracker.due_ns = launch_idle_due(client_now_ns());
+            pthread_mutex_lock(&tracker.mu);
         }
-        tk.sleeping = false;
-        tracker_entry_t e = tk.q[tk.head];
-        tk.head = (tk.head + 1) % tk.cap;
-        tk.len--;
-        pthread_mutex_unlock(&tk.mu);
+        tracker.sleeping = false;
+        tracker_entry_t e = tracker.q[tracker.head];
+        tracker.head = (tracker.head + 1) % tracker.cap;
+        tracker.len--;
+        pthread_mutex_unlock(&tracker.mu);
         CUresult rc = CUDA_SUCCESS;
         if (e.ctx != cur) {
             rc = ROTA_REAL(cuCtxSetCurrent)(e.ctx);
@@ -167,66 +167,67 @@ static void *tracker_main(void *arg)
         }
         if (rc == CUDA_SUCCESS) rc = ROTA_REAL(cuEventSynchronize)(e.ev);
         uint64_t now = client_now_ns();
-        uint64_t from = tk.last_done_ns > e.launch_ns ? tk.last_done_ns : e.launch_ns;
+        uint64_t from = tracker.last_done_ns > e.launch_ns ? tracker.last_done_ns : e.launch_ns;
         uint64_t busy = now > from ? now - from : 0;
-        tk.last_done_ns = now;
+        tracker.last_done_ns = now;
         if (rc == CUDA_SUCCESS) tracker_event_put(e.ev, e.ctx);
         /* else: the context (and the event with it) is gone, or the event failed: drop it. */
-        tk.due_ns = launch_complete(busy, now);
+        tracker.due_ns = launch_complete(busy, now);
     }
     return NULL;
 }
 
-/* With tk.mu held: the thread runs (true), or could not be started. */
+/* With tracker.mu held: the thread runs (true), or could not be started. */
 static bool tracker_start_locked(void)
 {
-    if (tk.failed) return false;
-    if (tk.started) return true;
+    if (tracker.failed) return false;
+    if (tracker.started) return true;
     int e = client_thread_start(tracker_main);
     if (e) {
-        tk.failed = true;
+        tracker.failed = true;
         rota_log(ROTA_LOG_WARN, "unable to start the launch tracker thread; launches are not bounded");
         return false;
     }
-    tk.started = true;
+    tracker.started = true;
     return true;
 }
 
 void tracker_start(void)
 {
-    if (atomic_load_explicit(&tk.watch, memory_order_relaxed)) return; /* every allocation asks: one load */
+    if (atomic_load_explicit(&tracker.watch, memory_order_relaxed)) return; /* every allocation asks: one load */
     pthread_once(&tracker_once, tracker_setup);
-    pthread_mutex_lock(&tk.mu);
-    if (!tk.watch && tracker_start_locked()) {
-        tk.watch = true;
-        if (tk.sleeping) pthread_cond_signal(&tk.cv); /* from an untimed wait to the watch period */
+    pthread_mutex_lock(&tracker.mu);
+    if (!tracker.watch && tracker_start_locked()) {
+        tracker.watch = true;
+        if (tracker.sleeping) pthread_cond_signal(&tracker.cv); /* from an untimed wait to the watch period */
     }
-    pthread_mutex_unlock(&tk.mu);
+    pthread_mutex_unlock(&tracker.mu);
 }
 
 bool tracker_push(CUevent ev, CUcontext ctx, uint64_t launch_ns)
 {
     pthread_once(&tracker_once, tracker_setup);
-    pthread_mutex_lock(&tk.mu);
+    pthread_mutex_lock(&tracker.mu);
     bool ok = tracker_start_locked();
-    if (ok && tk.len == tk.cap) {
-        size_t cap = tk.cap ? tk.cap * 2 : 64;
+    if (ok && tracker.len == tracker.cap) {
+        size_t cap = tracker.cap ? tracker.cap * 2 : 64;
         tracker_entry_t *n = malloc(cap * sizeof *n);
         if (!n) {
             ok = false;
         } else {
-            for (size_t i = 0; i < tk.len; i++) n[i] = tk.q[(tk.head + i) % tk.cap];
-            free(tk.q);
-            tk.q = n;
-            tk.cap = cap;
-            tk.head = 0;
+            for (size_t i = 0; i < tracker.len; i++) n[i] = tracker.q[(tracker.head + i) % tracker.cap];
+            free(tracker.q);
+            tracker.q = n;
+            tracker.cap = cap;
+            tracker.head = 0;
         }
     }
     if (ok) {
-        tk.q[(tk.head + tk.len) % tk.cap] = (tracker_entry_t){.ev = ev, .ctx = ctx, .launch_ns = launch_ns};
-        tk.len++;
-        if (tk.sleeping) pthread_cond_signal(&tk.cv);
+        size_t tail = (tracker.head + tracker.len) % tracker.cap;
+        tracker.q[tail] = (tracker_entry_t){.ev = ev, .ctx = ctx, .launch_ns = launch_ns};
+        tracker.len++;
+        if (tracker.sleeping) pthread_cond_signal(&tracker.cv);
     }
-    pthread_mutex_unlock(&tk.mu);
+    pthread_mutex_unlock(&tracker.mu);
     return ok;
 }
