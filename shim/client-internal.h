@@ -40,6 +40,19 @@ bool client_dev_contended(int dev);
  * failure): never refused at once to make the process release memory. */
 enum { CLIENT_RETRY_NONE, CLIENT_RETRY_ALLOC, CLIENT_RETRY_PAGES };
 CUresult client_reserve(CUdevice dev, uint64_t bytes, bool may_wait, int retry_kind, client_resv_t *r);
+/* client.c: what client.c has the client's upper files do, at points it owns. client_init (client-process.c) sets
+ * them before any other hook runs, so that client.c calls none of those files by name and the client's files
+ * call each other one way (layers.t). */
+typedef struct client_hooks {
+    void (*connected)(void);    /* a connection was made, before it is published (launch_warm) */
+    void (*fork_child)(void);   /* a fork child forgets its parent's state (client_mempool_reset_child) */
+    void (*holds_memory)(void); /* a reservation was committed (tracker_start: client_watch must run) */
+} client_hooks_t;
+void client_set_hooks(const client_hooks_t *h);
+/* client.c, from client_process_init: connects unless rota is off (then false: nothing else to do). */
+bool client_process_connect(void);
+/* client.c, from client_process_init: CUDA_SUCCESS, or (ROTA_REQUIRE=1 and no rotad) the error cuInit returns. */
+CUresult client_process_status(void);
 /* client-mempool.c: the child of a fork forgets the parent's pools. */
 void client_mempool_reset_child(void);
 
@@ -52,12 +65,20 @@ void client_place(void);
 CUevent tracker_event_get(CUcontext ctx);
 /* Gives an unrecorded event back to the pool. */
 void tracker_event_put(CUevent ev, CUcontext ctx);
-/* Hands a recorded event to the tracker, which calls launch_complete once it completed. false: the tracker could
- * not be started or queue the event (the caller then treats the launch as complete). */
+/* Hands a recorded event to the tracker, which calls its complete handler once it completed. false: the tracker
+ * could not be started or queue the event (the caller then treats the launch as complete). */
 bool tracker_push(CUevent ev, CUcontext ctx, uint64_t launch_ns);
 /* Starts the tracker thread if it is not running: a process holding memory needs it to reconnect to a restarted
  * rotad on its own (client_watch), launches or not. */
 void tracker_start(void);
+/* What the tracker thread calls (launch_complete, launch_idle_due), set by client_init before any launch: a
+ * completion (busy_ns of device time, seen at now_ns) and a due idle check, each returning when the next idle
+ * check is due (0: none). */
+typedef struct tracker_handler {
+    uint64_t (*complete)(uint64_t busy_ns, uint64_t now_ns);
+    uint64_t (*idle_due)(uint64_t now_ns);
+} tracker_handler_t;
+void tracker_set_handler(const tracker_handler_t *h);
 /* client.c, tracker thread, about once a second while idle: a process that holds memory and lost rotad reconnects
  * and re-registers it, without waiting for its next allocation. Returns whether it should be called again. */
 bool client_watch(void);

@@ -65,6 +65,13 @@ static void tracker_cv_init(void)
 }
 
 static pthread_once_t tracker_once = PTHREAD_ONCE_INIT;
+/* The launch gate's handlers (tracker_set_handler, before any launch). */
+static tracker_handler_t tracker_handler;
+
+void tracker_set_handler(const tracker_handler_t *h)
+{
+    tracker_handler = *h;
+}
 
 static void tracker_atfork_child(void)
 {
@@ -152,7 +159,7 @@ static void *tracker_main(void *arg)
             /* No completion since launch_complete asked for this check: make it, without the lock. */
             tracker.sleeping = false;
             pthread_mutex_unlock(&tracker.mu);
-            tracker.due_ns = launch_idle_due(client_now_ns());
+            tracker.due_ns = tracker_handler.idle_due(client_now_ns());
             pthread_mutex_lock(&tracker.mu);
         }
         tracker.sleeping = false;
@@ -172,7 +179,7 @@ static void *tracker_main(void *arg)
         tracker.last_done_ns = now;
         if (rc == CUDA_SUCCESS) tracker_event_put(e.ev, e.ctx);
         /* else: the context (and the event with it) is gone, or the event failed: drop it. */
-        tracker.due_ns = launch_complete(busy, now);
+        tracker.due_ns = tracker_handler.complete(busy, now);
     }
     return NULL;
 }

@@ -114,6 +114,14 @@ static bool client_off(void)
     return o->disable || rota_options_errors();
 }
 
+/* The upper files' hooks (client_set_hooks, from client_init before any other hook). */
+static client_hooks_t client_hooks;
+
+void client_set_hooks(const client_hooks_t *h)
+{
+    client_hooks = *h;
+}
+
 /* ---- fork ----------------------------------------------------------------------------------------------- */
 
 static void client_reap_cv_init(void)
@@ -151,7 +159,7 @@ static void client_reset_child(void)
         client.devs[i].retry_pending = false;
     }
     client.reap_started = false; /* the reaper thread is the parent's */
-    client_mempool_reset_child();
+    if (client_hooks.fork_child) client_hooks.fork_child();
     free(client.tab);
     client.tab = NULL;
     client.tab_cap = client.tab_len = 0;
@@ -217,7 +225,7 @@ static void client_connect_locked(bool first)
         if (d->usable && d->used) conn_adopt(c, d->uuid, d->total, d->used);
     }
     pthread_mutex_unlock(&client.mu);
-    launch_warm();
+    if (client_hooks.connected) client_hooks.connected();
     client.conn_gen = client.conn_gen + 1 ? client.conn_gen + 1 : 1;
     __atomic_store_n(&client.conn, c, __ATOMIC_RELEASE);
     client.warned_lost = false;
@@ -275,12 +283,16 @@ static CUresult client_require_error(void)
     return CUDA_ERROR_NOT_INITIALIZED;
 }
 
-CUresult client_process_init(void)
+bool client_process_connect(void)
 {
-    if (client_off()) return CUDA_SUCCESS;
+    if (client_off()) return false;
     client_enter();
     if (!client.tried || client.require_failed) client_maybe_connect();
-    client_place(); /* before any real driver call: CUDA_VISIBLE_DEVICES */
+    return true;
+}
+
+CUresult client_process_status(void)
+{
     return client.require_failed ? client_require_error() : CUDA_SUCCESS;
 }
 
@@ -782,7 +794,8 @@ void client_mem_commit(client_resv_t *r, uint64_t key, uint64_t actual_bytes)
     if (!r->token) return;
     int di = client_dev_index(r->dev);
     if (di < 0) return;
-    tracker_start(); /* it re-registers this memory with a restarted rotad, allocations or not (client_watch) */
+    /* The tracker: it re-registers this memory with a restarted rotad, allocations or not (client_watch). */
+    if (client_hooks.holds_memory) client_hooks.holds_memory();
     if (actual_bytes && actual_bytes != r->bytes && actual_bytes <= ROTA_MAX_BYTES) {
         /* The driver chose the size (pitch): give back the excess, or charge the shortfall (ADOPT: the memory
          * is already allocated, rotad cannot refuse it). */

@@ -16,6 +16,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Once per process image, before any other hook (shim.c, as the process settles in ACTIVE): wires the client's
+ * files together (client-process.c). */
+void client_init(void);
 /* First driver call of this process (after fork too): connect to rotad lazily. Idempotent. Returns
  * CUDA_SUCCESS, or (ROTA_REQUIRE=1 and rotad unreachable) the error cuInit must return; while it fails, each
  * call retries the connection (at most once a second). */

@@ -86,6 +86,7 @@ static void driver_init_once(void)
                  bad, bad == 1 ? "" : "s");
     } else {
         steady_mode = ROTA_MODE_ACTIVE;
+        client_init(); /* before any hook, NVML's included (they run once the process is ACTIVE) */
         rota_counters_init(o->test_counters);
         if (pthread_atfork(NULL, NULL, rota_fork_child) != 0)
             rota_log(ROTA_LOG_WARN, "pthread_atfork failed: a fork child will not reconnect to the coordinator");
