@@ -1,7 +1,7 @@
-/* coord-pool.c - stream-ordered memory counted as what each pool really holds on the device, not per allocation. */
-#include "shim/coord-internal.h"
+/* client-mempool.c - stream-ordered memory counted as what each CUDA memory pool really holds on the device. */
+#include "shim/client-internal.h"
 
-#include "shim/coord.h"
+#include "shim/client.h"
 #include "shim/options.h"
 
 #include <pthread.h>
@@ -31,7 +31,7 @@
 
 typedef struct pool_acct {
     CUmemoryPool pool;
-    int dev;          /* coord device index */
+    int dev;          /* client device index */
     uint64_t charged; /* what the ledger counts for this pool */
 } pool_acct_t;
 
@@ -40,7 +40,7 @@ static struct {
     pool_acct_t p[POOL_MAX];
     unsigned n;
     _Atomic bool any; /* a pool is followed: synchronisations re-read them */
-} pa = {
+} mempools = {
     .mu = PTHREAD_MUTEX_INITIALIZER,
 };
 
@@ -50,15 +50,15 @@ static bool pool_off(void)
     return o->disable || rota_options_errors();
 }
 
-void coord_pool_reset_child(void)
+void client_mempool_reset_child(void)
 {
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    pa.mu = mu;
-    pa.n = 0;
-    pa.any = false;
+    mempools.mu = mu;
+    mempools.n = 0;
+    mempools.any = false;
 }
 
-CUmemoryPool coord_pool_of(CUdevice dev)
+CUmemoryPool client_mempool_of(CUdevice dev)
 {
     CUmemoryPool p = NULL;
     if (pool_off() || ROTA_REAL(cuDeviceGetMemPool)(&p, dev) != CUDA_SUCCESS) return NULL;
@@ -73,7 +73,7 @@ static bool pool_attr(CUmemoryPool p, CUmemPool_attribute a, uint64_t *v)
     return true;
 }
 
-CUresult coord_pool_reserve(CUmemoryPool pool, CUdevice dev, uint64_t bytes, bool may_wait, coord_resv_t *r)
+CUresult client_mempool_reserve(CUmemoryPool pool, CUdevice dev, uint64_t bytes, bool may_wait, client_resv_t *r)
 {
     r->dev = dev;
     r->bytes = 0;
@@ -86,40 +86,40 @@ CUresult coord_pool_reserve(CUmemoryPool pool, CUdevice dev, uint64_t bytes, boo
         pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) && res > used)
         need = bytes > res - used ? bytes - (res - used) : 0;
     if (!need) return CUDA_SUCCESS;
-    return coord_reserve(dev, need, may_wait, COORD_RETRY_NONE, r); /* stream-ordered callers do not retry */
+    return client_reserve(dev, need, may_wait, CLIENT_RETRY_NONE, r); /* stream-ordered callers do not retry */
 }
 
-/* With pa.mu held: the entry of pool (added if new), or NULL when the table is full. */
+/* With mempools.mu held: the entry of pool (added if new), or NULL when the table is full. */
 static pool_acct_t *pool_find_locked(CUmemoryPool pool, int dev, bool add)
 {
-    for (unsigned i = 0; i < pa.n; i++)
-        if (pa.p[i].pool == pool) return &pa.p[i];
-    if (!add || pa.n == POOL_MAX) return NULL;
-    pa.p[pa.n] = (pool_acct_t){.pool = pool, .dev = dev};
-    pa.any = true;
-    return &pa.p[pa.n++];
+    for (unsigned i = 0; i < mempools.n; i++)
+        if (mempools.p[i].pool == pool) return &mempools.p[i];
+    if (!add || mempools.n == POOL_MAX) return NULL;
+    mempools.p[mempools.n] = (pool_acct_t){.pool = pool, .dev = dev};
+    mempools.any = true;
+    return &mempools.p[mempools.n++];
 }
 
-/* With pa.mu held: the ledger follows what the pool holds now; a pool the driver no longer knows is dropped. */
+/* With mempools.mu held: the ledger follows what the pool holds now; a pool the driver no longer knows is dropped. */
 static void pool_sync_locked(pool_acct_t *e)
 {
     uint64_t now = 0;
     bool alive = pool_attr(e->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &now);
-    if (now > e->charged) coord_dev_charge(e->dev, now - e->charged);
-    else if (now < e->charged) coord_dev_uncharge(e->dev, e->charged - now);
+    if (now > e->charged) client_dev_charge(e->dev, now - e->charged);
+    else if (now < e->charged) client_dev_uncharge(e->dev, e->charged - now);
     e->charged = now;
-    if (!alive) *e = pa.p[--pa.n];
+    if (!alive) *e = mempools.p[--mempools.n];
 }
 
-void coord_pool_settle(CUmemoryPool pool, CUdevice dev, coord_resv_t *r)
+void client_mempool_settle(CUmemoryPool pool, CUdevice dev, client_resv_t *r)
 {
     if (pool_off()) return;
-    int di = coord_dev_index(dev);
-    pthread_mutex_lock(&pa.mu);
+    int di = client_dev_index(dev);
+    pthread_mutex_lock(&mempools.mu);
     pool_acct_t *e = di < 0 ? NULL : pool_find_locked(pool, di, true);
     if (!e) {
-        pthread_mutex_unlock(&pa.mu);
-        coord_mem_abort(r); /* not followed: not counted */
+        pthread_mutex_unlock(&mempools.mu);
+        client_mem_abort(r); /* not followed: not counted */
         return;
     }
     if (r->token) {
@@ -128,30 +128,30 @@ void coord_pool_settle(CUmemoryPool pool, CUdevice dev, coord_resv_t *r)
         r->token = 0;
     }
     pool_sync_locked(e);
-    pthread_mutex_unlock(&pa.mu);
+    pthread_mutex_unlock(&mempools.mu);
 }
 
-void coord_pool_sync(CUmemoryPool pool)
+void client_mempool_sync(CUmemoryPool pool)
 {
-    if (!pa.any) return;
-    pthread_mutex_lock(&pa.mu);
-    for (unsigned i = pa.n; i-- > 0;)
-        if (!pool || pa.p[i].pool == pool) pool_sync_locked(&pa.p[i]);
-    pthread_mutex_unlock(&pa.mu);
+    if (!mempools.any) return;
+    pthread_mutex_lock(&mempools.mu);
+    for (unsigned i = mempools.n; i-- > 0;)
+        if (!pool || mempools.p[i].pool == pool) pool_sync_locked(&mempools.p[i]);
+    pthread_mutex_unlock(&mempools.mu);
 }
 
-void coord_pool_sync_idle(void)
+void client_mempool_sync_idle(void)
 {
-    if (!pa.any) return;
-    pthread_mutex_lock(&pa.mu);
-    for (unsigned i = pa.n; i-- > 0;) {
-        pool_acct_t *e = &pa.p[i];
+    if (!mempools.any) return;
+    pthread_mutex_lock(&mempools.mu);
+    for (unsigned i = mempools.n; i-- > 0;) {
+        pool_acct_t *e = &mempools.p[i];
         uint64_t res = 0, used = 0;
-        if (e->charged && coord_dev_contended(e->dev) &&
+        if (e->charged && client_dev_contended(e->dev) &&
             pool_attr(e->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &res) &&
             pool_attr(e->pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) && res > used)
             ROTA_REAL(cuMemPoolTrimTo)(e->pool, used); /* others wait: what the pool keeps unused goes back */
         pool_sync_locked(e);
     }
-    pthread_mutex_unlock(&pa.mu);
+    pthread_mutex_unlock(&mempools.mu);
 }
