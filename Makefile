@@ -244,8 +244,11 @@ export ROTA_SANITIZER_RT := $(if $(SAN_CLANG),$(shell $(CC) -print-file-name=lib
 ifeq ($(SANITIZER),thread)
 export TSAN_OPTIONS := die_after_fork=0$(if $(TSAN_OPTIONS),:$(TSAN_OPTIONS))
 endif
+# tests/tap/runtest runs each test: its files in a private /dev/shm and /tmp that vanish with it, its stderr in
+# $(B)/test-logs/NAME.log (printed when it fails; ROTA_TEST_VERBOSE=1 keeps it on the terminal).
 test: all
-	LD_LIBRARY_PATH=$(abspath $(B))/lib prove -f -e '' $(sort $(TESTS)) $(sort $(TEST_SH))
+	@rm -rf $(B)/test-tmp $(B)/test-logs
+	LD_LIBRARY_PATH=$(abspath $(B))/lib prove -f --exec $(abspath tests/tap/runtest) $(sort $(TESTS)) $(sort $(TEST_SH))
 
 # ---- fuzzing: the libFuzzer harnesses tests/fuzz/fuzz-*.c (clang); make test runs each for 10 s (fuzz.t) ----
 FUZZ_SECONDS ?= 300
