@@ -56,7 +56,9 @@ endif
 CC      ?= cc
 # Quiet build: one line per target ("  CC  build/obj/x.o"); make V=1 prints the full commands.
 V ?= 0
-ifeq ($(V),0)
+ifneq ($(findstring s,$(firstword -$(MAKEFLAGS))),)
+  quiet = @
+else ifeq ($(V),0)
   quiet = @printf '  %-5s %s\n' '$(1)' '$@';
 else
   quiet =
