@@ -275,8 +275,10 @@ fuzz:
 DEMO_FLAGS  ?=
 BENCH_FLAGS ?= --scale 3
 BENCH_MIXES ?= one-gpu four-gpu
-demo: all
-	scripts/demo $(DEMO_FLAGS)
+# The demo builds silently (make all shows the build), then prints only its own lines.
+demo:
+	@$(MAKE) --no-print-directory -s all
+	@scripts/demo $(DEMO_FLAGS)
 bench: all
 	scripts/bench --build $(abspath $(B)) $(BENCH_FLAGS) $(BENCH_MIXES)
 
