@@ -264,7 +264,9 @@ endif
 # $(B)/test-logs/NAME.log (printed when it fails; ROTA_TEST_VERBOSE=1 keeps it on the terminal).
 test: all
 	@rm -rf $(B)/test-tmp $(B)/test-logs
-	LD_LIBRARY_PATH=$(abspath $(B))/lib prove -f --exec $(abspath tests/tap/runtest) $(sort $(TESTS)) $(sort $(TEST_SH))
+	@echo "prove: $(words $(TESTS) $(TEST_SH)) tests; each one's stderr in $(B)/test-logs/"
+	$(if $(filter 0,$(V)),@)LD_LIBRARY_PATH=$(abspath $(B))/lib prove -f --exec $(abspath tests/tap/runtest) \
+	    $(sort $(TESTS)) $(sort $(TEST_SH))
 
 # ---- fuzzing: the libFuzzer harnesses tests/fuzz/fuzz-*.c (clang); make test runs each for 10 s (fuzz.t) ----
 FUZZ_SECONDS ?= 300
