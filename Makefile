@@ -39,14 +39,30 @@ else
   B ?= build-$(SANITIZER)
 endif
 
-# Every goal but clean needs the toolkit (make clean works on a machine without it).
-ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
-  ifeq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+# Building needs the toolkit; cleaning, help, the manual pages and installing what is already built do not
+# (sudo make install drops CUDA_HOME from the environment).
+NO_TOOLKIT_GOALS := clean help man install uninstall install-slurm
+ifeq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+  ifneq ($(filter-out $(NO_TOOLKIT_GOALS),$(or $(MAKECMDGOALS),all)),)
     $(error cuda.h not found under CUDA_HOME=$(CUDA_HOME): install the CUDA toolkit or run make CUDA_HOME=/path/to/cuda)
+  endif
+  ifneq ($(filter install,$(MAKECMDGOALS)),)
+    ifeq ($(wildcard $(B)/bin/rota),)
+      $(error nothing built in $(B)/ to install, and cuda.h not found under CUDA_HOME=$(CUDA_HOME): run make CUDA_HOME=/path/to/cuda first)
+    endif
   endif
 endif
 
 CC      ?= cc
+# Quiet build: one line per target ("  CC  build/obj/x.o"); make V=1 prints the full commands.
+V ?= 0
+ifneq ($(findstring s,$(firstword -$(MAKEFLAGS))),)
+  quiet = @
+else ifeq ($(V),0)
+  quiet = @printf '  %-5s %s\n' '$(1)' '$@';
+else
+  quiet =
+endif
 ROTA_WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
 ifeq ($(WERROR),1)
   ROTA_WARN += -Werror
@@ -103,13 +119,13 @@ PROGS     := $(patsubst tools/simcuda/%-main.c,$(B)/bin/%,$(SIM_MAIN_SRC)) \
              $(patsubst tools/bench/%.c,$(B)/bin/%,$(wildcard tools/bench/*.c))
 TESTS     := $(patsubst tests/%.c,$(B)/tests/%,$(TEST_SRC))
 
-.PHONY: all test install uninstall clean demo bench fuzz
+.PHONY: all test install uninstall clean demo bench fuzz help man
 all: $(SIMCUDA) $(B)/lib/libcuda.so $(SIMNVML) $(if $(SHIM_SRC),$(LIBROTA)) $(PROGS) $(TESTS)
 
 # ---- objects ---------------------------------------------------------------------------------------------
 $(O)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(call quiet,CC)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 # ---- simcuda: our libcuda.so.1 ---------------------------------------------------------------------------
 # simcuda shares only the strict parser and the PTX versions (ptxver) with rota; its programs (simcuda-stat)
@@ -117,36 +133,36 @@ $(O)/%.o: %.c
 SIM_OBJ := $(call obj,$(SIM_SRC)) $(O)/runtime/lib/parse.o $(O)/runtime/lib/ptxver.o
 $(SIMCUDA): $(SIM_OBJ) tools/simcuda/simcuda.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=tools/simcuda/simcuda.map $(ZDEFS) \
+	$(call quiet,LINK)$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=tools/simcuda/simcuda.map $(ZDEFS) \
 	    -Wl,-Bsymbolic-functions -o $@ $(SIM_OBJ) $(ALL_LDFLAGS) -ldl -lrt -lm
 $(B)/lib/libcuda.so: $(SIMCUDA)
-	ln -sf libcuda.so.1 $@
+	$(call quiet,LN)ln -sf libcuda.so.1 $@
 # simcuda's libnvidia-ml.so.1 (tools/simnvml): NVML on the same simulated node, with its own copy of the model.
 NVML_OBJ  := $(call obj,$(wildcard tools/simnvml/*.c)) $(SIM_OBJ)
 $(SIMNVML): $(NVML_OBJ) tools/simnvml/nvml.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libnvidia-ml.so.1 -Wl,--version-script=tools/simnvml/nvml.map $(ZDEFS) \
+	$(call quiet,LINK)$(CC) -shared -Wl,-soname,libnvidia-ml.so.1 -Wl,--version-script=tools/simnvml/nvml.map $(ZDEFS) \
 	    -Wl,-Bsymbolic-functions -o $@ $(NVML_OBJ) $(ALL_LDFLAGS) -ldl -lrt -lm
 $(B)/bin/%: $(O)/tools/simcuda/%-main.o $(SIM_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(SIM_OBJ) $(ALL_LDFLAGS) -ldl -lrt -lm
+	$(call quiet,LINK)$(CC) -o $@ $< $(SIM_OBJ) $(ALL_LDFLAGS) -ldl -lrt -lm
 
 # ---- librota.so ------------------------------------------------------------------------------------------
 $(COMMON_A): $(call obj,$(COMMON_SRC))
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(call quiet,AR)rm -f $@ && ar rcs $@ $^
 $(LIBROTA): $(call obj,$(SHIM_SRC)) $(COMMON_A) shim/librota.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,--version-script=shim/librota.map $(ZDEFS) \
+	$(call quiet,LINK)$(CC) -shared -Wl,--version-script=shim/librota.map $(ZDEFS) \
 	    -o $@ $(call obj,$(SHIM_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -ldl -lrt
 
 # ---- rotad and the rota tool ------------------------------------------------------------------------------
 $(B)/bin/rotad: $(call obj,$(ROTAD_SRC)) $(COMMON_A)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(call obj,$(ROTAD_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -lrt -lm
+	$(call quiet,LINK)$(CC) -o $@ $(call obj,$(ROTAD_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -lrt -lm
 $(B)/bin/rota: $(call obj,$(ROTA_SRC)) $(COMMON_A)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(call obj,$(ROTA_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -lrt -lm
+	$(call quiet,LINK)$(CC) -o $@ $(call obj,$(ROTA_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -lrt -lm
 # Stand-alone tools in tools/*.c (workloads) and tools/bench/*.c (benchmarks) are Driver-API programs linked with
 # -lcuda. Built where no CUDA driver is installed (SIMCUDA_RPATH=auto: ldconfig knows no libcuda.so.1), they carry
 # a RUNPATH to simcuda beside them (build/lib; PREFIX/lib/rota from PREFIX/libexec/rota), so they run without
@@ -160,24 +176,24 @@ comma := ,
 TOOL_RPATH := $(if $(filter 1,$(SIMCUDA_RPATH)),-Wl$(comma)--enable-new-dtags$(comma)-rpath$(comma)'$$ORIGIN/../lib:$$ORIGIN/../../lib/rota')
 $(B)/bin/%: $(O)/tools/%.o $(KERNELS_O) $(COMMON_A) $(SIMCUDA)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(KERNELS_O) $(COMMON_A) $(ALL_LDFLAGS) $(TOOL_RPATH) -L$(B)/lib -lcuda -ldl -lrt -lm
+	$(call quiet,LINK)$(CC) -o $@ $< $(KERNELS_O) $(COMMON_A) $(ALL_LDFLAGS) $(TOOL_RPATH) -L$(B)/lib -lcuda -ldl -lrt -lm
 $(B)/bin/%: $(O)/tools/bench/%.o $(KERNELS_O) $(COMMON_A) $(SIMCUDA)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(KERNELS_O) $(COMMON_A) $(ALL_LDFLAGS) $(TOOL_RPATH) -L$(B)/lib -lcuda -ldl -lrt -lm
+	$(call quiet,LINK)$(CC) -o $@ $< $(KERNELS_O) $(COMMON_A) $(ALL_LDFLAGS) $(TOOL_RPATH) -L$(B)/lib -lcuda -ldl -lrt -lm
 
 # ---- kernels: CUDA C -> PTX -> a C array embedded in test programs ----------------------------------------
 $(B)/gen/kernels.ptx: $(KERNEL_CU)
 	@mkdir -p $(dir $@)
 	@test -x $(NVCC) || { echo "nvcc not found at $(NVCC): set CUDA_HOME or NVCC" >&2; exit 1; }
-	$(NVCC) -ptx -arch=$(PTX_ARCH) -o $@ $(KERNEL_CU)
+	$(call quiet,NVCC)$(NVCC) -ptx -arch=$(PTX_ARCH) -o $@ $(KERNEL_CU)
 $(B)/bin/embed: scripts/embed.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -O2 -o $@ $<
+	$(call quiet,CC)$(CC) -std=c11 -O2 -o $@ $<
 $(KERNELS_C): $(B)/gen/kernels.ptx $(B)/bin/embed
-	$(B)/bin/embed rota_kernels_ptx $< > $@
+	$(call quiet,GEN)$(B)/bin/embed rota_kernels_ptx $< > $@
 $(KERNELS_PTX_O): $(KERNELS_C)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(call quiet,CC)$(CC) $(ALL_CFLAGS) -c $< -o $@
 # A real nvcc fatbin (cubin + PTX) of tests/kernels/*.cu, embedded in the tests as rota_foreign_fatbin: what
 # cudart hands cuLibraryLoadData (tests/shim/library-t.c).
 FATBIN_ARCH ?= -gencode arch=compute_75,code=[sm_75,compute_75]
@@ -185,17 +201,17 @@ FATBIN_O := $(O)/gen/foreign-fatbin.o
 $(B)/gen/foreign.fatbin: $(wildcard tests/kernels/*.cu)
 	@mkdir -p $(dir $@)
 	@test -x $(NVCC) || { echo "nvcc not found at $(NVCC): set CUDA_HOME or NVCC" >&2; exit 1; }
-	$(NVCC) -fatbin $(FATBIN_ARCH) -o $@ $^
+	$(call quiet,NVCC)$(NVCC) -fatbin $(FATBIN_ARCH) -o $@ $^
 $(B)/gen/foreign-fatbin.c: $(B)/gen/foreign.fatbin $(B)/bin/embed
-	$(B)/bin/embed rota_foreign_fatbin $< > $@
+	$(call quiet,GEN)$(B)/bin/embed rota_foreign_fatbin $< > $@
 $(FATBIN_O): $(B)/gen/foreign-fatbin.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(call quiet,CC)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 # ---- tests -----------------------------------------------------------------------------------------------
 $(TAP_A): $(call obj,$(TAP_SRC))
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(call quiet,AR)rm -f $@ && ar rcs $@ $^
 # Every TAP program links libtap, the embedded kernels and the common library; per-directory extras below.
 # Test programs link the simcuda libcuda at build time; at run time LD_LIBRARY_PATH picks the driver, so the
 # same binaries run on a real GPU.
@@ -215,7 +231,7 @@ TEST_DEPS_simcuda/node-t := $(SIM_OBJ)
 FAKE_C10 := $(B)/tests/fake/libc10_cuda.so
 $(FAKE_C10): tests/runtime/fake-c10.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libc10_cuda.so -o $@ $< $(ALL_LDFLAGS) -ldl
+	$(call quiet,LINK)$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libc10_cuda.so -o $@ $< $(ALL_LDFLAGS) -ldl
 TEST_DEPS_runtime/memq-t := $(FAKE_C10)
 .SECONDEXPANSION:
 # The test's directory name (tests/runtime/x-t -> runtime); a function, since a literal % in a pattern
@@ -224,7 +240,7 @@ test_dir = $(patsubst %/,%,$(dir $(1)))
 $(B)/tests/%: $(O)/tests/%.o $(TAP_A) $(KERNELS_O) $(FATBIN_O) $(COMMON_A) $(SIMCUDA) \
               $$(TEST_DEPS_$$(call test_dir,$$*)) $$(TEST_DEPS_$$*)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(TEST_LIBS_$*) $(TEST_LIBS_$(call test_dir,$*)) $(KERNELS_O) $(FATBIN_O) $(TAP_A) \
+	$(call quiet,LINK)$(CC) -o $@ $< $(TEST_LIBS_$*) $(TEST_LIBS_$(call test_dir,$*)) $(KERNELS_O) $(FATBIN_O) $(TAP_A) \
 	    $(COMMON_A) $(ALL_LDFLAGS) -ldl -lrt -lm
 
 # Tests find build outputs through these variables (never by guessing paths).
@@ -244,8 +260,13 @@ export ROTA_SANITIZER_RT := $(if $(SAN_CLANG),$(shell $(CC) -print-file-name=lib
 ifeq ($(SANITIZER),thread)
 export TSAN_OPTIONS := die_after_fork=0$(if $(TSAN_OPTIONS),:$(TSAN_OPTIONS))
 endif
+# tests/tap/runtest runs each test: its files in a private /dev/shm and /tmp that vanish with it, its stderr in
+# $(B)/test-logs/NAME.log (printed when it fails; ROTA_TEST_VERBOSE=1 keeps it on the terminal).
 test: all
-	LD_LIBRARY_PATH=$(abspath $(B))/lib prove -f -e '' $(sort $(TESTS)) $(sort $(TEST_SH))
+	@rm -rf $(B)/test-tmp $(B)/test-logs
+	@echo "prove: $(words $(TESTS) $(TEST_SH)) tests; each one's stderr in $(B)/test-logs/"
+	$(if $(filter 0,$(V)),@)LD_LIBRARY_PATH=$(abspath $(B))/lib prove -f --exec $(abspath tests/tap/runtest) \
+	    $(sort $(TESTS)) $(sort $(TEST_SH))
 
 # ---- fuzzing: the libFuzzer harnesses tests/fuzz/fuzz-*.c (clang); make test runs each for 10 s (fuzz.t) ----
 FUZZ_SECONDS ?= 300
@@ -256,8 +277,10 @@ fuzz:
 DEMO_FLAGS  ?=
 BENCH_FLAGS ?= --scale 3
 BENCH_MIXES ?= one-gpu four-gpu
-demo: all
-	scripts/demo $(DEMO_FLAGS)
+# The demo builds silently (make all shows the build), then prints only its own lines.
+demo:
+	@$(MAKE) --no-print-directory -s all
+	@scripts/demo $(DEMO_FLAGS)
 bench: all
 	scripts/bench --build $(abspath $(B)) $(BENCH_FLAGS) $(BENCH_MIXES)
 
@@ -267,6 +290,8 @@ bench: all
 # the benchmark and simulator tools go to LIBEXECDIR/rota.
 USER_PROGS := $(filter $(B)/bin/rotad $(B)/bin/rota,$(PROGS))
 AUX_PROGS  := $(filter-out $(USER_PROGS),$(PROGS))
+MANDIR ?= $(PREFIX)/share/man
+MAN_PAGES := $(wildcard man/*.[0-9])
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/rota $(DESTDIR)$(LIBEXECDIR)/rota
 	$(if $(wildcard $(LIBROTA)),install -m 0755 $(LIBROTA) $(DESTDIR)$(LIBDIR)/librota.so)
@@ -278,13 +303,44 @@ install: all
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR)
 	sed 's|@BINDIR@|$(BINDIR)|g' contrib/systemd/rotad.service.in > $(DESTDIR)$(SYSTEMDUNITDIR)/rotad.service
 	chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/rotad.service
+	for m in $(MAN_PAGES); do s=$${m##*.}; install -d $(DESTDIR)$(MANDIR)/man$$s && \
+	    install -m 0644 $$m $(DESTDIR)$(MANDIR)/man$$s/; done
+# Removes what every install target put there (install, install-slurm), then the directories they made, where
+# they are left empty (rmdir removes nothing else).
+INSTALL_DIRS := $(LIBDIR)/rota $(LIBEXECDIR)/rota $(LIBDIR)/slurm $(SYSTEMDUNITDIR) $(PREFIX)/lib/systemd \
+    $(sort $(foreach m,$(MAN_PAGES),$(MANDIR)/man$(subst .,,$(suffix $(m))))) $(MANDIR) $(PREFIX)/share \
+    $(BINDIR) $(LIBEXECDIR) $(LIBDIR) $(PREFIX)
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/librota.so $(DESTDIR)$(LIBDIR)/rota/libcuda.so.1 $(DESTDIR)$(LIBDIR)/rota/libcuda.so
 	rm -f $(DESTDIR)$(LIBDIR)/rota/libnvidia-ml.so.1
 	rm -f $(foreach p,$(USER_PROGS),$(DESTDIR)$(BINDIR)/$(notdir $(p)))
 	rm -f $(foreach p,$(AUX_PROGS),$(DESTDIR)$(LIBEXECDIR)/rota/$(notdir $(p)))
 	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/rotad.service
-	-rmdir $(DESTDIR)$(LIBDIR)/rota $(DESTDIR)$(LIBEXECDIR)/rota 2>/dev/null
+	rm -f $(DESTDIR)$(LIBDIR)/slurm/rota-spank.so
+	rm -f $(foreach m,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m)))
+	for d in $(INSTALL_DIRS); do rmdir $(DESTDIR)$$d 2>/dev/null || true; done
+# The manual pages (man/, committed) from docs/: needs pandoc.
+man:
+	scripts/man
+help:
+	@echo 'rota: GPU sharing for unmodified CUDA processes. Targets:'
+	@echo '  make [all]          build librota.so, rotad, rota, simcuda and the tests into $(B)/'
+	@echo '  make test           build, then run every test under prove (logs: $(B)/test-logs/)'
+	@echo '  make demo           the job mixes on the simulated device, each policy side by side (minutes)'
+	@echo '  make bench          the benchmark suite (BENCH_FLAGS, BENCH_MIXES); writes results/<time>/'
+	@echo '  make bench-cluster  one simulated Slurm node of 8 GPUs, exclusive against rota (docs/benchmarks-cluster.md)'
+	@echo '  make fuzz           the libFuzzer harnesses, FUZZ_SECONDS each (clang)'
+	@echo '  make install        rota, rotad, librota.so, simcuda, tools, systemd unit, man pages under PREFIX'
+	@echo '  make install-slurm  the Slurm SPANK plugin (needs spank.h) under LIBDIR/slurm'
+	@echo '  make uninstall      remove what the install targets put there'
+	@echo '  make man            regenerate man/ from docs/ (pandoc)'
+	@echo '  make clean          remove the build folders'
+	@echo 'Variables:'
+	@echo '  CUDA_HOME=$(CUDA_HOME)  the toolkit (cuda.h, nvcc); no GPU or driver needed'
+	@echo '  SANITIZER=address|undefined|thread  an instrumented build in build-SANITIZER/'
+	@echo '  PREFIX=$(PREFIX)  DESTDIR=  install root (BINDIR, LIBDIR, LIBEXECDIR, MANDIR, SYSTEMDUNITDIR)'
+	@echo '  CC, CFLAGS, LDFLAGS (appended)  WERROR=0 (warnings not fatal)  V=1 (print full commands)'
+	@echo 'See README.md and docs/building.md.'
 clean:
 	rm -rf build build-address build-undefined build-thread $(B)
 
@@ -300,9 +356,9 @@ SPANK_SRC := contrib/slurm/rota-spank.c runtime/lib/parse.c runtime/lib/prio.c r
 ifneq ($(wildcard $(SPANK_H)),)
 all: $(SPANK_SO)
 endif
-$(SPANK_SO): $(SPANK_SRC) runtime/lib/parse.h runtime/lib/prio.h runtime/lib/preload.h runtime/abi.h
+$(SPANK_SO): $(SPANK_SRC) | $(if $(wildcard $(SPANK_H)),,spank-h-missing) runtime/lib/parse.h runtime/lib/prio.h runtime/lib/preload.h runtime/abi.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -fPIC $(ROTA_WARN) -I. -I$(CUDA_HOME)/include $(CFLAGS) \
+	$(call quiet,LINK)$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -fPIC $(ROTA_WARN) -I. -I$(CUDA_HOME)/include $(CFLAGS) \
 	    -DROTA_SPANK_LIBROTA='"$(LIBDIR)/librota.so"' -shared -o $@ $(SPANK_SRC) $(LDFLAGS) -lm
 install-slurm: $(SPANK_SO)
 	install -d $(DESTDIR)$(LIBDIR)/slurm
@@ -310,4 +366,7 @@ install-slurm: $(SPANK_SO)
 BENCH_CLUSTER_FLAGS ?=
 bench-cluster: all
 	scripts/bench-cluster --build $(abspath $(B)) $(BENCH_CLUSTER_FLAGS)
-.PHONY: install-slurm bench-cluster
+spank-h-missing:
+	@echo "make: $(SPANK_H) not found: the SPANK plugin needs Slurm's headers (Debian: libslurm-dev; or set SPANK_H)" >&2
+	@exit 1
+.PHONY: install-slurm bench-cluster spank-h-missing

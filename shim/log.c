@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <unistd.h>
 
-static const char *const log_names[] = {"error", "warn", "info", "debug"};
+/* as printed: "rota: warning: ..." like rotad's and rota run's warnings (ROTA_LOG's value is "warn") */
+static const char *const log_names[] = {"error", "warning", "info", "debug"};
 static _Atomic int log_level = ROTA_LOG_WARN;
 
 void rota_log_set_level(int level)

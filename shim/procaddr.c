@@ -64,7 +64,7 @@ static void *map_pfn(const char *symbol, void *pfn, int version, cuuint64_t flag
     return rota_real_present[i] ? rota_self[i] : pfn;
 }
 
-/* ROTA_LOG=debug: one line per lookup, in the form of ../shared/facts/cudart13-lookups.txt plus the answer
+/* ROTA_LOG=debug: one line per lookup, in the form of tests/facts/cudart13-lookups.txt plus the answer
  * (tests/shim/cudart-t checks a real libcudart's start-up against those facts). */
 static void log_lookup(const char *entry, const char *symbol, int version, cuuint64_t flags, CUresult rc,
                        const void *pfn)

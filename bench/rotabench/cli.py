@@ -18,7 +18,7 @@ import sys
 
 from rotabench.mix import BenchError, MIX_FORMAT, POLICIES, SRCDIR, die_usage, load_mix
 from rotabench.plots import write_plots
-from rotabench.report import goals, print_table, steal_warning, write_json, write_report
+from rotabench.report import achieved, print_table, steal_warning, write_json, write_report
 from rotabench.runner import Ctx, Tools, run_mix
 
 
@@ -90,10 +90,10 @@ def main():
     except KeyboardInterrupt:
         sys.stderr.write("\nbench: interrupted\n")
         return 130
+    # What rota achieved against each baseline; the targets and whether they were met are in the report.
     print()
-    for mixname, goal, target, got, met in goals(results):
-        print("goal %-8s %-56s %-26s %-32s %s" % (mixname, goal, target, got,
-                                                  "n/a" if met is None else ("met" if met else "NOT met")))
+    for line in achieved(results):
+        print(line)
     warn = steal_warning(results)
     if warn:
         print("\nwarning: " + warn)

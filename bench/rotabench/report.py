@@ -83,6 +83,39 @@ def idle_text(m, unit):
             ("; its idle probe ended %d windows" % h["probe_ends"] if h and h.get("probe_ends") else ""))
 
 
+def achieved(results):
+    """One line per mix: what policy 'rota' achieved, next to each baseline (exclusive, shared) that ran."""
+    out = []
+    for res in results:
+        mix, rows = res["mix"], {m["policy"]: m for m in res["rows"]}
+        r = rows.get("rota")
+        if r is None or not r["available"]:
+            out.append("%s: rota did not run (%s)" % (mix["name"], r["why"] if r else "not in this run"))
+            continue
+        base = [(p, rows[p]) for p in ("exclusive", "shared") if p in rows and rows[p]["available"]]
+
+        def vs(key, spec):
+            got = [(p, m[key]) for p, m in base if m.get(key) is not None]
+            return " (%s)" % ", ".join("%s %s" % (p, spec % v) for p, v in got) if got else ""
+
+        def crashes(m):
+            return "%d" % (m["crashed_oom"] + m["failed"])
+        parts = []
+        if mix["gpus"] == 1:
+            parts.append("GPU busy %.2f of the %.2f this mix allows%s" % (r["B"], r["B_max"], vs("B", "%.2f")))
+            if mix["hp"] and r["hp_p99_x"] is not None:
+                parts.append("service p99 %.2fx its latency alone%s" % (r["hp_p99_x"], vs("hp_p99_x", "%.2fx")))
+            if mix["hp"] and r["harvest"] is not None:
+                parts.append("%.0f %% of the service's idle GPU time used by the others" % (100 * r["harvest"]))
+        else:
+            parts.append("every job done in %.1f s, %.2fx the least any schedule needs%s" % (
+                r["makespan_s"], r["makespan_over_bound"], vs("makespan_s", "%.1f s")))
+        got = [(p, crashes(m)) for p, m in base]
+        parts.append("jobs crashed %s%s" % (crashes(r), " (%s)" % ", ".join("%s %s" % x for x in got) if got else ""))
+        out.append("%s, rota: %s" % (mix["name"], "; ".join(parts)))
+    return out
+
+
 def goals(results):
     """The targets, each checked against the 'rota' row."""
     out = []
@@ -93,13 +126,10 @@ def goals(results):
 
         def add(goal, target, got, met):
             out.append((mix["name"], goal, target, got if avail else "not available", met if avail else None))
+        # No target on B itself: exclusive's B and the mix's own idle (jobs between kernels, context switches,
+        # the queue) bound what any policy reaches, so a fixed B or gain target is met or missed by the mix, not
+        # by rota (docs/benchmarks.md, Targets). B, B/B_max and the gain are in the tables.
         if mix["gpus"] == 1:
-            got = avail and "%.3f" % r["B_over_Bmax"]
-            if avail and r.get("B_ready_filled") is not None and r["B_max"]:
-                got += " (%.3f with 'ready' filled)" % (r["B_ready_filled"] / r["B_max"])
-            add("B/B_max: the GPU as busy as this mix allows", ">= 0.97", got, avail and r["B_over_Bmax"] >= 0.97)
-            add("gain: points of B over one job per GPU", ">= +45 pts", avail and fmt(r["gain_pts"], "%+.1f pts"),
-                avail and r["gain_pts"] is not None and r["gain_pts"] >= 45)
             if mix["hp"]:
                 ok = avail and r["hp_p99_x"] is not None and r["harvest"] is not None
                 add("service p99 vs alone; harvest: its idle time others used", "<= 1.10x, harvest >= 0.8",

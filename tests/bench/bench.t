@@ -169,6 +169,12 @@ try:
                         "--timeout", "15", "--out", res, "tiny"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, timeout=120)
     ok(r.returncode == 0, "scripts/bench --quick tiny exits 0")
+    # The closing lines: what rota achieved next to the baselines, then the report; no target verdicts.
+    tail = r.stdout[r.stdout.rfind("\ntiny, rota: ") + 1:] if "\ntiny, rota: " in r.stdout else ""
+    ok(tail.startswith("tiny, rota: GPU busy ") and "(exclusive " in tail and "shared " in tail and
+       "jobs crashed " in tail and "\nreport: " in tail and "NOT met" not in r.stdout and "\ngoal " not in r.stdout,
+       "the closing lines say what rota achieved against exclusive and shared, and link the report (%s)"
+       % tail.split("\n")[0][:200])
     bm_idle_kinds = ("ready", "memory", "queued", "host", "switch")
     if r.returncode:
         diag(r.stdout[-3000:] + r.stderr[-3000:])

@@ -12,6 +12,7 @@ if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null || ! command -v userde
     echo "1..0 # SKIP needs root, useradd, userdel and setpriv"
     exit 0
 fi
+# /tmp, not TMPDIR: the test users must reach T (make test's runner gives each test a private /tmp).
 T=$(mktemp -d /tmp/rota-multiuser-t.XXXXXX)
 chmod 755 "$T"
 UA=rotat$$a
@@ -41,8 +42,11 @@ for u in $UA $UB; do
     fi
     USERS="$USERS $u"
 done
-# The attacker program, where both users can run it.
+# The programs the test users run, copied where they can reach them: the clone may lie in a directory other users
+# cannot traverse (root's 0700 home, a mktemp -d folder). T is in /tmp for the same reason.
 cp "$SECT" "$T/security-t" && chmod 755 "$T/security-t"
+cp "$ROTA_BUILD/bin/rotad" "$T/rotad" && chmod 755 "$T/rotad"
+ROTAD=$T/rotad
 as() { u=$1; shift; setpriv --reuid="$u" --regid="$(id -g "$u")" --clear-groups env HOME="$T" "$@"; }
 
 # Starts a rotad (as user $1, or root) on socket $2 in the foreground, readiness on fd 3; sets RPID.

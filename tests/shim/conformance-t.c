@@ -1,8 +1,8 @@
-/* conformance-t.c - what real CUDA 13 clients look up (../shared/facts) gets a CUDA 13 driver's answer via rota. */
+/* conformance-t.c - what real CUDA 13 clients look up (tests/facts) gets a CUDA 13 driver's answer via rota. */
 #include "tests/shim/shim-test.h"
 
 /*
- * The facts (recorded from NVIDIA's and PyTorch's libraries, see ../shared/facts/README.md):
+ * The facts (recorded from NVIDIA's and PyTorch's libraries, see tests/facts/README.md):
  *   cudart13-lookups.txt         every cuGetProcAddress_v2(name, version, flags) libcudart 13 makes at start-up;
  *   cublaslt13-dlsym.txt         every name cuBLASLt 13 dlsyms on its own dlopen("libcuda.so.1") handle;
  *   pytorch-driver-entry-points.txt  the entry points PyTorch requires, looked up at version 12000.
@@ -11,7 +11,6 @@
  * variant NVIDIA's headers define for that version and flag (cuda-api.def, generated from cudaTypedefs.h),
  * and the pointer is librota's wrapper of that very variant when librota wraps it, the driver's function
  * otherwise (librota's export of the variant's name, else the name in the driver's handle).
- * The test is skipped when the facts are absent (they live beside the clone, in ../shared/facts).
  * On a real driver (scripts/gpu-check) the variants are the driver's choice: there each lookup at or below the
  * driver's version must be found, as librota's wrapper exactly for the names librota exports.
  */
@@ -54,9 +53,11 @@ static FILE *open_fact(const char *file)
 {
     const char *src = getenv("ROTA_SRCDIR");
     char path[4096];
-    if (src == NULL) return NULL;
-    snprintf(path, sizeof(path), "%s/../shared/facts/%s", src, file);
-    return fopen(path, "r");
+    if (src == NULL) bail("ROTA_SRCDIR is not set (make test exports it)");
+    snprintf(path, sizeof(path), "%s/tests/facts/%s", src, file);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) bail("%s: %s", path, strerror(errno));
+    return f;
 }
 
 static bool in_lib(const void *p, const char *lib)
@@ -153,7 +154,6 @@ int main(int argc, char **argv)
     (void)argc;
     FILE *lookups = open_fact("cudart13-lookups.txt"), *lt = open_fact("cublaslt13-dlsym.txt"),
          *pt = open_fact("pytorch-driver-entry-points.txt");
-    if (!lookups || !lt || !pt) skip_all("no ../shared/facts beside the source tree");
     shim_preload_self(argv, "conformance");
     atexit(shim_cleanup);
     alarm(30);

@@ -5,14 +5,14 @@
  * A child process, librota preloaded with ROTA_LOG=debug (which logs every cuGetProcAddress lookup: name,
  * version, flags, answer), dlopens the toolkit's libcudart.so.13 and calls cudaGetDeviceCount. cudart reaches
  * the driver by dlopen("libcuda.so.1") and dlsym of cuGetProcAddress_v2 (librota's, through rota's dlsym),
- * then looks up its whole entry-point table. Checked against ../shared/facts/cudart13-lookups.txt: the same
+ * then looks up its whole entry-point table. Checked against tests/facts/cudart13-lookups.txt: the same
  * lookups (name, version, flags; the empty-name probe cudart makes first aside), every one found, and the
  * wrapped names answered with librota's wrappers.
  *
  * The boundary (docs/simcuda-conformance.md): cudart then asks cuGetExportTable for NVIDIA's private export
  * tables, which simcuda does not implement (its cuGetExportTable answers CUDA_ERROR_NOT_SUPPORTED), so on
  * simcuda cudaGetDeviceCount fails with cudaErrorNotSupported (801) right there; on a real driver it succeeds.
- * Skipped without libcudart.so.13 or the facts.
+ * Skipped without libcudart.so.13 (the CUDA toolkit's runtime).
  */
 static const char *cudart_path(void)
 {
@@ -48,10 +48,11 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "cudart-child") == 0) return child();
     const char *src = getenv("ROTA_SRCDIR");
     char path[4096];
-    snprintf(path, sizeof(path), "%s/../shared/facts/cudart13-lookups.txt", src ? src : ".");
-    FILE *ff = fopen(path, "r");
-    if (ff == NULL) skip_all("no ../shared/facts beside the source tree");
     if (access(cudart_path(), R_OK) != 0) skip_all("no %s", cudart_path());
+    if (src == NULL) bail("ROTA_SRCDIR is not set (make test exports it)");
+    snprintf(path, sizeof(path), "%s/tests/facts/cudart13-lookups.txt", src);
+    FILE *ff = fopen(path, "r");
+    if (ff == NULL) bail("%s: %s", path, strerror(errno));
     static fact_t facts[1024];
     int nf = 0;
     char line[1024];

@@ -2,7 +2,7 @@
 #include "tests/shim/shim-test.h"
 
 /*
- * cudart 13 (see ../shared/facts/README.md) loads a program's kernels with cuLibraryLoadData of the fatbin
+ * cudart 13 (see tests/facts/README.md) loads a program's kernels with cuLibraryLoadData of the fatbin
  * wrapper nvcc emits (magic 0x466243B1), looks each up with cuLibraryGetKernel by its mangled name at the
  * first launch, and passes the CUkernel, cast to CUfunction, straight to cuLaunchKernel; cuBLASLt also turns
  * CUkernels into CUfunctions with cuKernelGetFunction. Each such launch must pass rota's gate like any other.

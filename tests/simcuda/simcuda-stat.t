@@ -44,18 +44,18 @@ exits() { # exits CODE COMMAND...: the command exits with CODE (output to $tmp/o
 grep_err() { grep -q -- "$1" "$tmp/err"; }
 grep_out() { grep -q -- "$1" "$tmp/out"; }
 
-t "unknown option: exit 100" exits 100 "$STAT" --bogus
+t "unknown option: exit 2" exits 2 "$STAT" --bogus
 t "  with the usage" grep_err "usage: simcuda-stat \[--json\] \[--reset\] \[--remove\] \[--node NAME\]"
-t "stray argument: exit 100" exits 100 "$STAT" extra
-t "bad node name: exit 100" exits 100 "$STAT" --node 'a/b'
+t "stray argument: exit 2" exits 2 "$STAT" extra
+t "bad node name: exit 2" exits 2 "$STAT" --node 'a/b'
 t "--help: exit 0" exits 0 "$STAT" --help
-t "  documents the exit codes" grep_out "Exit codes: 0 ok, 100 usage error, 111 system error"
+t "  documents the exit codes" grep_out "Exit codes: 0 ok; 1 failure (including: the node does not exist); 2 usage error"
 t "  lists the knobs" grep_out "SIMCUDA_TIMESLICE_US"
-t "missing node: exit 111" exits 111 "$STAT" --node "$node"
+t "missing node: exit 1" exits 1 "$STAT" --node "$node"
 t "  says it does not exist" grep_err "simcuda-stat: fatal: unable to open node '$node': it does not exist"
 
 printf 'garbage' >"/dev/shm/$node-bad"
-t "foreign region: exit 111" exits 111 "$STAT" --node "$node-bad"
+t "foreign region: exit 1" exits 1 "$STAT" --node "$node-bad"
 t "  says so" grep_err "simcuda-stat: fatal: unable to read node '$node-bad': node '$node-bad' (/dev/shm/$node-bad) is not a simcuda node"
 
 # A live process: 1M reserved, one context, one 20 ms kernel, one 25 MB copy.
@@ -109,7 +109,7 @@ t "  memory capacity unchanged" [ "$(field 0 mem_total)" = 4194304 ]
 t "--remove: exit 0" exits 0 "$STAT" --remove --node "$node"
 t "  prints the counters before removing" [ "$(field 0 mem_total)" = 4194304 ]
 t "  the node is gone from /dev/shm" [ ! -e "/dev/shm/$node" ]
-t "  reading it again: exit 111" exits 111 "$STAT" --node "$node"
+t "  reading it again: exit 1" exits 1 "$STAT" --node "$node"
 
 echo "1..$n"
 [ $failed -eq 0 ]

@@ -9,8 +9,9 @@
 void plan(unsigned n);
 /* Print the plan after the last test when plan() was not given a count; returns the exit status to use. */
 int done_testing(void);
-/* Skip the whole program: "1..0 # SKIP why". Returns 0 for main to return. */
-int skip_all(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Skip the whole program: prints "1..0 # SKIP why" and ends it with status 0 (atexit handlers run), as every
+ * TAP library's skip_all does: code after it never runs with the resources whose absence it reports. */
+void skip_all(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 /* Each records one test; they return whether it passed so callers can print context on failure. */
 bool ok(bool cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,6 +1,8 @@
 /* metrics.c - `rota metrics`: rotad's region once as Prometheus text (node_exporter's textfile collector). */
 #include "tools/rota/rota.h"
 
+#include "tools/rota/observe.h"
+
 #include "tools/rota/sample.h"
 
 #include "runtime/lib/conn.h"
@@ -32,13 +34,8 @@ int rota_metrics_main(int argc, char **argv)
             return ROTA_EXIT_USAGE;
         }
     }
-    conn_opts_t o = {.socket = sock, .role = ROTA_ROLE_OBSERVER, .priority = ROTA_PRIO_NORMAL, .weight = 1000};
     conn_t *c;
-    char err[256];
-    if (conn_open(&o, &c, err, sizeof err)) {
-        fprintf(stderr, "rota metrics: fatal: %s\n", err);
-        return ROTA_EXIT_FAIL;
-    }
+    if (rota_observe_open("rota metrics", sock, &c)) return ROTA_EXIT_FAIL;
     const rota_table_t *t;
     int rc = conn_table(c, &t);
     if (rc) {

@@ -1,4 +1,4 @@
-/* rota.c - the rota tool: dispatches to subcommands through one table (status, run, top, metrics, trace). */
+/* rota.c - the rota tool: dispatches to subcommands through one table (status, run, top, metrics, trace, and the helper programs). */
 #include "tools/rota/rota.h"
 
 #include "runtime/lib/version.h"
@@ -18,6 +18,8 @@ static const rota_cmd_t rota_cmds[] = {
     {"top", rota_top_main, "live per-GPU busy fraction and memory, per-client state, launches/s, device time"},
     {"metrics", rota_metrics_main, "print rotad's metrics once in the Prometheus text format"},
     {"trace", rota_trace_main, "turn ROTA_TRACE files into a Perfetto/Chrome trace (JSON)"},
+    {"workload", rota_tool_main, "the benchmark job player (rota workload --help; docs/workload.md)"},
+    {"sim-stat", rota_tool_main, "simcuda's counters of the simulated GPUs (rota sim-stat --help)"},
 };
 
 static void rota_usage(FILE *f)

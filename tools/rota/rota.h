@@ -19,5 +19,7 @@ int rota_run_main(int argc, char **argv);
 int rota_top_main(int argc, char **argv);
 int rota_metrics_main(int argc, char **argv);
 int rota_trace_main(int argc, char **argv);
+/* rota workload, rota sim-stat: exec the helper program of that name (tool.c); returns only on failure. */
+int rota_tool_main(int argc, char **argv);
 
 #endif

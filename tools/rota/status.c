@@ -3,6 +3,7 @@
 
 #include "tools/rota/client.h"
 #include "tools/rota/fmt.h"
+#include "tools/rota/observe.h"
 #include "tools/rota/sample.h"
 
 #include "runtime/abi.h"
@@ -161,7 +162,7 @@ static void status_print_text(FILE *f, const rota_region_t *r, const rota_table_
     }
     char pw[160];
     if (rota_fmt_place_waiting(pw, sizeof pw, r, rota_sample_now_ns())) fprintf(f, "\n%s\n", pw);
-    fprintf(f, "\n%-8s %-6s %-16s %-8s %3s %10s %10s %10s %-8s\n", "PID", "UID", "COMMAND", "PRIORITY", "DEV", "USED",
+    fprintf(f, "\n%-8s %-6s %-16s %-8s %3s %10s %10s %10s %-8s\n", "PID", "UID", "COMMAND", "CLASS", "DEV", "USED",
             "LIMIT", "WAITING", "STATE");
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         const rota_slot_t *s = &t->slots[i];
@@ -208,14 +209,9 @@ int rota_status_main(int argc, char **argv)
             return ROTA_EXIT_USAGE;
         }
     }
-    conn_opts_t o = {.socket = sock, .role = ROTA_ROLE_OBSERVER, .priority = ROTA_PRIO_NORMAL, .weight = 1};
     conn_t *c;
-    char err[256];
-    int rc = conn_open(&o, &c, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "rota status: fatal: %s\n", err);
-        return ROTA_EXIT_FAIL;
-    }
+    int rc;
+    if (rota_observe_open("rota status", sock, &c)) return ROTA_EXIT_FAIL;
     const rota_table_t *t = NULL;
     rota_sample_t *sa = json && sample > 0 ? calloc(2, sizeof *sa) : NULL;
     rc = sa ? rota_sample_pair(c, sa, sample, &t) : conn_table(c, &t);

@@ -3,6 +3,7 @@
 
 #include "tools/rota/client.h"
 #include "tools/rota/fmt.h"
+#include "tools/rota/observe.h"
 #include "tools/rota/sample.h"
 
 #include "runtime/lib/conn.h"
@@ -33,7 +34,9 @@ static const char top_usage[] =
     "clients whose launches overlap (time-sliced) are scaled down together so that a GPU's clients never\n"
     "show more device time than the GPU was busy.\n"
     "q or Ctrl-C quits (the terminal is restored). --once prints one frame (rates over 0.2 s) and exits,\n"
-    "for scripts. A '-' is a number not known yet (no earlier sample). Exit codes: 0 ok; 1 rotad\n"
+    "for scripts. Where stdout is not a terminal, frames follow one another as plain text (as top -b\n"
+    "prints them), until rotad goes or a signal ends it.\n"
+    "A '-' is a number not known yet (no earlier sample). Exit codes: 0 ok; 1 rotad\n"
     "unreachable or lost; 2 usage error.\n";
 
 /* ---- one frame ---------------------------------------------------------------------------------------------- */
@@ -108,11 +111,13 @@ static void top_on_signal(int sig)
     top_stop = 1;
 }
 
+static bool top_tty; /* stdout is a terminal: frames redraw in place; otherwise plain frames follow each other */
+
 static void top_restore(void)
 {
     if (top_raw) tcsetattr(STDIN_FILENO, TCSAFLUSH, &top_saved);
     top_raw = false;
-    fputs("\033[?25h", stdout); /* cursor back */
+    if (top_tty) fputs("\033[?25h", stdout); /* cursor back */
     fflush(stdout);
 }
 
@@ -151,13 +156,8 @@ int rota_top_main(int argc, char **argv)
             return ROTA_EXIT_USAGE;
         }
     }
-    conn_opts_t o = {.socket = sock, .role = ROTA_ROLE_OBSERVER, .priority = ROTA_PRIO_NORMAL, .weight = 1000};
     conn_t *c;
-    char err[256];
-    if (conn_open(&o, &c, err, sizeof err)) {
-        fprintf(stderr, "rota top: fatal: %s\n", err);
-        return ROTA_EXIT_FAIL;
-    }
+    if (rota_observe_open("rota top", sock, &c)) return ROTA_EXIT_FAIL;
     const rota_region_t *r = conn_region(c);
     rota_sample_t *sa = calloc(2, sizeof *sa);
     if (!sa) {
@@ -184,8 +184,12 @@ int rota_top_main(int argc, char **argv)
     sigaction(SIGINT, &sa_int, NULL);
     sigaction(SIGTERM, &sa_int, NULL);
     sigaction(SIGHUP, &sa_int, NULL);
-    top_enter_raw();
-    fputs("\033[?25l\033[2J", stdout); /* hide the cursor, clear the screen once */
+    /* Not a terminal (a pipe, a file, watch's capture): plain frames one after another, as top -b prints them. */
+    top_tty = isatty(STDOUT_FILENO);
+    if (top_tty) {
+        top_enter_raw();
+        fputs("\033[?25l\033[2J", stdout); /* hide the cursor, clear the screen once */
+    }
     rota_sample_t *prev = NULL, *cur = &sa[0];
     while (!top_stop) {
         if (!conn_alive(c)) {
@@ -202,11 +206,12 @@ int rota_top_main(int argc, char **argv)
             goto out;
         }
         rota_sample_take(r, t, cur);
-        fputs("\033[H", stdout);
-        top_frame(stdout, r, t, prev, cur, true);
+        if (top_tty) fputs("\033[H", stdout);
+        else if (prev) fputc('\n', stdout); /* a blank line between plain frames */
+        top_frame(stdout, r, t, prev, cur, top_tty);
         conn_table_free(t);
-        fputs("\033[J(q quits)", stdout); /* clear what the previous, longer frame left below */
-        fflush(stdout);
+        if (top_tty) fputs("\033[J(q quits)", stdout); /* clear what the previous, longer frame left below */
+        if (fflush(stdout)) break; /* the reader went away (head -n): nothing more to say */
         prev = cur;
         cur = cur == &sa[0] ? &sa[1] : &sa[0];
         /* Wait for the interval, a key, or a signal; rotad's EOF shows as readable on the connection. */
@@ -234,7 +239,7 @@ int rota_top_main(int argc, char **argv)
         }
     }
     top_restore();
-    fputc('\n', stdout);
+    if (top_tty) fputc('\n', stdout);
 out:
     free(sa);
     conn_close(c);

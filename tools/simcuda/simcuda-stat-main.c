@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #define USAGE "usage: simcuda-stat [--json] [--reset] [--remove] [--node NAME]\n"
-#define EXIT_USAGE 100
-#define EXIT_SYSTEM 111
+#define EXIT_USAGE 2 /* as every rota program: 2 a usage error, 1 a failure */
+#define EXIT_SYSTEM 1
 
 static const char help_text[] =
     USAGE
@@ -28,7 +28,7 @@ static const char help_text[] =
     "               keep their devices, the next process to start makes a fresh node\n"
     "  --node NAME  the node to read (default: $SIMCUDA_NODE, else simcuda-UID)\n"
     "The node must exist (some process has attached to it); simcuda-stat never creates one.\n"
-    "Exit codes: 0 ok, 100 usage error, 111 system error (including: node does not exist).\n"
+    "Exit codes: 0 ok; 1 failure (including: the node does not exist); 2 usage error.\n"
     "Knobs, fixed by the process that creates the node:\n";
 
 typedef struct snap {
