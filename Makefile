@@ -311,3 +311,47 @@ BENCH_CLUSTER_FLAGS ?=
 bench-cluster: all
 	scripts/bench-cluster --build $(abspath $(B)) $(BENCH_CLUSTER_FLAGS)
 .PHONY: install-slurm bench-cluster
+
+# ==== Kubernetes: the device plugin (contrib/kubernetes, docs/kubernetes.md) ====================================
+# rota-device-plugin is C++17 over grpc++ (Debian: libgrpc++-dev libprotobuf-dev protobuf-compiler
+# protobuf-compiler-grpc); built where those are, skipped otherwise. Its one C file (kdp-rotad.c) links the
+# common library; the stand-in kubelet of tests/kubernetes is Python with grpcio from PyPI, in a venv that
+# `make k8s-venv` makes under the build folder (the tests skip without it).
+KDP_HAVE := $(shell command -v protoc >/dev/null && command -v grpc_cpp_plugin >/dev/null && \
+              pkg-config --exists grpc++ protobuf 2>/dev/null && echo 1)
+KDP      := $(B)/bin/rota-device-plugin
+KDP_GEN  := $(B)/gen/k8s
+KDP_CXX  := $(if $(findstring clang,$(CC)),$(subst clang,clang++,$(CC)),$(CXX))
+KDP_CXXFLAGS = -std=c++17 -O2 -g -pthread -MMD -MP $(filter-out -Wstrict-prototypes -Wmissing-prototypes,$(ROTA_WARN)) \
+               $(filter -fsanitize=% -fno-omit-frame-pointer -fno-sanitize-recover=%,$(ROTA_CFLAGS)) \
+               -I. -I$(KDP_GEN) $(shell pkg-config --cflags grpc++ protobuf 2>/dev/null) $(CXXFLAGS)
+KDP_OBJ  := $(patsubst %.cc,$(O)/%.o,$(wildcard contrib/kubernetes/*.cc)) $(O)/contrib/kubernetes/kdp-rotad.o \
+            $(O)/gen/k8s/api.pb.o $(O)/gen/k8s/api.grpc.pb.o
+ifeq ($(KDP_HAVE),1)
+all: $(KDP)
+endif
+$(KDP_GEN)/api.pb.cc $(KDP_GEN)/api.pb.h $(KDP_GEN)/api.grpc.pb.cc $(KDP_GEN)/api.grpc.pb.h &: contrib/kubernetes/api.proto
+	@mkdir -p $(KDP_GEN)
+	protoc -Icontrib/kubernetes --cpp_out=$(KDP_GEN) --grpc_out=$(KDP_GEN) \
+	    --plugin=protoc-gen-grpc=$$(command -v grpc_cpp_plugin) $<
+$(O)/contrib/kubernetes/%.o: contrib/kubernetes/%.cc $(KDP_GEN)/api.grpc.pb.h
+	@mkdir -p $(dir $@)
+	$(KDP_CXX) $(KDP_CXXFLAGS) -c $< -o $@
+# generated code: protoc's, not ours to warn about
+$(O)/gen/k8s/%.o: $(KDP_GEN)/%.cc $(KDP_GEN)/api.grpc.pb.h
+	@mkdir -p $(dir $@)
+	$(KDP_CXX) $(KDP_CXXFLAGS) -w -c $< -o $@
+$(KDP): $(KDP_OBJ) $(COMMON_A)
+	@mkdir -p $(dir $@)
+	$(KDP_CXX) -o $@ $(KDP_OBJ) $(COMMON_A) $(ALL_LDFLAGS) $(shell pkg-config --libs grpc++ protobuf 2>/dev/null) -lrt -lm
+# The stand-in kubelet's gRPC (grpcio, grpcio-tools) and the manifests' validator (kubernetes-validate), pinned.
+KDP_VENV := $(B)/venv-k8s
+k8s-venv: $(KDP_VENV)/.done
+$(KDP_VENV)/.done: tests/kubernetes/requirements.txt
+	rm -rf $(KDP_VENV) && python3 -m venv $(KDP_VENV)
+	$(KDP_VENV)/bin/pip install --quiet --disable-pip-version-check -r $<
+	touch $@
+install-kubernetes: $(KDP)
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(KDP) $(DESTDIR)$(BINDIR)/rota-device-plugin
+.PHONY: k8s-venv install-kubernetes
