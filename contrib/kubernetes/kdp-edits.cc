@@ -57,13 +57,12 @@ int gpu_minor(const Config &cfg, const char *uuid)
 }
 
 // The device nodes of GPU g: its own nvidiaN (every nvidiaN where the driver's files do not say which) and the
-// driver's shared ones; those that exist under --dev-dir.
+// driver's shared ones; those that exist under --dev-dir, named by their host path (--host-dev-dir).
 std::vector<DevNode> gpu_nodes(const Config &cfg, const kdp_gpu_t &g, bool shared, bool own)
 {
     std::vector<DevNode> out;
     auto add = [&](const std::string &name) {
-        std::string host = cfg.dev_dir + "/" + name;
-        if (is_chardev(host)) out.push_back({"/dev/" + name, host, "rw"});
+        if (is_chardev(cfg.dev_dir + "/" + name)) out.push_back({"/dev/" + name, cfg.host_dev_dir + "/" + name, "rw"});
     };
     if (shared)
         for (const char *n : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}) add(n);

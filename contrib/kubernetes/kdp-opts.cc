@@ -37,6 +37,7 @@ const Opt table[] = {
     {"--classes", Kind::Classes, "LIST", "the priority classes advertised, one resource each (high,normal,low)"},
     {"--resource-prefix", Kind::Resource, "NAME", "resources are NAME-high, NAME-normal, NAME-low"},
     {"--dev-dir", Kind::Dir, "DIR", "where the GPUs' device nodes are (nvidiaN, nvidiactl, nvidia-uvm)"},
+    {"--host-dev-dir", Kind::Dir, "DIR", "the same folder on the host, as the runtime is told"},
     {"--driver-proc", Kind::Path, "DIR", "the driver's per-GPU information files (UUID -> device minor)"},
     {"--cdi-dir", Kind::Dir, "DIR", "write a CDI spec there and answer with CDI devices (default: mounts, devices)"},
     {"--cdi-driver-kind", Kind::CdiKind, "KIND", "the driver's CDI kind, one device per GPU UUID (\"\": none)"},
@@ -46,7 +47,7 @@ const Opt table[] = {
 
 const char *defaults[] = {"/var/lib/kubelet/device-plugins", "/run/rota/rotad.sock", "(--socket)",
                           "/run/rota/rotad.sock", "/opt/rota/lib/librota.so", "/opt/rota/lib/librota.so", "1G",
-                          "high,normal,low", "rota.io/gpu-mem", "/dev", "/proc/driver/nvidia/gpus", "(none)",
+                          "high,normal,low", "rota.io/gpu-mem", "/dev", "(--dev-dir)", "/proc/driver/nvidia/gpus", "(none)",
                           "nvidia.com/gpu", "on", "1000"};
 static_assert(sizeof defaults / sizeof *defaults == sizeof table / sizeof *table, "one default per option");
 
@@ -135,6 +136,7 @@ int opts_parse(int argc, char **argv, Config &cfg)
             else if (name == "--lib") cfg.lib = v;
             else if (name == "--container-lib") cfg.container_lib = v;
             else if (name == "--dev-dir") cfg.dev_dir = v;
+            else if (name == "--host-dev-dir") cfg.host_dev_dir = v;
             else if (name == "--driver-proc") cfg.driver_proc = v;
             else if (name == "--cdi-dir") cfg.cdi_dir = v;
             break;
@@ -187,6 +189,7 @@ int opts_parse(int argc, char **argv, Config &cfg)
         }
     }
     if (cfg.host_socket.empty()) cfg.host_socket = cfg.socket;
+    if (cfg.host_dev_dir.empty()) cfg.host_dev_dir = cfg.dev_dir;
     if (cfg.host_socket.rfind('/') == 0 || cfg.container_socket.rfind('/') == 0) {
         fprintf(stderr, "rota-device-plugin: fatal: rotad's socket must be in a directory of its own, not in /\n");
         return 2;
@@ -204,10 +207,10 @@ void opts_print(const Config &cfg)
     fprintf(stderr,
             "rota-device-plugin: options: --kubelet-dir %s --socket %s --host-socket %s --container-socket %s "
             "--lib %s --container-lib %s --unit %llu --classes %s --resource-prefix %s --dev-dir %s "
-            "--driver-proc %s --cdi-dir %s --cdi-driver-kind '%s' --nvidia-env %s --poll-ms %u\n",
+            "--host-dev-dir %s --driver-proc %s --cdi-dir %s --cdi-driver-kind '%s' --nvidia-env %s --poll-ms %u\n",
             cfg.kubelet_dir.c_str(), cfg.socket.c_str(), cfg.host_socket.c_str(), cfg.container_socket.c_str(),
             cfg.lib.c_str(), cfg.container_lib.c_str(), (unsigned long long)cfg.unit, classes.c_str(),
-            cfg.resource_prefix.c_str(), cfg.dev_dir.c_str(), cfg.driver_proc.c_str(),
+            cfg.resource_prefix.c_str(), cfg.dev_dir.c_str(), cfg.host_dev_dir.c_str(), cfg.driver_proc.c_str(),
             cfg.cdi_dir.empty() ? "(none)" : cfg.cdi_dir.c_str(), cfg.cdi_driver_kind.c_str(),
             cfg.nvidia_env ? "on" : "off", cfg.poll_ms);
 }

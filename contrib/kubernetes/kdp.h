@@ -22,7 +22,8 @@ struct Config {
     uint64_t unit = UINT64_C(1) << 30;                 // GPU memory per device ID
     unsigned classes = 7;                              // bit i: class i is advertised
     std::string resource_prefix = "rota.io/gpu-mem";   // resource = prefix-CLASS
-    std::string dev_dir = "/dev";
+    std::string dev_dir = "/dev";                      // where this process finds the device nodes
+    std::string host_dev_dir;                          // the same folder on the host ("": dev_dir)
     std::string driver_proc = "/proc/driver/nvidia/gpus";
     std::string cdi_dir;                               // "": answer with mounts and devices, else CDI devices
     std::string cdi_driver_kind = "nvidia.com/gpu";    // CDI kind of the driver's own spec ("": none)

@@ -93,7 +93,8 @@ def stop(p, sig=signal.SIGTERM, timeout=10):
 
 def plugin_args(*extra):
     return [KDP, "--kubelet-dir", KDIR, "--socket", S, "--lib", os.path.join(BUILD, "lib", "librota.so"),
-            "--container-lib", CLIB, "--container-socket", CSOCK, "--dev-dir", os.path.join(T, "dev"),
+            "--container-lib", CLIB, "--container-socket", CSOCK, "--dev-dir", os.path.join(T, "pdev"),
+            "--host-dev-dir", os.path.join(T, "dev"),
             "--driver-proc", os.path.join(T, "proc"), "--poll-ms", "200"] + list(extra)
 
 
@@ -169,6 +170,7 @@ for d in ("run", "kubelet", "dev", "cdi"):
     os.makedirs(os.path.join(T, d))
 for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
     os.mknod(os.path.join(T, "dev", name), 0o666 | 0o020000, os.makedev(1, 3))  # /dev/null's numbers
+os.symlink("dev", os.path.join(T, "pdev"))  # the plugin's view of the host's T/dev (--dev-dir, --host-dev-dir)
 rotad = start_rotad()
 
 # ---- 1. registration: the plugin waits for the kubelet, then registers one resource per class ---------------
@@ -249,7 +251,7 @@ devs = sorted((d.container_path, d.host_path, d.permissions) for d in c.devices)
 ok(devs == sorted([("/dev/nvidia1", os.path.join(T, "dev", "nvidia1"), "rw"),
                    ("/dev/nvidiactl", os.path.join(T, "dev", "nvidiactl"), "rw"),
                    ("/dev/nvidia-uvm", os.path.join(T, "dev", "nvidia-uvm"), "rw")]),
-   "devices: the GPU's own node (by the driver's minor) and the driver's shared ones (%s)" % devs)
+   "devices: the GPU's own node (by the driver's minor) and the driver's shared ones, by host path (%s)" % devs)
 
 p = container("check", c, ["/bin/sh", "-c", "test -c /dev/nvidia1 && test ! -e /dev/nvidia0 && test -c "
                            "/dev/nvidiactl && test -r %s && test -S %s" % (CLIB, CSOCK)])
