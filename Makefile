@@ -316,7 +316,7 @@ bench-cluster: all
 # rota-device-plugin is C++17 over grpc++ (Debian: libgrpc++-dev libprotobuf-dev protobuf-compiler
 # protobuf-compiler-grpc); built where those are, skipped otherwise. Its one C file (kdp-rotad.c) links the
 # common library; the stand-in kubelet of tests/kubernetes is Python with grpcio from PyPI, in a venv that
-# `make k8s-venv` makes under the build folder (the tests skip without it).
+# `make k8s-venv` makes under build/ (the tests skip without it).
 KDP_HAVE := $(shell command -v protoc >/dev/null && command -v grpc_cpp_plugin >/dev/null && \
               pkg-config --exists grpc++ protobuf 2>/dev/null && echo 1)
 KDP      := $(B)/bin/rota-device-plugin
@@ -344,8 +344,10 @@ $(O)/gen/k8s/%.o: $(KDP_GEN)/%.cc $(KDP_GEN)/api.grpc.pb.h
 $(KDP): $(KDP_OBJ) $(COMMON_A)
 	@mkdir -p $(dir $@)
 	$(KDP_CXX) -o $@ $(KDP_OBJ) $(COMMON_A) $(ALL_LDFLAGS) $(shell pkg-config --libs grpc++ protobuf 2>/dev/null) -lrt -lm
-# The stand-in kubelet's gRPC (grpcio, grpcio-tools) and the manifests' validator (kubernetes-validate), pinned.
-KDP_VENV := $(B)/venv-k8s
+# The stand-in kubelet's gRPC (grpcio, grpcio-tools) and the manifests' validator (kubernetes-validate), pinned;
+# one venv for every build variant (it holds no build output), found by the tests through ROTA_K8S_VENV.
+KDP_VENV ?= build/venv-k8s
+export ROTA_K8S_VENV := $(abspath $(KDP_VENV))
 k8s-venv: $(KDP_VENV)/.done
 $(KDP_VENV)/.done: tests/kubernetes/requirements.txt
 	rm -rf $(KDP_VENV) && python3 -m venv $(KDP_VENV)

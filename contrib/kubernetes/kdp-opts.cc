@@ -59,7 +59,8 @@ void usage(FILE *f)
                "its class, its memory limit, rotad's socket and its GPU. Runs until SIGTERM or SIGINT.\n\n");
     for (size_t i = 0; i < sizeof table / sizeof *table; i++)
         fprintf(f, "  %-18s %-7s %s (default %s)\n", table[i].name, table[i].arg, table[i].help, defaults[i]);
-    fprintf(f, "  --help, --version\n\nExit codes: 0 stopped by a signal; 1 fatal error; 2 usage error.\n");
+    fprintf(f, "  %-18s %-7s print the version and exit\n  %-18s %-7s print this and exit\n\n"
+               "Exit codes: 0 stopped by a signal; 1 fatal error; 2 usage error.\n", "--version", "", "--help", "");
 }
 
 int bad(const char *name, const char *v, const char *want)

@@ -10,7 +10,7 @@ set -u
 : "${ROTA_BUILD:?ROTA_BUILD must name the build folder}"
 : "${ROTA_SRCDIR:?ROTA_SRCDIR must name the source folder}"
 KDP=$ROTA_BUILD/bin/rota-device-plugin
-PY=$ROTA_BUILD/venv-k8s/bin/python3
+PY=${ROTA_K8S_VENV:-$ROTA_SRCDIR/build/venv-k8s}/bin/python3
 [ -x "$KDP" ] || { echo "1..0 # SKIP $KDP not built (no grpc++: apt-get install libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc)"; exit 0; }
 [ -x "$PY" ] && "$PY" -c 'import grpc, grpc_tools' 2>/dev/null ||
     { echo "1..0 # SKIP no stand-in kubelet: run make k8s-venv (grpcio from PyPI)"; exit 0; }

@@ -6,7 +6,7 @@
 set -u
 : "${ROTA_BUILD:?ROTA_BUILD must name the build folder}"
 : "${ROTA_SRCDIR:?ROTA_SRCDIR must name the source folder}"
-V=$ROTA_BUILD/venv-k8s/bin
+V=${ROTA_K8S_VENV:-$ROTA_SRCDIR/build/venv-k8s}/bin
 K=$ROTA_SRCDIR/contrib/kubernetes
 KVERS="1.34.0 1.29.0" # the newest schemas the pinned validator has, and an older release still in use
 [ -x "$V/kubernetes-validate" ] || { echo "1..0 # SKIP no kubernetes-validate: run make k8s-venv"; exit 0; }
