@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 _Static_assert(KDP_MAX_GPUS == ROTA_MAX_DEVICES, "one GPU table size");
 _Static_assert(KDP_UUID_STR == PROTO_UUID_STR, "one UUID string size");
@@ -65,10 +66,16 @@ int kdp_rotad_gpus(kdp_rotad_t *r, kdp_gpu_t out[KDP_MAX_GPUS])
 
 bool kdp_rotad_wait_alive(kdp_rotad_t *r, int timeout_ms)
 {
-    /* An observer is sent nothing unasked: the socket turns readable or hung up only when rotad's end closes. */
+    /* An observer is sent nothing unasked: the socket turns readable or hung up when rotad's end closes. A
+     * packet that comes anyway (a later rotad's notice) is read and dropped: only EOF or an error is death. */
     struct pollfd p = {.fd = conn_fd(r->c), .events = POLLIN};
-    if (poll(&p, 1, timeout_ms) < 0 && errno != EINTR) return false;
-    if (p.revents) return false;
+    int n = poll(&p, 1, timeout_ms);
+    if (n < 0) return errno == EINTR && conn_alive(r->c);
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return false;
+    if (p.revents & POLLIN) {
+        char buf[ROTA_MSG_MAX];
+        if (proto_recv(conn_fd(r->c), buf, sizeof buf, NULL, NULL, MSG_DONTWAIT) <= 0) return false;
+    }
     return conn_alive(r->c);
 }
 

@@ -290,6 +290,7 @@ struct Endpoint {
     std::string name, path; // socket name (the RegisterRequest's endpoint) and its path
     ino_t ino = 0;
     bool registered = false;
+    std::string last_error; // the kubelet's last refusal, logged once until it changes
 };
 
 bool same_socket(const std::string &path, ino_t ino)
@@ -407,10 +408,12 @@ int run(const Config &cfg)
             std::string why;
             if (ep_register(cfg, ep, &why)) {
                 ep.registered = true;
+                ep.last_error.clear();
                 logf("registered %s with the kubelet (endpoint %s)", ep.svc->resource().c_str(), ep.name.c_str());
-            } else {
-                logf("unable to register %s with the kubelet: %s (trying again)", ep.svc->resource().c_str(),
-                     why.c_str());
+            } else if (why != ep.last_error) {
+                ep.last_error = why;
+                logf("unable to register %s with the kubelet: %s (trying again every %u ms)",
+                     ep.svc->resource().c_str(), why.c_str(), cfg.poll_ms);
             }
         }
         if (!kubelet.first && !said_no_kubelet) logf("no kubelet.sock in %s yet: waiting", cfg.kubelet_dir.c_str());

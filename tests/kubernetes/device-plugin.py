@@ -223,11 +223,12 @@ lst = w.wait(lambda l: len(l) == 8 and all(h == "Healthy" for _, h in l), 10)
 ok(lst is not None, "rotad starts again: the devices are healthy again")
 
 # ---- 3. the kubelet restarts: the plugin serves and registers again ------------------------------------------
+kubelet.refuse = 3  # and refuses the first three registrations: the plugin keeps trying
 kubelet.restart()
 ok(w.wait_end(10) is not None, "the old ListAndWatch stream ends with the kubelet (%s)" % w.ended)
 regs = kubelet.wait_registrations(6, 10)
-ok(len(regs) == 6 and sorted(r.resource_name for r in regs[3:]) == names,
-   "after a kubelet restart the plugin registers its 3 resources again")
+ok(len(regs) == 6 and sorted(r.resource_name for r in regs[3:]) == names and kubelet.refused == 3,
+   "after a kubelet restart the plugin registers its 3 resources again, trying again when refused")
 ch.close()
 ch, normal = kubelet.plugin("rota-normal.sock")
 _, high = kubelet.plugin("rota-high.sock")

@@ -16,6 +16,11 @@ class _Registration(pbg.RegistrationServicer):
         self.k = k
 
     def Register(self, req, ctx):
+        with self.k.cv:
+            if self.k.refuse > 0:  # as a kubelet busy with a plugin of the same name
+                self.k.refuse -= 1
+                self.k.refused += 1
+                ctx.abort(grpc.StatusCode.ALREADY_EXISTS, "another plugin is registered for %s" % req.resource_name)
         # what the kubelet checks before it accepts: the API version and an endpoint socket that exists
         if req.version != "v1beta1":
             ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "unsupported API version %s" % req.version)
@@ -33,6 +38,8 @@ class Kubelet:
         self.sock = os.path.join(dirpath, "kubelet.sock")
         self.cv = threading.Condition()
         self.registrations = []
+        self.refuse = 0   # refuse that many Register calls, then accept
+        self.refused = 0
         self.server = None
 
     def start(self):
