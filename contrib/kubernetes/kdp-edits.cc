@@ -7,7 +7,6 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
-#include <fstream>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,38 +23,6 @@ bool is_chardev(const std::string &p)
     return stat(p.c_str(), &st) == 0 && S_ISCHR(st.st_mode);
 }
 
-// The GPU's device minor from the driver's information files (/proc/driver/nvidia/gpus/<bus>/information:
-// "GPU UUID: GPU-..." and "Device Minor: N"), or -1.
-int gpu_minor(const Config &cfg, const char *uuid)
-{
-    DIR *d = opendir(cfg.driver_proc.c_str());
-    if (!d) return -1;
-    int minor = -1;
-    while (struct dirent *e = readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        std::ifstream f(cfg.driver_proc + "/" + e->d_name + "/information");
-        std::string line, id;
-        long m = -1;
-        while (std::getline(f, line)) {
-            size_t c = line.find(':');
-            if (c == std::string::npos) continue;
-            std::string k = line.substr(0, c), v = line.substr(c + 1);
-            v.erase(0, v.find_first_not_of(" \t"));
-            v.erase(v.find_last_not_of(" \t\r") + 1);
-            if (k == "GPU UUID") id = v;
-            else if (k == "Device Minor" && !v.empty() && v.size() < 5 &&
-                     v.find_first_not_of("0123456789") == std::string::npos)
-                m = std::stol(v);
-        }
-        if (id == uuid && m >= 0) {
-            minor = (int)m;
-            break;
-        }
-    }
-    closedir(d);
-    return minor;
-}
-
 // The device nodes of GPU g: its own nvidiaN (every nvidiaN where the driver's files do not say which) and the
 // driver's shared ones; those that exist under --dev-dir, named by their host path (--host-dev-dir).
 std::vector<DevNode> gpu_nodes(const Config &cfg, const kdp_gpu_t &g, bool shared, bool own)
@@ -67,7 +34,7 @@ std::vector<DevNode> gpu_nodes(const Config &cfg, const kdp_gpu_t &g, bool share
     if (shared)
         for (const char *n : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}) add(n);
     if (!own) return out;
-    int minor = gpu_minor(cfg, g.uuid);
+    int minor = node_gpu(cfg, g.uuid).minor;
     if (minor >= 0) {
         add("nvidia" + std::to_string(minor));
         return out;

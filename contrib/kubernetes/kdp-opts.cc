@@ -39,6 +39,7 @@ const Opt table[] = {
     {"--dev-dir", Kind::Dir, "DIR", "where the GPUs' device nodes are (nvidiaN, nvidiactl, nvidia-uvm)"},
     {"--host-dev-dir", Kind::Dir, "DIR", "the same folder on the host, as the runtime is told"},
     {"--driver-proc", Kind::Path, "DIR", "the driver's per-GPU information files (UUID -> device minor)"},
+    {"--pci-dir", Kind::Path, "DIR", "the PCI devices' folders (numa_node: each GPU's NUMA node for the kubelet)"},
     {"--cdi-dir", Kind::Dir, "DIR", "write a CDI spec there and answer with CDI devices (default: mounts, devices)"},
     {"--cdi-driver-kind", Kind::CdiKind, "KIND", "the driver's CDI kind, one device per GPU UUID (\"\": none)"},
     {"--nvidia-env", Kind::Bool, "on|off", "set NVIDIA_VISIBLE_DEVICES for the NVIDIA container toolkit"},
@@ -47,7 +48,8 @@ const Opt table[] = {
 
 const char *defaults[] = {"/var/lib/kubelet/device-plugins", "/run/rota/rotad.sock", "(--socket)",
                           "/run/rota/rotad.sock", "/opt/rota/lib/librota.so", "/opt/rota/lib/librota.so", "1G",
-                          "high,normal,low", "rota.io/gpu-mem", "/dev", "(--dev-dir)", "/proc/driver/nvidia/gpus", "(none)",
+                          "high,normal,low", "rota.io/gpu-mem", "/dev", "(--dev-dir)", "/proc/driver/nvidia/gpus",
+                          "/sys/bus/pci/devices", "(none)",
                           "nvidia.com/gpu", "on", "1000"};
 static_assert(sizeof defaults / sizeof *defaults == sizeof table / sizeof *table, "one default per option");
 
@@ -139,6 +141,7 @@ int opts_parse(int argc, char **argv, Config &cfg)
             else if (name == "--dev-dir") cfg.dev_dir = v;
             else if (name == "--host-dev-dir") cfg.host_dev_dir = v;
             else if (name == "--driver-proc") cfg.driver_proc = v;
+            else if (name == "--pci-dir") cfg.pci_dir = v;
             else if (name == "--cdi-dir") cfg.cdi_dir = v;
             break;
         case Kind::Size:
@@ -208,10 +211,10 @@ void opts_print(const Config &cfg)
     fprintf(stderr,
             "rota-device-plugin: options: --kubelet-dir %s --socket %s --host-socket %s --container-socket %s "
             "--lib %s --container-lib %s --unit %llu --classes %s --resource-prefix %s --dev-dir %s "
-            "--host-dev-dir %s --driver-proc %s --cdi-dir %s --cdi-driver-kind '%s' --nvidia-env %s --poll-ms %u\n",
+            "--host-dev-dir %s --driver-proc %s --pci-dir %s --cdi-dir %s --cdi-driver-kind '%s' --nvidia-env %s --poll-ms %u\n",
             cfg.kubelet_dir.c_str(), cfg.socket.c_str(), cfg.host_socket.c_str(), cfg.container_socket.c_str(),
             cfg.lib.c_str(), cfg.container_lib.c_str(), (unsigned long long)cfg.unit, classes.c_str(),
-            cfg.resource_prefix.c_str(), cfg.dev_dir.c_str(), cfg.host_dev_dir.c_str(), cfg.driver_proc.c_str(),
+            cfg.resource_prefix.c_str(), cfg.dev_dir.c_str(), cfg.host_dev_dir.c_str(), cfg.driver_proc.c_str(), cfg.pci_dir.c_str(),
             cfg.cdi_dir.empty() ? "(none)" : cfg.cdi_dir.c_str(), cfg.cdi_driver_kind.c_str(),
             cfg.nvidia_env ? "on" : "off", cfg.poll_ms);
 }

@@ -25,6 +25,7 @@ struct Config {
     std::string dev_dir = "/dev";                      // where this process finds the device nodes
     std::string host_dev_dir;                          // the same folder on the host ("": dev_dir)
     std::string driver_proc = "/proc/driver/nvidia/gpus";
+    std::string pci_dir = "/sys/bus/pci/devices";      // <bus>/numa_node: the GPUs' NUMA nodes
     std::string cdi_dir;                               // "": answer with mounts and devices, else CDI devices
     std::string cdi_driver_kind = "nvidia.com/gpu";    // CDI kind of the driver's own spec ("": none)
     bool nvidia_env = true;                            // NVIDIA_VISIBLE_DEVICES (the NVIDIA container toolkit)
@@ -57,6 +58,15 @@ std::vector<std::string> units_prefer(const std::vector<kdp_gpu_t> &gpus, uint64
                                       const std::vector<std::string> &available,
                                       const std::vector<std::string> &must_include, int size, placer_fn place,
                                       void *arg);
+
+// ---- the node's files about a GPU (kdp-node.cc) ------------------------------------------------------------
+struct NodeGpu {
+    int minor = -1; // /dev/nvidiaN
+    int numa = -1;  // the NUMA node of its PCI device (-1: none known)
+};
+// From the driver's information files (--driver-proc/<bus>/information: "GPU UUID", "Device Minor") and the PCI
+// device's numa_node (--pci-dir/<bus>/numa_node); -1 for what they do not say.
+NodeGpu node_gpu(const Config &cfg, const char *uuid);
 
 // ---- edits: what a container is given (kdp-edits.cc) -----------------------------------------------------
 struct Mount {

@@ -94,7 +94,8 @@ def plugin_args(*extra):
     return [KDP, "--kubelet-dir", KDIR, "--socket", S, "--lib", os.path.join(BUILD, "lib", "librota.so"),
             "--container-lib", CLIB, "--container-socket", CSOCK, "--dev-dir", os.path.join(T, "pdev"),
             "--host-dev-dir", os.path.join(T, "dev"),
-            "--driver-proc", os.path.join(T, "proc"), "--poll-ms", "200"] + list(extra)
+            "--driver-proc", os.path.join(T, "proc"), "--pci-dir", os.path.join(T, "pci"),
+            "--poll-ms", "200"] + list(extra)
 
 
 def start_plugin(*extra):
@@ -171,6 +172,20 @@ for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
     os.mknod(os.path.join(T, "dev", name), 0o666 | 0o020000, os.makedev(1, 3))  # /dev/null's numbers
 os.symlink("dev", os.path.join(T, "pdev"))  # the plugin's view of the host's T/dev (--dev-dir, --host-dev-dir)
 rotad = start_rotad()
+st = json.loads(subprocess.run([os.path.join(BUILD, "bin", "rota"), "status", "--json", "--socket", S], env=ENV,
+                               capture_output=True, text=True).stdout or "{}")
+probed = [d["uuid"] for d in st.get("devices", [])]
+if len(probed) != 2:
+    bail("rotad did not probe the 2 simcuda GPUs: %s" % st)
+# the driver's files: GPU 0 is minor 1 and GPU 1 minor 0, so that only the mapping gives the right node; GPU 0's
+# PCI device is on NUMA node 1, GPU 1's on none (-1)
+for bus, u, minor, numa in (("0000:01:00.0", probed[0], 1, 1), ("0000:02:00.0", probed[1], 0, -1)):
+    os.makedirs(os.path.join(T, "proc", bus))
+    with open(os.path.join(T, "proc", bus, "information"), "w") as f:
+        f.write("Model: \t\t Simulated\nGPU UUID: \t %s\nBus Type: \t PCIe\nDevice Minor: \t %d\n" % (u, minor))
+    os.makedirs(os.path.join(T, "pci", bus))
+    with open(os.path.join(T, "pci", bus, "numa_node"), "w") as f:
+        f.write("%d\n" % numa)
 
 # ---- 1. registration: the plugin waits for the kubelet, then registers one resource per class ---------------
 kubelet = Kubelet(KDIR)
@@ -203,15 +218,12 @@ for i, _ in lst:
     u = i.split("::")[0]
     if u not in uuids:
         uuids.append(u)
-ok(len(uuids) == 2 and [i for i, _ in lst] == ["%s::%d" % (u, k) for u in uuids for k in range(4)]
-   and all(u.startswith("GPU-") and len(u) == 40 for u in uuids), "device IDs are GPU-<uuid>::<k> (%s)" % lst[0][0])
+ok(uuids == probed and [i for i, _ in lst] == ["%s::%d" % (u, k) for u in uuids for k in range(4)],
+   "device IDs are GPU-<uuid>::<k>, the GPUs rotad probed (%s)" % lst[0][0])
+topo = {i: t for i, t in w.topology}
+ok(all(topo[i] == ([1] if i.startswith(probed[0]) else []) for i, _ in lst),
+   "each device carries its GPU's NUMA node (GPU 0: node 1; GPU 1: none known)")
 U0, U1 = uuids
-# the driver's files: GPU 0 is minor 1 and GPU 1 minor 0, so that only the mapping gives the right node
-for bus, (u, minor) in (("0000:01:00.0", (U0, 1)), ("0000:02:00.0", (U1, 0))):
-    os.makedirs(os.path.join(T, "proc", bus))
-    with open(os.path.join(T, "proc", bus, "information"), "w") as f:
-        f.write("Model: \t\t Simulated\nGPU UUID: \t %s\nBus Type: \t PCIe\nDevice Minor: \t %d\n" % (u, minor))
-
 stop(rotad)
 lst = w.wait(lambda l: len(l) == 8 and all(h == "Unhealthy" for _, h in l), 10)
 ok(lst is not None, "rotad stops: ListAndWatch sends the 8 devices unhealthy")

@@ -82,6 +82,7 @@ class Watch:
     def __init__(self, stub):
         self.cv = threading.Condition()
         self.lists = []
+        self.topology = []  # the latest list's (ID, [NUMA node IDs])
         self.ended = None
         self.call = stub.ListAndWatch(pb.Empty())
         self.t = threading.Thread(target=self._run, daemon=True)
@@ -92,6 +93,7 @@ class Watch:
             for r in self.call:
                 with self.cv:
                     self.lists.append([(d.ID, d.health) for d in r.devices])
+                    self.topology = [(d.ID, [n.ID for n in d.topology.nodes]) for d in r.devices]
                     self.cv.notify_all()
             end = "closed"
         except grpc.RpcError as e:
