@@ -52,6 +52,7 @@ struct State {
     uint64_t gen = 1;
     std::vector<kdp_gpu_t> gpus; // every GPU rotad listed since this plugin started, in order of discovery
     std::vector<bool> served;    // listed by the rotad that serves now
+    std::vector<int> numa;       // each GPU's NUMA node (-1: none known), for the kubelet's topology manager
     bool up = false;
     bool stopping = false;
 };
@@ -90,6 +91,7 @@ class Plugin final : public v1beta1::DevicePlugin::Service {
                     v1beta1::Device *d = r.add_devices();
                     d->set_id(unit_id(st_.gpus[i], k));
                     d->set_health(ok ? "Healthy" : "Unhealthy");
+                    if (st_.numa[i] >= 0) d->mutable_topology()->add_nodes()->set_id(st_.numa[i]);
                     healthy += ok;
                 }
             }
@@ -231,6 +233,7 @@ void watch_rotad(const Config &cfg, State &st)
         // any is advertised healthy, so a runtime never meets a device it cannot resolve.
         std::vector<kdp_gpu_t> all;
         std::vector<bool> served;
+        std::vector<int> numa;
         {
             std::lock_guard<std::mutex> lk(st.mu);
             all = st.gpus;
@@ -245,8 +248,10 @@ void watch_rotad(const Config &cfg, State &st)
                 served.push_back(false);
                 grew = true;
             }
+            all[j] = g[i]; // a restarted rotad's word on its memory
             served[j] = true;
         }
+        for (const kdp_gpu_t &x : all) numa.push_back(node_gpu(cfg, x.uuid).numa);
         if (grew && !cfg.cdi_dir.empty()) {
             std::string why;
             if (cdi_write(cfg, all, &why)) logf("CDI spec: %s", why.c_str());
@@ -256,6 +261,7 @@ void watch_rotad(const Config &cfg, State &st)
             std::lock_guard<std::mutex> lk(st.mu);
             st.gpus = all;
             st.served = served;
+            st.numa = numa;
             st.up = true;
             st.gen++;
         }

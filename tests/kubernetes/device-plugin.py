@@ -221,8 +221,9 @@ for i, _ in lst:
 ok(uuids == probed and [i for i, _ in lst] == ["%s::%d" % (u, k) for u in uuids for k in range(4)],
    "device IDs are GPU-<uuid>::<k>, the GPUs rotad probed (%s)" % lst[0][0])
 topo = {i: t for i, t in w.topology}
-ok(all(topo[i] == ([1] if i.startswith(probed[0]) else []) for i, _ in lst),
-   "each device carries its GPU's NUMA node (GPU 0: node 1; GPU 1: none known)")
+ok(all(topo.get(i) == ([1] if i.startswith(probed[0]) else []) for i, _ in lst),
+   "each device carries its GPU's NUMA node (GPU 0: node 1; GPU 1: none known): %s"
+   % sorted(set((i.split("::")[0][:12], tuple(t)) for i, t in w.topology)))
 U0, U1 = uuids
 stop(rotad)
 lst = w.wait(lambda l: len(l) == 8 and all(h == "Unhealthy" for _, h in l), 10)
