@@ -41,7 +41,7 @@ endif
 
 # Building needs the toolkit; cleaning, help, the manual pages and installing what is already built do not
 # (sudo make install drops CUDA_HOME from the environment).
-NO_TOOLKIT_GOALS := clean help man install uninstall install-slurm
+NO_TOOLKIT_GOALS := clean help man install uninstall install-slurm install-kubernetes k8s-venv
 ifeq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
   ifneq ($(filter-out $(NO_TOOLKIT_GOALS),$(or $(MAKECMDGOALS),all)),)
     $(error cuda.h not found under CUDA_HOME=$(CUDA_HOME): install the CUDA toolkit or run make CUDA_HOME=/path/to/cuda)
@@ -316,7 +316,7 @@ uninstall:
 	rm -f $(foreach p,$(USER_PROGS),$(DESTDIR)$(BINDIR)/$(notdir $(p)))
 	rm -f $(foreach p,$(AUX_PROGS),$(DESTDIR)$(LIBEXECDIR)/rota/$(notdir $(p)))
 	rm -f $(DESTDIR)$(SYSTEMDUNITDIR)/rotad.service
-	rm -f $(DESTDIR)$(LIBDIR)/slurm/rota-spank.so
+	rm -f $(DESTDIR)$(LIBDIR)/slurm/rota-spank.so $(DESTDIR)$(BINDIR)/rota-device-plugin
 	rm -f $(foreach m,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m)))
 	for d in $(INSTALL_DIRS); do rmdir $(DESTDIR)$$d 2>/dev/null || true; done
 # The manual pages (man/, committed) from docs/: needs pandoc.
@@ -332,6 +332,8 @@ help:
 	@echo '  make fuzz           the libFuzzer harnesses, FUZZ_SECONDS each (clang)'
 	@echo '  make install        rota, rotad, librota.so, simcuda, tools, systemd unit, man pages under PREFIX'
 	@echo '  make install-slurm  the Slurm SPANK plugin (needs spank.h) under LIBDIR/slurm'
+	@echo '  make install-kubernetes  the Kubernetes device plugin (needs grpc++) under BINDIR'
+	@echo '  make k8s-venv       the pinned Python packages the Kubernetes tests use, in build/venv-k8s'
 	@echo '  make uninstall      remove what the install targets put there'
 	@echo '  make man            regenerate man/ from docs/ (pandoc)'
 	@echo '  make clean          remove the build folders'
@@ -370,3 +372,49 @@ spank-h-missing:
 	@echo "make: $(SPANK_H) not found: the SPANK plugin needs Slurm's headers (Debian: libslurm-dev; or set SPANK_H)" >&2
 	@exit 1
 .PHONY: install-slurm bench-cluster spank-h-missing
+
+# ==== Kubernetes: the device plugin (contrib/kubernetes, docs/kubernetes.md) ====================================
+# rota-device-plugin is C++17 over grpc++ (Debian: libgrpc++-dev libprotobuf-dev protobuf-compiler
+# protobuf-compiler-grpc); built where those are, skipped otherwise. Its one C file (kdp-rotad.c) links the
+# common library; the stand-in kubelet of tests/kubernetes is Python with grpcio from PyPI, in a venv that
+# `make k8s-venv` makes under build/ (the tests skip without it).
+KDP_HAVE := $(shell command -v protoc >/dev/null && command -v grpc_cpp_plugin >/dev/null && \
+              pkg-config --exists grpc++ protobuf 2>/dev/null && echo 1)
+KDP      := $(B)/bin/rota-device-plugin
+KDP_GEN  := $(B)/gen/k8s
+KDP_CXX  := $(if $(findstring clang,$(CC)),$(subst clang,clang++,$(CC)),$(CXX))
+KDP_CXXFLAGS = -std=c++17 -O2 -g -pthread -MMD -MP $(filter-out -Wstrict-prototypes -Wmissing-prototypes,$(ROTA_WARN)) \
+               $(filter -fsanitize=% -fno-omit-frame-pointer -fno-sanitize-recover=%,$(ROTA_CFLAGS)) \
+               -I. -I$(KDP_GEN) $(shell pkg-config --cflags grpc++ protobuf 2>/dev/null) $(CXXFLAGS)
+KDP_OBJ  := $(patsubst %.cc,$(O)/%.o,$(wildcard contrib/kubernetes/*.cc)) $(O)/contrib/kubernetes/kdp-rotad.o \
+            $(O)/gen/k8s/api.pb.o $(O)/gen/k8s/api.grpc.pb.o
+ifeq ($(KDP_HAVE),1)
+all: $(KDP)
+endif
+$(KDP_GEN)/api.pb.cc $(KDP_GEN)/api.pb.h $(KDP_GEN)/api.grpc.pb.cc $(KDP_GEN)/api.grpc.pb.h &: contrib/kubernetes/api.proto
+	@mkdir -p $(KDP_GEN)
+	$(call quiet,GEN)protoc -Icontrib/kubernetes --cpp_out=$(KDP_GEN) --grpc_out=$(KDP_GEN) \
+	    --plugin=protoc-gen-grpc=$$(command -v grpc_cpp_plugin) $<
+$(O)/contrib/kubernetes/%.o: contrib/kubernetes/%.cc $(KDP_GEN)/api.grpc.pb.h
+	@mkdir -p $(dir $@)
+	$(call quiet,CXX)$(KDP_CXX) $(KDP_CXXFLAGS) -c $< -o $@
+# generated code: protoc's, not ours to warn about
+$(O)/gen/k8s/%.o: $(KDP_GEN)/%.cc $(KDP_GEN)/api.grpc.pb.h
+	@mkdir -p $(dir $@)
+	$(call quiet,CXX)$(KDP_CXX) $(KDP_CXXFLAGS) -w -c $< -o $@
+$(KDP): $(KDP_OBJ) $(COMMON_A)
+	@mkdir -p $(dir $@)
+	$(call quiet,LINK)$(KDP_CXX) -o $@ $(KDP_OBJ) $(COMMON_A) $(ALL_LDFLAGS) $(shell pkg-config --libs grpc++ protobuf 2>/dev/null) -lrt -lm
+# The stand-in kubelet's gRPC (grpcio, grpcio-tools) and the manifests' validator (kubernetes-validate), pinned;
+# one venv for every build variant (it holds no build output), found by the tests through ROTA_K8S_VENV.
+KDP_VENV ?= build/venv-k8s
+export ROTA_K8S_VENV := $(abspath $(KDP_VENV))
+k8s-venv: $(KDP_VENV)/.done
+$(KDP_VENV)/.done: tests/kubernetes/requirements.txt
+	rm -rf $(KDP_VENV) && python3 -m venv $(KDP_VENV)
+	$(KDP_VENV)/bin/pip install --quiet --disable-pip-version-check -r $<
+	touch $@
+install-kubernetes: $(KDP)
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(KDP) $(DESTDIR)$(BINDIR)/rota-device-plugin
+.PHONY: k8s-venv install-kubernetes
