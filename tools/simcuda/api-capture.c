@@ -308,6 +308,16 @@ void api_capture_stream_gone(api_stream_t *s)
 }
 
 /* ---- capture API -------------------------------------------------------------------------------------- */
+/* Where end and the queries start: resolve the stream, then require the caller's output pointer (a bad stream
+ * is reported before a NULL output). */
+static CUresult capture_stream(CUstream h, bool ptds, const void *out, api_stream_t **s)
+{
+    CUresult rc = api_stream_resolve(h, ptds, s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptds)
 {
     api_stream_t *s;
@@ -370,11 +380,9 @@ CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
 static CUresult end_capture(CUstream h, CUgraph *phGraph, bool ptds)
 {
     api_stream_t *s;
-    CUresult rc = api_stream_resolve(h, ptds, &s);
+    CUresult rc = capture_stream(h, ptds, phGraph, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!phGraph)
-        return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&api_capture_lock);
     api_capture_t *cap = s->cap;
     if (!cap) {
@@ -425,11 +433,9 @@ CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *status, bool ptds)
 {
     api_stream_t *s;
-    CUresult rc = api_stream_resolve(h, ptds, &s);
+    CUresult rc = capture_stream(h, ptds, status, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!status)
-        return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&api_capture_lock);
     if (s->kind == API_STREAM_LEGACY) {
         *status = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -449,11 +455,9 @@ static CUresult capture_info(CUstream h, CUstreamCaptureStatus *status, cuuint64
                              const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *ndeps, bool ptds)
 {
     api_stream_t *s;
-    CUresult rc = api_stream_resolve(h, ptds, &s);
+    CUresult rc = capture_stream(h, ptds, status, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!status)
-        return CUDA_ERROR_INVALID_VALUE;
     if (s->kind == API_STREAM_LEGACY)
         return is_capturing(h, status, ptds);
     pthread_mutex_lock(&api_capture_lock);
