@@ -160,13 +160,20 @@ CUresult cuDeviceGetCount(int *count)
     return CUDA_SUCCESS;
 }
 
-CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+/* The string queries' checks: a visible device, then a caller's buffer of at least one byte. */
+static CUresult device_string_check(CUdevice dev, const char *buf, int len)
 {
     CUresult rc = api_check_device(dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!name || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
+    return buf && len > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    CUresult rc = device_string_check(dev, name, len);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     snprintf(name, (size_t)len, "%s", devinfo(dev)->name);
     return CUDA_SUCCESS;
 }
@@ -408,11 +415,9 @@ CUresult cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
 /* PCI bus ids are "dddd:bb:dd.f" (13 characters with the terminator). */
 CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 {
-    CUresult rc = api_check_device(dev);
+    CUresult rc = device_string_check(dev, pciBusId, len);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (!pciBusId || len <= 0)
-        return CUDA_ERROR_INVALID_VALUE;
     const simnode_devinfo_t *d = devinfo(dev);
     snprintf(pciBusId, (size_t)len, "%04X:%02X:%02X.0", (unsigned)d->pci_domain, (unsigned)d->pci_bus,
              (unsigned)d->pci_device);
