@@ -2,7 +2,8 @@
 #ifndef ROTA_SCHED_POLICY_H
 #define ROTA_SCHED_POLICY_H
 
-#include "runtime/sched.h"
+#include "runtime/abi.h"
+#include "runtime/sched-opts.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -93,7 +93,7 @@ static uint64_t sched_high_due(const sched_t *s, const rota_channel_t *ch, rota_
                                uint64_t now)
 {
     uint64_t win = s->o.idle_ns;
-    /* acquire: the client stores the window, then the time (coord-launch.c); this window is that time's */
+    /* acquire: the client stores the window, then the time (client-launch.c); this window is that time's */
     uint64_t from = atomic_load_explicit(&ch->idle_from_ns, memory_order_acquire);
     if (from > now) from = now;
     if (!s->o.idle_fixed) {
@@ -189,101 +189,131 @@ static bool sched_log_ok(sched_t *s, uint64_t now)
     return s->log_lines++ < 10;
 }
 
-/* Refreshes activity of every client, samples device time, and decides holds. With s->mu held. */
-static bool sched_tick(sched_t *s, uint64_t now)
+/* What one tick learns and decides, stage by stage (sched_tick). */
+typedef struct sched_tick_state {
+    uint64_t now;
+    uint64_t dt;                          /* since the last tick, at most 10 ticks (we slept: nothing was active) */
+    unsigned ndev;                        /* GPUs rotad knows */
+    uint32_t pending[ROTA_MAX_DEVICES];   /* the board's high_pending words, read before the channels */
+    bool hi[SCHED_POOLS];                 /* an active high client that makes progress is on the GPU */
+    unsigned nbusy[SCHED_POOLS];          /* clients with work in flight */
+    bool devbusy[SCHED_POOLS]; /* the GPU had work: tracked launches in flight, or an untracked client active */
+    unsigned nhigh[SCHED_POOLS], nbusylow[SCHED_POOLS]; /* for slot.track */
+    unsigned nnormal[SCHED_POOLS];        /* for the gates' in-flight bound */
+    bool fresh[ROTA_MAX_CLIENTS];         /* active since this tick */
+    uint32_t inflight[ROTA_MAX_CLIENTS];
+    uint32_t hold[ROTA_MAX_CLIENTS];      /* decided: what is published */
+    bool any_active;
+    uint64_t next_idle;                   /* earliest time an active client turns idle (0: none) */
+} sched_tick_t;
+
+/* Stage 0: the time since the last tick, the GPUs, and the board's marks. The board before the channels: an
+ * activation that marked it after this read also set channel.active before marking it, so it is either seen by
+ * the refresh or left marked for the next tick (see sched_publish_gpus). */
+static void sched_tick_begin(sched_t *s, sched_tick_t *tk)
+{
+    uint64_t now = tk->now;
+    tk->dt = s->last_tick && now > s->last_tick ? now - s->last_tick : 0;
+    if (tk->dt > 10 * s->o.tick_ns) tk->dt = 10 * s->o.tick_ns; /* we slept: nothing was active meanwhile */
+    s->last_tick = now;
+    tk->ndev = atomic_load_explicit(&s->r->ndevices, memory_order_acquire);
+    if (tk->ndev > ROTA_MAX_DEVICES) tk->ndev = ROTA_MAX_DEVICES;
+    for (unsigned d = 0; d < tk->ndev; d++) tk->pending[d] = atomic_load(&s->b->devices[d].high_pending);
+}
+
+/* Whether client i is still active (channel.active), after the idle check: an active client with nothing in
+ * flight, no thread waiting and no launch for its idle window turns idle here. */
+static uint32_t sched_client_activity(sched_t *s, sched_tick_t *tk, unsigned i, uint32_t infl)
+{
+    sched_client_t *c = &s->c[i];
+    rota_channel_t *ch = c->ch;
+    uint64_t now = tk->now;
+    uint32_t act = atomic_load(&ch->active);
+    if (!act) return 0;
+    uint64_t last = atomic_load(&ch->last_launch_ns);
+    /* A thread waiting in the gate (held, or for a completion) keeps its client active. */
+    bool waiting = LD(&ch->held_waiting) || LD(&ch->inflight_waiting);
+    /* A lower client is idle once nothing is in flight (idle_low_ns, default at once): whom it holds fills its
+     * host gaps. Not an untracked one (slot.track 0), nor one that has not launched since it was told to track
+     * (its first tracked launch counts the untracked backlog): it shows nothing in flight while its work runs,
+     * so only its launches tell, over idle_ns, as for a high client. */
+    bool counted = c->prio != ROTA_PRIO_HIGH && LD(&s->r->sched[i].track) && last > c->track_on_ns;
+    uint64_t idle_ns = counted ? s->o.idle_low_ns : s->o.idle_ns;
+    uint64_t due = last + idle_ns;
+    if (c->prio == ROTA_PRIO_HIGH) due = sched_high_due(s, ch, &s->t->slots[i], last, now);
+    if (!infl && !waiting && now > last && now < due && (!tk->next_idle || due < tk->next_idle))
+        tk->next_idle = due; /* wake up then, not a tick later: whom it holds waits */
+    if (!infl && !waiting && now > last && now >= due && atomic_compare_exchange_strong(&ch->active, &act, 0)) {
+        /* Dekker with the launch gate (store last_launch_ns, then load active): a launch we raced with either
+         * saw active == 0 (and rang) or shows here. */
+        act = 0;
+        if (atomic_load(&ch->last_launch_ns) != last || atomic_load(&ch->inflight)) {
+            uint32_t z = 0;
+            atomic_compare_exchange_strong(&ch->active, &z, 1);
+            act = 1;
+        }
+    }
+    return act;
+}
+
+/* Progress of high client i: a launch or a completion. A high client that is active (or claims work in flight)
+ * but neither launches nor completes anything for high_stall_ns (stopped, hung, or lying about inflight) holds
+ * nobody until it moves again. */
+static void sched_high_progress(sched_t *s, sched_tick_t *tk, unsigned i, uint64_t la, uint64_t bu)
+{
+    sched_client_t *c = &s->c[i];
+    uint64_t now = tk->now;
+    if (la != c->seen_launches || bu != c->seen_busy || !c->active) {
+        c->seen_launches = la;
+        c->seen_busy = bu;
+        c->progress_ns = now;
+    }
+    bool stalled = c->active && now - c->progress_ns >= s->o.high_stall_ns;
+    if (stalled != c->stalled && s->o.log_level >= 1 && sched_log_ok(s, now))
+        fprintf(stderr, "rotad: info: high client in slot %u %s\n", i,
+                stalled ? "made no progress: lower classes are not held for it" : "makes progress again");
+    c->stalled = stalled;
+    if (c->active && !stalled) tk->hi[c->pool] = true;
+}
+
+/* Stage 1, per client: refresh what it published in its channel (GPU, activity, counters), counted per GPU. */
+static void sched_refresh_client(sched_t *s, sched_tick_t *tk, unsigned i)
+{
+    sched_client_t *c = &s->c[i];
+    rota_channel_t *ch = c->ch;
+    uint32_t dv = LD(&ch->sched_dev);
+    c->pool = dv <= tk->ndev ? dv : 0;
+    uint32_t infl = LD(&ch->inflight);
+    uint32_t act = sched_client_activity(s, tk, i, infl);
+    /* Statistics for rota status/top, validated: counters only grow, in-flight is capped. */
+    rota_slot_t *sl = &s->t->slots[i];
+    uint64_t la = LD(&ch->launches), bu = LD(&ch->busy_ns);
+    if (la > LD(&sl->launches)) ST(&sl->launches, la);
+    if (bu > LD(&sl->busy_ns)) ST(&sl->busy_ns, bu);
+    ST(&sl->inflight, infl > 65535 ? 65535 : infl);
+    tk->fresh[i] = act && !c->active;
+    c->active = act != 0;
+    tk->inflight[i] = infl;
+    tk->any_active |= c->active || infl;
+    if (c->prio == ROTA_PRIO_HIGH) sched_high_progress(s, tk, i, la, bu);
+    if (infl) tk->nbusy[c->pool]++;
+    /* An uncontended client is not tracked (slot.track 0): nothing in flight shows, but while it launches
+     * (active) its GPU is as good as busy; placement and rota top read this. */
+    if (infl || (c->active && !LD(&s->r->sched[i].track))) tk->devbusy[c->pool] = true;
+    if (c->prio == ROTA_PRIO_HIGH) tk->nhigh[c->pool]++; /* registered, active or not */
+    else if (c->active || infl) tk->nbusylow[c->pool]++;
+    if (c->prio == ROTA_PRIO_NORMAL) tk->nnormal[c->pool]++; /* registered, active or not */
+}
+
+/* Stage 2: device time, sampled: every client with work in flight had dt / n of its GPU; and the classes
+ * registered per GPU, for the gates' in-flight bound and the direct release (abi.h), out before the slot words
+ * of sched_publish, so that a gate that reads this tick's track or hold reads these counts too. */
+static void sched_sample(sched_t *s, const sched_tick_t *tk)
 {
     rota_region_t *r = s->r;
-    uint64_t dt = s->last_tick && now > s->last_tick ? now - s->last_tick : 0;
-    if (dt > 10 * s->o.tick_ns) dt = 10 * s->o.tick_ns; /* we slept: nothing was active meanwhile */
-    s->last_tick = now;
-    unsigned ndev = atomic_load_explicit(&r->ndevices, memory_order_acquire);
-    if (ndev > ROTA_MAX_DEVICES) ndev = ROTA_MAX_DEVICES;
-    bool hi[SCHED_POOLS] = {0};
-    unsigned nbusy[SCHED_POOLS] = {0};
-    bool devbusy[SCHED_POOLS] = {0}; /* the GPU had work: tracked launches in flight, or an untracked client active */
-    bool fresh[ROTA_MAX_CLIENTS] = {0};
-    uint32_t inflight[ROTA_MAX_CLIENTS] = {0};
-    unsigned nhigh[SCHED_POOLS] = {0}, nbusylow[SCHED_POOLS] = {0}; /* for slot.track */
-    unsigned nnormal[SCHED_POOLS] = {0}; /* for the gates' in-flight bound */
-    bool any_active = false;
-    uint64_t next_idle = 0;
-    /* The board before the channels: an activation that marked it after this read also set channel.active
-     * before marking it, so it is either seen below or left marked for the next tick (see the clear below). */
-    uint32_t pending[ROTA_MAX_DEVICES] = {0};
-    for (unsigned d = 0; d < ndev; d++) pending[d] = atomic_load(&s->b->devices[d].high_pending);
-
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-        sched_client_t *c = &s->c[i];
-        if (!c->live) continue;
-        rota_channel_t *ch = c->ch;
-        uint32_t dv = LD(&ch->sched_dev);
-        c->pool = dv <= ndev ? dv : 0;
-        uint32_t infl = LD(&ch->inflight);
-        uint32_t act = atomic_load(&ch->active);
-        if (act) {
-            uint64_t last = atomic_load(&ch->last_launch_ns);
-            /* A thread waiting in the gate (held, or for a completion) keeps its client active. */
-            bool waiting = LD(&ch->held_waiting) || LD(&ch->inflight_waiting);
-            /* A lower client is idle once nothing is in flight (idle_low_ns, default at once): whom it holds
-             * fills its host gaps. Not an untracked one (slot.track 0), nor one that has not launched since it
-             * was told to track (its first tracked launch counts the untracked backlog): it shows nothing in
-             * flight while its work runs, so only its launches tell, over idle_ns, as for a high client. */
-            bool counted = c->prio != ROTA_PRIO_HIGH && LD(&r->sched[i].track) && last > c->track_on_ns;
-            uint64_t idle_ns = counted ? s->o.idle_low_ns : s->o.idle_ns;
-            uint64_t due = last + idle_ns;
-            if (c->prio == ROTA_PRIO_HIGH) due = sched_high_due(s, ch, &s->t->slots[i], last, now);
-            if (!infl && !waiting && now > last && now < due && (!next_idle || due < next_idle))
-                next_idle = due; /* wake up then, not a tick later: whom it holds waits */
-            if (!infl && !waiting && now > last && now >= due &&
-                atomic_compare_exchange_strong(&ch->active, &act, 0)) {
-                /* Dekker with the launch gate (store last_launch_ns, then load active): a launch we raced with
-                 * either saw active == 0 (and rang) or shows here. */
-                act = 0;
-                if (atomic_load(&ch->last_launch_ns) != last || atomic_load(&ch->inflight)) {
-                    uint32_t z = 0;
-                    atomic_compare_exchange_strong(&ch->active, &z, 1);
-                    act = 1;
-                }
-            }
-        }
-        /* Statistics for rota status/top, validated: counters only grow, in-flight is capped. */
-        rota_slot_t *sl = &s->t->slots[i];
-        uint64_t la = LD(&ch->launches), bu = LD(&ch->busy_ns);
-        if (la > LD(&sl->launches)) ST(&sl->launches, la);
-        if (bu > LD(&sl->busy_ns)) ST(&sl->busy_ns, bu);
-        ST(&sl->inflight, infl > 65535 ? 65535 : infl);
-        fresh[i] = act && !c->active;
-        c->active = act != 0;
-        inflight[i] = infl;
-        any_active |= c->active || infl;
-        if (c->prio == ROTA_PRIO_HIGH) {
-            /* Progress: a launch or a completion. A high client that is active (or claims work in flight) but
-             * neither launches nor completes anything for high_stall_ns (stopped, hung, or lying about
-             * inflight) holds nobody until it moves again. */
-            if (la != c->seen_launches || bu != c->seen_busy || !c->active) {
-                c->seen_launches = la;
-                c->seen_busy = bu;
-                c->progress_ns = now;
-            }
-            bool stalled = c->active && now - c->progress_ns >= s->o.high_stall_ns;
-            if (stalled != c->stalled && s->o.log_level >= 1 && sched_log_ok(s, now))
-                fprintf(stderr, "rotad: info: high client in slot %u %s\n", i,
-                        stalled ? "made no progress: lower classes are not held for it" : "makes progress again");
-            c->stalled = stalled;
-            if (c->active && !stalled) hi[c->pool] = true;
-        }
-        if (infl) nbusy[c->pool]++;
-        /* An uncontended client is not tracked (slot.track 0): nothing in flight shows, but while it launches
-         * (active) its GPU is as good as busy; placement and rota top read this. */
-        if (infl || (c->active && !LD(&r->sched[i].track))) devbusy[c->pool] = true;
-        if (c->prio == ROTA_PRIO_HIGH) nhigh[c->pool]++; /* registered, active or not */
-        else if (c->active || infl) nbusylow[c->pool]++;
-        if (c->prio == ROTA_PRIO_NORMAL) nnormal[c->pool]++; /* registered, active or not */
-    }
-
-    /* Device time, sampled: every client with work in flight had dt / n of its GPU. */
+    uint64_t now = tk->now, dt = tk->dt;
     for (unsigned p = 0; p < SCHED_POOLS; p++) {
-        if (devbusy[p]) {
+        if (tk->devbusy[p]) {
             s->win_busy[p] += dt;
             if (p >= 1) ST(&r->devices[p - 1].busy_ns, LD(&r->devices[p - 1].busy_ns) + dt);
         }
@@ -297,132 +327,172 @@ static bool sched_tick(sched_t *s, uint64_t now)
     }
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         sched_client_t *c = &s->c[i];
-        if (c->live && inflight[i] && nbusy[c->pool])
-            c->vtime += dt * 1000 * (c->prio == ROTA_PRIO_LOW ? s->o.low_factor : 1) / nbusy[c->pool] / c->weight;
+        if (c->live && tk->inflight[i] && tk->nbusy[c->pool])
+            c->vtime += dt * 1000 * (c->prio == ROTA_PRIO_LOW ? s->o.low_factor : 1) / tk->nbusy[c->pool] / c->weight;
     }
-
-    /* The classes registered per GPU, for the gates' in-flight bound and the direct release (abi.h): out before
-     * the slot words below, so that a gate that reads this tick's track or hold reads these counts too. */
-    for (unsigned p = 1; p < SCHED_POOLS && p <= ndev; p++) {
+    for (unsigned p = 1; p < SCHED_POOLS && p <= tk->ndev; p++) {
         rota_dev_t *d = &r->devices[p - 1];
-        uint32_t nh = nhigh[p] + nhigh[0], nn = nnormal[p] + nnormal[0]; /* unknown GPUs' clients: everywhere */
+        /* unknown GPUs' clients: everywhere */
+        uint32_t nh = tk->nhigh[p] + tk->nhigh[0], nn = tk->nnormal[p] + tk->nnormal[0];
         if (LD(&d->high_clients) != nh) atomic_store(&d->high_clients, nh);
         if (LD(&d->normal_clients) != nn) atomic_store(&d->normal_clients, nn);
     }
+}
 
-    /* Stage 1, the class rule (sched-prio.c). */
-    uint32_t hold[ROTA_MAX_CLIENTS] = {0};
+/* A client back from idle joins no further back than the least-served client's virtual time (with none, the
+ * group's floor: where the least-served client stood when last seen) less a credit of two slacks: idle time is
+ * not banked beyond that, and a bursty client (training with host gaps) runs its burst ahead of the ones that
+ * filled its gap, as a waking task does in CFS. A client ahead of that keeps its debt: going idle for a moment
+ * does not clear it. The floor only moves forward, so time a client had while nobody else wanted the GPU is no
+ * debt either. Returns the least virtual time among the active members. */
+static uint64_t sched_group_floor(sched_t *s, const sched_tick_t *tk, unsigned p, unsigned k, const unsigned *idx,
+                                  unsigned nm, uint64_t vmin_old)
+{
+    uint64_t vmin = UINT64_MAX, credit = 2 * 8 * s->o.tick_ns; /* two slacks of 8 ticks */
+    uint64_t base = vmin_old != UINT64_MAX ? vmin_old : s->vfloor[p][k];
+    uint64_t floor = base > credit ? base - credit : 0;
+    for (unsigned j = 0; j < nm; j++) {
+        sched_client_t *c = &s->c[idx[j]];
+        if (!c->active) continue;
+        if (tk->fresh[idx[j]] && c->vtime < floor) c->vtime = floor;
+        if (c->vtime < vmin) vmin = c->vtime;
+    }
+    if (vmin > s->vfloor[p][k]) s->vfloor[p][k] = vmin;
+    return vmin;
+}
+
+/* The launch policy among equals (sched-policy.h) for share group k of pool p; the clients the class rule held
+ * take no part. */
+static void sched_decide_group(sched_t *s, sched_tick_t *tk, unsigned p, unsigned k)
+{
+    sched_member_t m[ROTA_MAX_CLIENTS];
+    unsigned idx[ROTA_MAX_CLIENTS], nm = 0, n = 0;
+    uint64_t vmin = UINT64_MAX, vmin_old = UINT64_MAX;
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         sched_client_t *c = &s->c[i];
-        if (c->live) hold[i] = sched_prio_hold(c->prio, hi[c->pool], LD(&r->sched[i].hold));
+        if (!sched_in_group(s, c, p, k) || tk->hold[i]) continue;
+        idx[nm++] = i;
+        if (!c->active) continue;
+        n++;
+        if (!tk->fresh[i] && c->vtime < vmin_old) vmin_old = c->vtime;
     }
-
-    /* Stage 2, the launch policy among equals (sched-policy.h), per share group of each GPU (sched_group: with
-     * low_factor > 1 the low group is empty); the clients the class rule held take no part. */
-    uint64_t slack = 8 * s->o.tick_ns;
-    for (unsigned p = 0; p < SCHED_POOLS; p++) {
-        for (unsigned k = ROTA_PRIO_NORMAL; k < ROTA_PRIO_COUNT; k++) {
-            sched_member_t m[ROTA_MAX_CLIENTS];
-            unsigned idx[ROTA_MAX_CLIENTS], nm = 0, n = 0;
-            uint64_t vmin = UINT64_MAX, vmin_old = UINT64_MAX;
-            for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
-                sched_client_t *c = &s->c[i];
-                if (!sched_in_group(s, c, p, k) || hold[i]) continue;
-                idx[nm++] = i;
-                if (!c->active) continue;
-                n++;
-                if (!fresh[i] && c->vtime < vmin_old) vmin_old = c->vtime;
-            }
-            if (n) {
-                /* A client back from idle joins no further back than the least-served client's virtual time
-                 * (with none, the group's floor: where the least-served client stood when last seen) less a
-                 * credit of two slacks: idle time is not banked beyond that, and a bursty client (training with
-                 * host gaps) runs its burst ahead of the ones that filled its gap, as a waking task does in CFS.
-                 * A client ahead of that keeps its debt: going idle for a moment does not clear it. The floor
-                 * only moves forward, so time a client had while nobody else wanted the GPU is no debt either. */
-                uint64_t credit = 2 * slack, base = vmin_old != UINT64_MAX ? vmin_old : s->vfloor[p][k];
-                uint64_t floor = base > credit ? base - credit : 0;
-                for (unsigned j = 0; j < nm; j++) {
-                    sched_client_t *c = &s->c[idx[j]];
-                    if (!c->active) continue;
-                    if (fresh[idx[j]] && c->vtime < floor) c->vtime = floor;
-                    if (c->vtime < vmin) vmin = c->vtime;
-                }
-                if (vmin > s->vfloor[p][k]) s->vfloor[p][k] = vmin;
-            }
-            for (unsigned j = 0; j < nm; j++) {
-                const sched_client_t *c = &s->c[idx[j]];
-                m[j] = (sched_member_t){.slot = idx[j], .active = c->active, .vtime = c->vtime,
-                                        .hold_was = LD(&r->sched[idx[j]].hold)};
-            }
-            sched_group_t g = {.o = &s->o, .pool = p, .cls = k, .now = now, .n = n, .vmin = vmin, .nm = nm,
-                               .m = m};
-            uint32_t ph[ROTA_MAX_CLIENTS];
-            memset(ph, 0, nm * sizeof ph[0]);
-            s->policy->decide(&g, s->pstate[p][k], ph);
-            for (unsigned j = 0; j < nm; j++) hold[idx[j]] = ph[j] & (ROTA_HOLD_SHARE | ROTA_HOLD_QUANTUM);
-        }
+    if (n) vmin = sched_group_floor(s, tk, p, k, idx, nm, vmin_old);
+    for (unsigned j = 0; j < nm; j++) {
+        const sched_client_t *c = &s->c[idx[j]];
+        m[j] = (sched_member_t){.slot = idx[j], .active = c->active, .vtime = c->vtime,
+                                .hold_was = LD(&s->r->sched[idx[j]].hold)};
     }
+    sched_group_t g = {.o = &s->o, .pool = p, .cls = k, .now = tk->now, .n = n, .vmin = vmin, .nm = nm, .m = m};
+    uint32_t ph[ROTA_MAX_CLIENTS];
+    memset(ph, 0, nm * sizeof ph[0]);
+    s->policy->decide(&g, s->pstate[p][k], ph);
+    for (unsigned j = 0; j < nm; j++) tk->hold[idx[j]] = ph[j] & (ROTA_HOLD_SHARE | ROTA_HOLD_QUANTUM);
+}
 
-    unsigned held[SCHED_POOLS] = {0};
-    bool changed[SCHED_POOLS] = {0};
-    unsigned nlive = 0;
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) nlive += s->c[i].live;
+/* Stage 3, per GPU (pool p): the class rule (sched-prio.c), then the launch policy per share group (sched_group:
+ * with low_factor > 1 the low group is empty). */
+static void sched_decide_gpu(sched_t *s, sched_tick_t *tk, unsigned p)
+{
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         sched_client_t *c = &s->c[i];
-        if (!c->live) continue;
-        rota_slot_t *sl = &s->t->slots[i];
-        rota_slot_sched_t *w = &r->sched[i];
-        /* Uncontended (abi.h, slot.track): alone on a known GPU; clients of unknown GPUs contend everywhere. The
-         * only client rotad has is uncontended whatever its GPU, at once: tracked, its launches would wait in the
-         * gate's in-flight bound on the host, one after another, and its kernels on high-priority streams would
-         * lose the order the device gives them over those on its low-priority ones (issue 22). */
-        unsigned p = c->pool, self = c->prio != ROTA_PRIO_HIGH && (c->active || inflight[i]);
-        unsigned others = nhigh[p] + nbusylow[p] + (p ? nhigh[0] + nbusylow[0] : 0) - self;
-        if (nlive == 1 && !hold[i] && c->prio != ROTA_PRIO_HIGH) c->contended_ns = 0;
-        else if (p == 0 || others || hold[i] || c->prio == ROTA_PRIO_HIGH) c->contended_ns = now;
-        uint32_t track = now - c->contended_ns < SCHED_TRACK_CALM_NS;
-        if (track && !LD(&w->track)) c->track_on_ns = now;
-        if (LD(&w->track) != track) atomic_store(&w->track, track); /* before the hold: a held client tracks */
-        if (LD(&w->hold) != hold[i]) changed[c->pool] = true;
-        sched_set_hold(s, i, hold[i]);
-        if (hold[i]) held[c->pool]++;
-        uint32_t st = LD(&sl->waiting) ? ROTA_SCHED_MEMWAIT
-                      : hold[i]        ? ROTA_SCHED_HELD
-                      : c->active      ? ROTA_SCHED_RUNNING
-                                       : ROTA_SCHED_IDLE;
-        ST(&sl->sched_state, st);
+        if (c->live && c->pool == p) tk->hold[i] = sched_prio_hold(c->prio, tk->hi[p], LD(&s->r->sched[i].hold));
     }
-    uint64_t done = sched_now_ns();
-    for (unsigned p = 1; p < SCHED_POOLS; p++) {
-        if (p > ndev) break;
-        rota_dev_t *d = &r->devices[p - 1];
+    for (unsigned k = ROTA_PRIO_NORMAL; k < ROTA_PRIO_COUNT; k++) sched_decide_group(s, tk, p, k);
+}
+
+/* Publishes client i's words: slot.track, then its hold (futex-woken), then its state for rota status. Counts
+ * the held clients per GPU and whether a hold changed there. */
+static void sched_publish_client(sched_t *s, const sched_tick_t *tk, unsigned i, unsigned nlive, unsigned *held,
+                                 bool *changed)
+{
+    sched_client_t *c = &s->c[i];
+    uint64_t now = tk->now;
+    uint32_t hold = tk->hold[i];
+    rota_slot_t *sl = &s->t->slots[i];
+    rota_slot_sched_t *w = &s->r->sched[i];
+    /* Uncontended (abi.h, slot.track): alone on a known GPU; clients of unknown GPUs contend everywhere. The only
+     * client rotad has is uncontended whatever its GPU, at once: tracked, its launches would wait in the gate's
+     * in-flight bound on the host, one after another, and its kernels on high-priority streams would lose the
+     * order the device gives them over those on its low-priority ones (issue 22). */
+    unsigned p = c->pool, self = c->prio != ROTA_PRIO_HIGH && (c->active || tk->inflight[i]);
+    unsigned others = tk->nhigh[p] + tk->nbusylow[p] + (p ? tk->nhigh[0] + tk->nbusylow[0] : 0) - self;
+    if (nlive == 1 && !hold && c->prio != ROTA_PRIO_HIGH) c->contended_ns = 0;
+    else if (p == 0 || others || hold || c->prio == ROTA_PRIO_HIGH) c->contended_ns = now;
+    uint32_t track = now - c->contended_ns < SCHED_TRACK_CALM_NS;
+    if (track && !LD(&w->track)) c->track_on_ns = now;
+    if (LD(&w->track) != track) atomic_store(&w->track, track); /* before the hold: a held client tracks */
+    if (LD(&w->hold) != hold) changed[p] = true;
+    sched_set_hold(s, i, hold);
+    if (hold) held[p]++;
+    uint32_t st = LD(&sl->waiting) ? ROTA_SCHED_MEMWAIT
+                  : hold           ? ROTA_SCHED_HELD
+                  : c->active      ? ROTA_SCHED_RUNNING
+                                   : ROTA_SCHED_IDLE;
+    ST(&sl->sched_state, st);
+}
+
+/* Publishes each known GPU's words (held, high_active), wakes the direct-release waiters where a hold changed,
+ * and clears the board marks this tick read. */
+static void sched_publish_gpus(sched_t *s, const sched_tick_t *tk, const unsigned *held, const bool *changed)
+{
+    for (unsigned p = 1; p < SCHED_POOLS && p <= tk->ndev; p++) {
+        rota_dev_t *d = &s->r->devices[p - 1];
         ST(&d->held, held[p]);
         if (changed[p]) sched_wake_idle_word(s, p - 1);
-        ST(&d->high_active, hi[p] ? 1u : 0u);
+        ST(&d->high_active, tk->hi[p] ? 1u : 0u);
         /* The slot holds are out: the board's mark has done its job. A new mark since our read stays. */
-        uint32_t seen = pending[p - 1];
+        uint32_t seen = tk->pending[p - 1];
         if (seen && atomic_compare_exchange_strong(&s->b->devices[p - 1].high_pending, &seen, 0))
             sched_wake_shared(&s->b->devices[p - 1].high_pending);
     }
-    sched_add_hold_stats(s, ndev);
-    /* Latency of priority holds: from the high client's activating launch to the holds being published. */
+}
+
+/* Latency of priority holds: from the high client's activating launch to the holds being published (done). */
+static void sched_confirm_latency(sched_t *s, const sched_tick_t *tk, uint64_t done)
+{
     for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
         sched_client_t *c = &s->c[i];
-        if (!c->live || !fresh[i] || c->prio != ROTA_PRIO_HIGH || s->hi[c->pool] || c->pool == 0) continue;
+        if (!c->live || !tk->fresh[i] || c->prio != ROTA_PRIO_HIGH || s->hi[c->pool] || c->pool == 0) continue;
         uint64_t t0 = LD(&c->ch->active_since_ns);
         if (t0 > done || done - t0 > SCHED_MAX_LAT_NS) continue;
         uint64_t lat = done - t0;
-        rota_dev_t *d = &r->devices[c->pool - 1];
+        rota_dev_t *d = &s->r->devices[c->pool - 1];
         ST(&d->confirm_lat_sum_ns, LD(&d->confirm_lat_sum_ns) + lat);
         if (lat > LD(&d->confirm_lat_max_ns)) ST(&d->confirm_lat_max_ns, lat);
         atomic_fetch_add(&d->confirm_events, 1);
         s->hi[c->pool] = true; /* one measurement per activation of the GPU */
     }
-    memcpy(s->hi, hi, sizeof hi);
+    memcpy(s->hi, tk->hi, sizeof s->hi);
+}
 
-    s->next_idle = next_idle;
-    return any_active;
+/* Stage 4: everything decided goes out: the clients' words, the GPUs' words and the board, the high clients'
+ * hold statistics, the latency of the holds. */
+static void sched_publish(sched_t *s, const sched_tick_t *tk)
+{
+    unsigned held[SCHED_POOLS] = {0}, nlive = 0;
+    bool changed[SCHED_POOLS] = {0};
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) nlive += s->c[i].live;
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
+        if (s->c[i].live) sched_publish_client(s, tk, i, nlive, held, changed);
+    uint64_t done = sched_now_ns();
+    sched_publish_gpus(s, tk, held, changed);
+    sched_add_hold_stats(s, tk->ndev);
+    sched_confirm_latency(s, tk, done);
+}
+
+/* One decision, in stages: refresh what the clients published, sample device time, decide per GPU (the class
+ * rule, then the launch policy), publish. With s->mu held. Returns whether anything was active. */
+static bool sched_tick(sched_t *s, uint64_t now)
+{
+    sched_tick_t tk = {.now = now};
+    sched_tick_begin(s, &tk);
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
+        if (s->c[i].live) sched_refresh_client(s, &tk, i);
+    sched_sample(s, &tk);
+    for (unsigned p = 0; p < SCHED_POOLS; p++) sched_decide_gpu(s, &tk, p);
+    sched_publish(s, &tk);
+    s->next_idle = tk.next_idle;
+    return tk.any_active;
 }
 
 static void *sched_main(void *arg)

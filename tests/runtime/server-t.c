@@ -1,4 +1,4 @@
-/* server-t.c - TAP tests for rotad's service (runtime/server.c) through real sockets and processes. */
+/* server-t.c - TAP tests for rotad's service (runtime/server*.c) through real sockets and processes. */
 #include "runtime/abi.h"
 #include "runtime/config.h"
 #include "runtime/lib/conn.h"
