@@ -12,7 +12,7 @@
  * SIMCUDA_LAUNCH_NS=0 so the simulated device keeps up. bench_launches and bench_allocs are separate,
  * non-inlined functions so that callgrind can count their instructions alone (--toggle-collect).
  *
- * make builds it as build/bin/shim-overhead (tools/bench/*.c are programs linked with simcuda).
+ * make builds it as build/bin/shim-overhead (every C file in tools/bench is a program linked with simcuda).
  * Usage: shim-overhead [ITERATIONS [ALLOC_BYTES [allocs]]]   (defaults 200000, 1048576)
  * With "allocs", only the alloc+free pairs run (for strace: what syscalls a pair makes).
  * Exit: 0 done, 1 a CUDA call failed, 2 bad usage.
