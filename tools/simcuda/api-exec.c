@@ -92,7 +92,8 @@ static void op_engine(api_stream_t *s, api_op_t *op, int prio, uint64_t ns)
     if (!op->on_engine) engine_enqueue_locked(s, op, 0, ready);
     bool queued = op->on_engine;
     if (queued) {
-        s->engine_ahead--;
+        if (op->engine_token)
+            s->engine_ahead--;
         engine_chain_locked(s, op);
     }
     pthread_mutex_unlock(&s->lock);
@@ -188,7 +189,8 @@ static void engine_enqueue_locked(api_stream_t *s, api_op_t *op, uint64_t after,
     if (simnode_kernel_enqueue_after(s->ctx->dev, s->ctx->node_id, prio, ns, op->submit_ns, ready, after,
                                      &op->engine_token) == 0) {
         op->on_engine = true;     /* else (no waiter slot free) the executor enters the engine itself */
-        s->engine_ahead++;
+        if (op->engine_token)     /* 0: no device time, nothing waits on the engine */
+            s->engine_ahead++;
     }
 }
 
