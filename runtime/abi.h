@@ -271,8 +271,9 @@ typedef struct rota_region {
     _Atomic uint32_t place_waiting;
     _Atomic uint64_t place_wait_bytes;
     _Atomic uint64_t place_wait_since_ns;
-    /* The most a client keeps in its credit word on one GPU from its own frees (rotad's `credit SIZE`; 0, as a
-     * rotad before this field wrote it: every free goes back with a RELEASE). See channel.credit. */
+    /* What a client keeps in its credit word on one GPU from its own frees: up to 1.5 times this (rotad's
+     * `credit SIZE`; 0, as a rotad before this field wrote it: every free goes back with a RELEASE). See
+     * channel.credit. */
     _Atomic uint64_t credit_keep;
     uint64_t reserved_abi[3];
     rota_dev_t devices[ROTA_MAX_DEVICES];
@@ -327,7 +328,8 @@ typedef struct rota_channel {
      * yet seen used. rotad adds to it when it grants a RESERVE (fetch_add) and takes it all back under pressure
      * (exchange with 0, after a seq_cst fence, whenever a request queues or is served on that GPU); the client
      * takes from it with compare-exchange to allocate without a round trip, and adds to it the bytes it frees
-     * (still charged to it: they were in use) while the word stays within region.credit_keep and nobody waits
+     * (still charged to it: they were in use) while the word stays within 1.5 x region.credit_keep (past it,
+     * one RELEASE takes it down to half of credit_keep) and nobody waits
      * for memory on that GPU (region.devices[].waiters, read after the add: a waiter that appeared meanwhile
      * gets them back through rotad's exchange or the client's RELEASE). So every byte is either in a credit word
      * or in use, and the ledger stays exact; a client that writes more into its word only keeps its own bytes

@@ -531,8 +531,11 @@ uint64_t conn_credit_put(conn_t *c, int dev, uint64_t bytes)
     uint64_t now = atomic_fetch_add(w, bytes) + bytes;
     uint64_t target = 0; /* a waiter: everything goes back */
     if (!atomic_load(waiters)) {
-        if (now <= keep) return 0;
-        target = keep / 2; /* above keep: down to half of it at once, one RELEASE for many frees */
+        /* Past 1.5 x keep, down to half of keep at once: one RELEASE for many frees. Not at keep itself: rotad
+         * tops the credit up to keep after a RELEASE, whatever the client has in use at that moment, and the
+         * free of that would go past keep again and again. */
+        if (now <= keep + keep / 2) return 0;
+        target = keep / 2;
     }
     uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
     while (cur > target)

@@ -436,9 +436,13 @@ static void test_credit_put(void)
     is_uint(conn_credit_put(a, dev, 4 * M), 0, "their frees all go back into the credit: nothing to send");
     is_uint(LD(&credit[dev]), 64 * M, "the credit has them");
     is_uint(LD(&r->devices[dev].reserved), 65 * M, "the ledger is unchanged: they stay charged, unused");
-    is_uint(conn_credit_put(a, dev, M), 33 * M, "the free that takes the credit past 64M hands back all above 32M");
+    is_uint(conn_credit_put(a, dev, M), 0, "past 64M but within 96M (1.5 x keep): still kept");
+    is_uint(LD(&credit[dev]), 65 * M, "the credit has 65M");
+    is_int(conn_reserve(a, U3, GB, 40 * M, 0, NULL, NULL), 0, "40M more, asked of rotad (the credit is full)");
+    is_uint(LD(&r->devices[dev].reserved), 105 * M, "charged: 40M in use, 65M of credit");
+    is_uint(conn_credit_put(a, dev, 40 * M), 73 * M, "its free takes the credit past 96M: all above 32M goes back");
     is_uint(LD(&credit[dev]), 32 * M, "the credit keeps half of keep");
-    conn_release(a, U3, GB, 33 * M);
+    conn_release(a, U3, GB, 73 * M);
     ok(WAIT_FOR(LD(&r->devices[dev].reserved) == 64 * M, 2000),
        "one RELEASE returns it (then rotad refills the credit): nothing in use, 64M of credit");
     is_uint(LD(&credit[dev]), 64 * M, "credit refilled");

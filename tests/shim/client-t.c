@@ -249,7 +249,7 @@ int main(void)
     sscanf(th_say(&a, "bench 2000", 30000), "%u", &bad);
     is_uint(bad, 0, "2000 alloc/free pairs of 1M through librota + rotad");
     uint64_t in_ledger = th_ledger_reserved();
-    ok(in_ledger >= M && in_ledger <= 64 * M, "nothing in use, the credit charged: %llu M",
+    ok(in_ledger >= M && in_ledger <= 96 * M, "nothing in use, the credit charged (at most 1.5 x 64M): %llu M",
        (unsigned long long)(in_ledger / M));
     th_finish(&a);
     unsigned long long frees = 0, msgs = 0;
@@ -263,7 +263,7 @@ int main(void)
         }
     if (cf) fclose(cf);
     is_uint(frees, 2000, "librota saw the 2000 frees");
-    ok(msgs <= 2, "and sent %llu RELEASE messages for them (the first free fills the credit past its keep)", msgs);
+    is_uint(msgs, 0, "and sent rotad no RELEASE message for them: they went back into the credit");
 
     /* fork: parent and child are two clients, each with its own books */
     spawn(&a, NULL);
