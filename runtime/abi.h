@@ -271,7 +271,11 @@ typedef struct rota_region {
     _Atomic uint32_t place_waiting;
     _Atomic uint64_t place_wait_bytes;
     _Atomic uint64_t place_wait_since_ns;
-    uint64_t reserved_abi[4];
+    /* What a client keeps in its credit word on one GPU from its own frees: up to 1.5 times this (rotad's
+     * `credit SIZE`; 0, as a rotad before this field wrote it: every free goes back with a RELEASE). See
+     * channel.credit. */
+    _Atomic uint64_t credit_keep;
+    uint64_t reserved_abi[3];
     rota_dev_t devices[ROTA_MAX_DEVICES];
     rota_slot_sched_t sched[ROTA_MAX_CLIENTS]; /* ABI 10: a slot's launch-gate words, by slot index */
     rota_stats_t stats;                /* ABI 9: operating statistics (above), node and GPU totals */
@@ -322,8 +326,14 @@ typedef struct rota_channel {
     uint64_t reserved_abi[4];
     /* Memory credit per GPU (index in region->devices): bytes rotad has already charged to this client and not
      * yet seen used. rotad adds to it when it grants a RESERVE (fetch_add) and takes it all back under pressure
-     * (exchange with 0); the client takes from it with compare-exchange to allocate without a round trip, and
-     * never adds to it. So every byte is either in a credit word or in use, and the ledger stays exact. */
+     * (exchange with 0, after a seq_cst fence, whenever a request queues or is served on that GPU); the client
+     * takes from it with compare-exchange to allocate without a round trip, and adds to it the bytes it frees
+     * (still charged to it: they were in use) while the word stays within 1.5 x region.credit_keep (past it,
+     * one RELEASE takes it down to half of credit_keep) and nobody waits
+     * for memory on that GPU (region.devices[].waiters, read after the add: a waiter that appeared meanwhile
+     * gets them back through rotad's exchange or the client's RELEASE). So every byte is either in a credit word
+     * or in use, and the ledger stays exact; a client that writes more into its word only keeps its own bytes
+     * charged (rotad's uncharges are clamped to what the client holds). */
     _Atomic uint64_t credit[ROTA_MAX_DEVICES];
     /* Priority holds through the board (high clients only): activating launches, and the time from entering the
      * launch gate to the board store, as sum, max and histogram (ROTA_LAT_BUCKETS). rotad adds the growth to

@@ -17,6 +17,9 @@
  * gives back its own bytes: the uncharge is clamped to what it holds. */
 static void server_revoke(server_t *s, unsigned dev)
 {
+    /* Pairs with conn_credit_put: a client that added to its word after this fence sees the waiter just
+     * published and gives its bytes back itself; one that added before has them taken here. */
+    atomic_thread_fence(memory_order_seq_cst);
     for (client_t *c = s->clients; c; c = c->next) {
         if (c->slot < 0 || !c->ch || !(c->devmask & (1u << dev))) continue;
         uint64_t x = atomic_exchange(&c->ch->credit[dev], 0);
@@ -55,7 +58,10 @@ void server_answer(void *ctx, const waiter_t *w, int status)
 
 void server_serve(server_t *s, unsigned dev)
 {
-    if (!s->grace_end_ns) waitq_serve(&s->q, dev, server_answer, s);
+    if (s->grace_end_ns) return;
+    /* While requests wait, unused credit is memory nobody uses: clients put what they free there (abi.h). */
+    if (waitq_count_dev(&s->q, dev)) server_revoke(s, dev);
+    waitq_serve(&s->q, dev, server_answer, s);
 }
 
 static void server_use_dev(server_t *s, client_t *c, int dev)

@@ -198,10 +198,12 @@ static void server_reload(server_t *s)
     }
     notify_send("RELOADING=1");
     char msg[512];
-    if (reload_config(s->o.config_path, s->o.cfg, s->rg.t, msg, sizeof msg))
+    if (reload_config(s->o.config_path, s->o.cfg, s->rg.t, msg, sizeof msg)) {
         server_log(s, 0, "SIGHUP: config not reloaded, keeping the current one: %s", msg);
-    else
+    } else {
+        ST(&s->rg.r->credit_keep, s->o.cfg->credit);
         server_log(s, 1, "SIGHUP: reloaded %s: %s", s->o.config_path, msg);
+    }
     notify_send("READY=1");
 }
 
@@ -227,6 +229,7 @@ static int server_start(server_t *s, const int *notify, int nnotify, char *err, 
     /* Bounds from the config file (issue 21) join the scheduling options. */
     s->o.sched.high_stall_ns = (uint64_t)s->o.cfg->high_stall_ms * 1000000u;
     s->o.sched.doorbell_max_hz = s->o.cfg->doorbell_max_hz;
+    ST(&s->rg.r->credit_keep, s->o.cfg->credit); /* what clients may keep of their frees (abi.h) */
     int se = sched_start(s->rg.r, s->rg.t, s->rg.b, &s->o.sched, &s->sched);
     if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start the scheduler: %s", strerror(-se));
     se = s->o.metrics ? metrics_start(s->o.metrics, s->rg.r, s->o.metrics_clients ? s->rg.t : NULL) : 0;

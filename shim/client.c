@@ -3,6 +3,7 @@
 
 #include "shim/client.h"
 #include "shim/client-internal.h"
+#include "shim/counters.h"
 #include "shim/log.h"
 #include "shim/options.h"
 #include "shim/trace.h"
@@ -49,7 +50,7 @@
 #define CLIENT_PAGES_QUIET_NS 5000000000ull   /* after a refused page (cuMemCreate), pages queue this long */
 
 typedef struct client_dev {
-    bool known;                    /* uuid/total were queried */
+    _Atomic bool known;            /* uuid/total/usable were queried and are set for good (release/acquire) */
     bool usable;                   /* the queries succeeded */
     uint8_t uuid[ROTA_UUID_LEN];
     uint64_t total;                /* what the driver reports */
@@ -85,6 +86,7 @@ static struct {
     _Atomic bool episodes;         /* a retry episode was ever opened in this process */
     _Atomic uint64_t last_attempt_ns;
     _Atomic uint64_t next_probe_ns;
+    _Atomic uint64_t next_pid_check_ns; /* client_enter's next getpid */
     uint64_t next_token;
     client_dev_t devs[CLIENT_MAX_DEVS];
     client_alloc_t *tab;
@@ -148,6 +150,7 @@ static void client_reset_child(void)
     client.warned_lost = false;
     client.last_attempt_ns = 0;
     client.next_probe_ns = 0;
+    client.next_pid_check_ns = 0;
     for (int i = 0; i < CLIENT_MAX_DEVS; i++) {
         client.devs[i].used = 0;
         client.devs[i].limit = 0;
@@ -172,10 +175,15 @@ static void client_setup(void)
     pthread_atfork(NULL, NULL, client_reset_child);
 }
 
-/* Entry check of every hook: one-time setup, and a fork that bypassed pthread_atfork (raw clone). */
+/* Entry check of every hook: one-time setup, and a fork that bypassed pthread_atfork (raw clone). getpid is a
+ * syscall: checked at most once per CLIENT_PROBE_NS (a clock read otherwise), so such a child is found out by
+ * its first memory call after that; a fork through glibc resets at once (pthread_atfork). */
 static void client_enter(void)
 {
     pthread_once(&client_once, client_setup);
+    uint64_t now = client_now_ns();
+    if (now < atomic_load_explicit(&client.next_pid_check_ns, memory_order_relaxed)) return;
+    atomic_store_explicit(&client.next_pid_check_ns, now + CLIENT_PROBE_NS, memory_order_relaxed);
     if (client.pid != getpid()) client_reset_child();
 }
 
@@ -301,26 +309,23 @@ CUresult client_process_status(void)
 int client_dev_index(CUdevice dev)
 {
     if (dev < 0 || dev >= CLIENT_MAX_DEVS) return -1;
-    pthread_mutex_lock(&client.mu);
     client_dev_t *d = &client.devs[dev];
-    bool known = d->known, usable = d->usable;
-    pthread_mutex_unlock(&client.mu);
-    if (!known) {
-        CUuuid u;
-        size_t total = 0;
-        usable = ROTA_REAL(cuDeviceGetUuid)(&u, dev) == CUDA_SUCCESS &&
-                      ROTA_REAL(cuDeviceTotalMem_v2)(&total, dev) == CUDA_SUCCESS && total > 0;
-        pthread_mutex_lock(&client.mu);
-        if (!d->known) {
-            memcpy(d->uuid, u.bytes, ROTA_UUID_LEN);
-            d->total = total > ROTA_MAX_BYTES ? ROTA_MAX_BYTES : total;
-            d->usable = usable;
-            d->rdev = -1;
-            d->known = true;
-        }
-        usable = d->usable;
-        pthread_mutex_unlock(&client.mu);
+    /* Every memory hook asks: once known, the answer is one load (uuid, total, usable never change after). */
+    if (atomic_load_explicit(&d->known, memory_order_acquire)) return d->usable ? dev : -1;
+    CUuuid u;
+    size_t total = 0;
+    bool usable = ROTA_REAL(cuDeviceGetUuid)(&u, dev) == CUDA_SUCCESS &&
+                  ROTA_REAL(cuDeviceTotalMem_v2)(&total, dev) == CUDA_SUCCESS && total > 0;
+    pthread_mutex_lock(&client.mu);
+    if (!d->known) {
+        memcpy(d->uuid, u.bytes, ROTA_UUID_LEN);
+        d->total = total > ROTA_MAX_BYTES ? ROTA_MAX_BYTES : total;
+        d->usable = usable;
+        d->rdev = -1;
+        atomic_store_explicit(&d->known, true, memory_order_release);
     }
+    usable = d->usable;
+    pthread_mutex_unlock(&client.mu);
     return usable ? dev : -1;
 }
 
@@ -387,15 +392,28 @@ static bool client_tab_take(uint64_t key, client_alloc_t *out)
     return true;
 }
 
-/* Gives bytes back, locally and to rotad. With the read lock held. */
+/* Gives bytes back, locally and to rotad: into this client's credit while rotad lets it keep them there
+ * (conn_credit_put: no message; an alloc/free loop makes no syscall), else with a RELEASE. With the read lock
+ * held; client_put_back is the part after the local count (rdev: d->rdev as read with it). */
+static void client_put_back(int dev, int rdev, uint64_t bytes)
+{
+    conn_t *c = client.conn;
+    if (!bytes || !c) return;
+    uint64_t back = conn_credit_put(c, rdev, bytes);
+    if (!back) return;
+    rota_count(ROTA_EV_MEM_RELEASE_MSG);
+    conn_release(c, client.devs[dev].uuid, client.devs[dev].total, back);
+}
+
 static void client_give_back_locked(int dev, uint64_t bytes)
 {
     pthread_mutex_lock(&client.mu);
     client_dev_t *d = &client.devs[dev];
     if (bytes > d->used) bytes = d->used;
     d->used -= bytes;
+    int rdev = d->rdev;
     pthread_mutex_unlock(&client.mu);
-    if (bytes && client.conn) conn_release(client.conn, d->uuid, d->total, bytes);
+    client_put_back(dev, rdev, bytes);
 }
 
 /* ---- retry episodes (docs/design/memory.md) ----------------------------------------------------------------
@@ -532,20 +550,32 @@ static void client_episode_tick(void)
     if (any) client_episode_give_back(back);
 }
 
+/* With client.rw read-held and client.mu held: a free of bytes on dev, held while an episode is open on it (0),
+ * else taken off this process's count; returns the bytes to give back to rotad (client_put_back). */
+static uint64_t client_free_mu_locked(int dev, uint64_t bytes)
+{
+    client_dev_t *d = &client.devs[dev];
+    if (client.episodes) { /* a clock read only where an episode was ever opened */
+        uint64_t now = client_now_ns();
+        if (d->episode_ns > now) {
+            d->held += bytes;
+            client_episode_touch_locked(d, now);
+            return 0;
+        }
+    }
+    if (bytes > d->used) bytes = d->used;
+    d->used -= bytes;
+    return bytes;
+}
+
 /* A free of bytes on dev: held while an episode is open on it, else given back. With the read lock held. */
 static void client_free_locked(int dev, uint64_t bytes)
 {
     pthread_mutex_lock(&client.mu);
-    client_dev_t *d = &client.devs[dev];
-    uint64_t now = client_now_ns();
-    if (d->episode_ns > now) {
-        d->held += bytes;
-        client_episode_touch_locked(d, now);
-        pthread_mutex_unlock(&client.mu);
-        return;
-    }
+    uint64_t back = client_free_mu_locked(dev, bytes);
+    int rdev = client.devs[dev].rdev;
     pthread_mutex_unlock(&client.mu);
-    client_give_back_locked(dev, bytes);
+    client_put_back(dev, rdev, back);
 }
 
 /* A request during an episode: served from the held bytes when they cover it (true). When they do not, they go
@@ -743,6 +773,14 @@ CUresult client_reserve(CUdevice dev, uint64_t bytes, bool may_wait, int retry_k
     int rc = -EPIPE;
     pthread_mutex_lock(&client.mu);
     int rdev = d->rdev;
+    if (c && !d->retry_pending && conn_credit_take(c, rdev, bytes)) {
+        /* The fast path: from the credit rotad already charged to us, no round trip, no syscall, one lock. */
+        d->used += bytes;
+        r->token = ++client.next_token;
+        pthread_mutex_unlock(&client.mu);
+        pthread_rwlock_unlock(&client.rw);
+        return CUDA_SUCCESS;
+    }
     /* The framework's retry (after it synchronised and freed, however long that took) must queue, never be
      * refused again. */
     uint64_t now = client_now_ns();
@@ -845,16 +883,17 @@ void client_mem_release(uint64_t key)
 {
     if (client_off()) return;
     client_enter();
-    client_alloc_t e;
-    pthread_mutex_lock(&client.mu);
-    bool found = client_tab_take(key, &e);
-    pthread_mutex_unlock(&client.mu);
-    if (!found) return; /* never seen: passes through, counters untouched */
     client_maybe_connect();
+    client_alloc_t e;
     pthread_rwlock_rdlock(&client.rw);
-    client_free_locked(e.dev, e.bytes);
+    pthread_mutex_lock(&client.mu); /* one critical section: the key, the count, rotad's index */
+    bool found = client_tab_take(key, &e); /* a key never seen passes through, counters untouched */
+    uint64_t back = found ? client_free_mu_locked(e.dev, e.bytes) : 0;
+    int rdev = found ? client.devs[e.dev].rdev : -1;
+    pthread_mutex_unlock(&client.mu);
+    if (back) client_put_back(e.dev, rdev, back);
     pthread_rwlock_unlock(&client.rw);
-    if (client.episodes) client_episode_tick();
+    if (found && client.episodes) client_episode_tick();
 }
 
 void client_mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes)

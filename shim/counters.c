@@ -36,6 +36,7 @@ static const char *const event_names[ROTA_COUNTER_COUNT - ROTA_FN_COUNT] = {
     [ROTA_EV_MEM_COMMIT - ROTA_FN_COUNT] = "rota.mem_commit",
     [ROTA_EV_MEM_ABORT - ROTA_FN_COUNT] = "rota.mem_abort",
     [ROTA_EV_MEM_RELEASE - ROTA_FN_COUNT] = "rota.mem_release",
+    [ROTA_EV_MEM_RELEASE_MSG - ROTA_FN_COUNT] = "rota.mem_release_msg",
     [ROTA_EV_MEM_VIEW - ROTA_FN_COUNT] = "rota.mem_view",
     [ROTA_EV_CAPTURE_BEGIN - ROTA_FN_COUNT] = "rota.capture_begin",
     [ROTA_EV_CAPTURE_END - ROTA_FN_COUNT] = "rota.capture_end",

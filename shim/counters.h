@@ -18,6 +18,7 @@ enum rota_event {
     ROTA_EV_MEM_COMMIT,
     ROTA_EV_MEM_ABORT,
     ROTA_EV_MEM_RELEASE,
+    ROTA_EV_MEM_RELEASE_MSG,              /* RELEASE messages sent to rotad (frees not kept as credit) */
     ROTA_EV_MEM_VIEW,
     ROTA_EV_CAPTURE_BEGIN,                /* captures rota saw start (and tracks) */
     ROTA_EV_CAPTURE_END,                  /* captures rota saw end */

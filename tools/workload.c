@@ -38,6 +38,9 @@ static const char USAGE[] =
     "  --blocks N        large blocks allocated at start, then reused (default 4)\n"
     "  --kernels LIST    spin_ns kernels per request or iteration: microseconds, comma-separated, USxN for\n"
     "                    N kernels of US each (\"300x10,1000\"; at most 64; default 1000)\n"
+    "  --spin-blocks N   blocks of one thread in each spin_ns kernel, each spinning for the kernel's time\n"
+    "                    (default 1; 0: the device's SMs x its most resident blocks per SM, so that the kernel\n"
+    "                    holds every SM for its whole time, as a large GEMM does; simcuda ignores the grid)\n"
     "  --add SIZE        bytes per array of one add_f32 after each request/iteration (default 64K; 0: none)\n"
     "  --duration S      infer: seconds of arrivals; others: stop after S seconds (default 0: unbounded)\n"
     "  --requests N      infer: stop after N requests (default 0: unbounded)\n"
@@ -87,7 +90,7 @@ static const char *const allocator_names[] = {"plain", "torch", "torch-expandabl
 typedef struct job_opts {
     char *spec, *name, *out, *kernels_s;
     uint64_t kind, seed, device, mem, blocks, add, requests, iters, gap_us, batch_min, batch_max, burst;
-    uint64_t arrivals, allocator, max_split, empty_cache;
+    uint64_t arrivals, allocator, max_split, empty_cache, spin_blocks;
     double duration, load, act_frac;
     bool list_devices;
     /* derived */
@@ -129,6 +132,7 @@ static const opt_def_t opt_table[] = {
     {"allocator", OPT_ENUM, OFF(allocator), 0, 0, allocator_names},
     {"max-split", OPT_SIZE, OFF(max_split), 0, 1ull << 50, NULL},
     {"empty-cache", OPT_U64, OFF(empty_cache), 0, 100000000, NULL},
+    {"spin-blocks", OPT_U64, OFF(spin_blocks), 0, 1 << 20, NULL},
     {"list-devices", OPT_FLAG, OFF(list_devices), 0, 0, NULL},
 };
 
@@ -266,7 +270,7 @@ static void opts_parse_kernels(job_opts_t *o)
 
 static void opts_parse(job_opts_t *o, int argc, char **argv)
 {
-    *o = (job_opts_t){.kind = UINT64_MAX, .seed = 1, .mem = 256ull << 20, .blocks = 4, .add = 64 << 10,
+    *o = (job_opts_t){.kind = UINT64_MAX, .seed = 1, .mem = 256ull << 20, .blocks = 4, .add = 64 << 10, .spin_blocks = 1,
                       .load = 0.4, .burst = 8, .batch_min = 1, .batch_max = 8, .act_frac = 0.5};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -377,6 +381,7 @@ typedef struct job {
     CUstream stream;
     CUmodule mod;
     CUfunction f_spin, f_fill, f_add;
+    unsigned spin_grid; /* --spin-blocks, 0 resolved */
     char dev_name[128], pci[32], uuid[40];
     /* memory: the caching allocator's segments; blocks are the fixed part, act the growing part */
     CUdeviceptr seg[MAX_SEGMENTS];
@@ -825,7 +830,7 @@ static bool tc_setup(job_t *j)
 static bool launch_spin(job_t *j, uint64_t ns)
 {
     void *args[] = {&ns};
-    CU_TRY(j, cuLaunchKernel(j->f_spin, 1, 1, 1, 1, 1, 1, 0, j->stream, args, NULL));
+    CU_TRY(j, cuLaunchKernel(j->f_spin, j->spin_grid, 1, 1, 1, 1, 1, 0, j->stream, args, NULL));
     j->device_ns += ns;
     j->kernels++;
     return true;
@@ -889,6 +894,13 @@ static bool job_setup(job_t *j)
     CU_TRY(j, cuStreamCreate(&j->stream, CU_STREAM_NON_BLOCKING));
     CU_TRY(j, kernels_load(&j->mod, cuModuleLoadData, cuDriverGetVersion));
     CU_TRY(j, cuModuleGetFunction(&j->f_spin, j->mod, "spin_ns"));
+    j->spin_grid = (unsigned)j->o.spin_blocks;
+    if (!j->spin_grid) {
+        int sms = 0, per_sm = 0;
+        CU_TRY(j, cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, j->dev));
+        CU_TRY(j, cuDeviceGetAttribute(&per_sm, CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, j->dev));
+        j->spin_grid = (unsigned)(sms > 0 ? sms : 1) * (unsigned)(per_sm > 0 ? per_sm : 1);
+    }
     CU_TRY(j, cuModuleGetFunction(&j->f_fill, j->mod, "fill_u32"));
     CU_TRY(j, cuModuleGetFunction(&j->f_add, j->mod, "add_f32"));
 

@@ -138,12 +138,13 @@ def metrics(run, mix, solo):
     m["mem_wait_s"] = sum(e["mem_wait_s"] for e in jobs.values())
     m["queue_s"] = sum(e["queue_s"] or 0 for e in jobs.values())
     hp = mix["hp"]
-    m["hp_p50_x"] = m["hp_p99_x"] = m["harvest"] = None
+    m["hp_p50_x"] = m["hp_p90_x"] = m["hp_p99_x"] = m["harvest"] = None
     if hp and run.records.get(hp) and run.records[hp]["latency_ns"]:
         rec, base = run.records[hp], solo[hp]["rec"]
         lat = rec["latency_ns"]
-        m["hp_p50_ms"], m["hp_p99_ms"] = pct(lat, 50) / 1e6, pct(lat, 99) / 1e6
+        m["hp_p50_ms"], m["hp_p90_ms"], m["hp_p99_ms"] = pct(lat, 50) / 1e6, pct(lat, 90) / 1e6, pct(lat, 99) / 1e6
         m["hp_p50_x"] = latency_ratio(lat, base["latency_ns"], 50)
+        m["hp_p90_x"] = latency_ratio(lat, base["latency_ns"], 90)
         m["hp_p99_x"] = latency_ratio(lat, base["latency_ns"], 99)
         # Harvest: over the high-priority job's serving window [ready, end] on its GPU, the device time that
         # went to other jobs over the device time the high-priority job left idle (window - its solo busy).

@@ -548,6 +548,31 @@ bool conn_credit_take(conn_t *c, int dev, uint64_t bytes)
     return false;
 }
 
+uint64_t conn_credit_put(conn_t *c, int dev, uint64_t bytes)
+{
+    if (!c->channel || dev < 0 || dev >= ROTA_MAX_DEVICES || c->dead) return bytes;
+    uint64_t keep = atomic_load_explicit(&c->region->credit_keep, memory_order_relaxed);
+    const _Atomic uint32_t *waiters = &c->region->devices[dev].waiters;
+    if (!keep || atomic_load_explicit(waiters, memory_order_relaxed)) return bytes;
+    _Atomic uint64_t *w = &c->channel->credit[dev];
+    /* seq_cst, and so is the load of waiters after it: rotad publishes a waiter, then (fence) exchanges the word
+     * with 0. Either rotad's exchange sees these bytes, or this load sees its waiter: never neither. */
+    uint64_t now = atomic_fetch_add(w, bytes) + bytes;
+    uint64_t target = 0; /* a waiter: everything goes back */
+    if (!atomic_load(waiters)) {
+        /* Past 1.5 x keep, down to half of keep at once: one RELEASE for many frees. Not at keep itself: rotad
+         * tops the credit up to keep after a RELEASE, whatever the client has in use at that moment, and the
+         * free of that would go past keep again and again. */
+        if (now <= keep + keep / 2) return 0;
+        target = keep / 2;
+    }
+    uint64_t cur = atomic_load_explicit(w, memory_order_relaxed);
+    while (cur > target)
+        if (atomic_compare_exchange_weak_explicit(w, &cur, target, memory_order_acq_rel, memory_order_relaxed))
+            return cur - target;
+    return 0; /* what is missing went to a concurrent allocation or back to rotad (its exchange): counted there */
+}
+
 bool conn_alive(conn_t *c)
 {
     if (c->dead) return false;

@@ -77,6 +77,12 @@ void conn_table_free(const rota_table_t *table);
 /* The fast path: takes bytes from this client's memory credit on rotad's GPU index dev (from conn_reserve's
  * *dev) without a round trip. false when the credit is short (then ask with conn_reserve). Lock-free. */
 bool conn_credit_take(conn_t *c, int dev, uint64_t bytes);
+/* The free's fast path: puts bytes this client freed on rotad's GPU index dev back into its credit (they stay
+ * charged to it), while the credit stays within 1.5 x region.credit_keep and nobody waits for memory on that
+ * GPU. Returns what the caller must give back with conn_release instead: 0 (all kept), bytes (none kept: no
+ * credit there, waiters, or keep 0), or, once the credit passed 1.5 x keep, what exceeds half of keep (one
+ * RELEASE for many frees), or the whole credit when a waiter appeared meanwhile. Lock-free, no syscall. */
+uint64_t conn_credit_put(conn_t *c, int dev, uint64_t bytes);
 
 /* false once rotad's end closed (EOF, error, timeout). */
 bool conn_alive(conn_t *c);

@@ -130,7 +130,10 @@ export SIMCUDA_NODE="$GPUCHECK_T_NODE"
 export SIMCUDA_MEM=1G
 trap 'rm -rf "$T" "/dev/shm/$GPUCHECK_T_NODE"' EXIT
 
-echo 1..13
+# gpu-share's phases on simcuda (the workload carries a RUNPATH to it here): one length, 1 s each
+export GPU_SHARE_ARGS="--long-us 20000 --seconds 1"
+
+echo 1..14
 "$SRC/scripts/gpu-check" 1x >/dev/null 2>"$T/err"; rc=$?
 [ $rc = 2 ] && grep -q "SECONDS must be a whole number" "$T/err"; ok $? "a bad SECONDS: usage error, exit 2"
 "$SRC/scripts/gpu-check" 1 2 >/dev/null 2>"$T/err"; rc=$?
@@ -152,6 +155,10 @@ grep -Eq "^solo: inference p50 $num ms p99 $num ms busy $num; training $num it/s
     grep -Eq "^harvest \(rota\): training's device time beside inference over the time inference leaves idle = $num \(training at $num of its solo rate\)$" "$T/out" &&
     grep -Eq "^memory waits \(rota\): 0, 0\.00 s$" "$T/out"
 ok $? "the solo figures, the harvest and memory-wait lines"
+# gpu-share: the tiny kernel alone and beside 20 ms kernels, time-sliced (no MPS here)
+grep -Eq "^solo +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[1-9][0-9]*$" "$T/out" &&
+    grep -Eq "^timesliced-20000 +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[1-9][0-9]* +-?[0-9]+ / +-?[0-9]+, [01]\.[0-9]+$" "$T/out"
+ok $? "gpu-share's table: the tiny kernel alone and beside 20 ms kernels: $(grep '^timesliced' "$T/out")"
 # the high job's stand-in sleeps 2 ms between its iterations: its idle probe ends those windows
 grep -Eq "^idle probe \(rota\): ended [1-9][0-9]* of the inference server's idle windows at once \([0-9]+ requests\)$" "$T/out"
 ok $? "the idle probe line counts the windows it ended: $(grep '^idle probe' "$T/out")"

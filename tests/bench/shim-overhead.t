@@ -1,6 +1,6 @@
 #!/bin/sh
 # shim-overhead.t - smoke test of the overhead benchmark (tools/bench/shim-overhead.c): usage errors, and a short
-# run without librota, with librota and no rotad, and gated through a rotad of its own. It checks that each run
+# run without librota, with librota and no rotad, and gated through a rotad of its own, and the allocations alone. It checks that each run
 # works and reports every figure; the figures themselves are a benchmark's (README), never asserted here.
 set -u
 : "${ROTA_BUILD:?ROTA_BUILD must name the build folder}"
@@ -26,15 +26,19 @@ fields() {
     printf '%s\n' "$1" | grep -Eq "(^| )iterations=3000( |$)"
 }
 
-echo 1..8
+echo 1..9
 "$BIN" 0 >/dev/null 2>"$T/err"; rc=$?
 [ $rc -eq 2 ] && grep -q usage "$T/err"; ok $? "0 iterations is a usage error (exit $rc)"
-"$BIN" 10 20 >/dev/null 2>&1; rc=$?
-[ $rc -eq 2 ]; ok $? "two arguments are a usage error (exit $rc)"
+"$BIN" 10 0 >/dev/null 2>&1; rc=$?
+r1=$rc
+"$BIN" 10 20 bogus >/dev/null 2>&1; rc=$?
+[ $r1 -eq 2 ] && [ $rc -eq 2 ]; ok $? "a zero ALLOC_BYTES or a third argument other than 'allocs' is a usage error (exit $r1, $rc)"
 
 out=$(LD_PRELOAD= "$BIN" 3000); rc=$?
 [ $rc -eq 0 ]; ok $? "runs without librota (exit $rc)"
 fields "$out"; ok $? "... and reports every figure: $out"
+out=$(LD_PRELOAD= "$BIN" 300 4096 allocs); rc=$?
+[ $rc -eq 0 ] && [ "$out" = "alloc_bytes=4096 iterations=300" ]; ok $? "'allocs' runs the allocations alone (exit $rc): $out"
 
 out=$(LD_PRELOAD="$LIB" ROTA_SOCKET="$T/none.sock" "$BIN" 3000); rc=$?
 [ $rc -eq 0 ] && fields "$out"; ok $? "runs with librota and no rotad, every figure reported (exit $rc)"

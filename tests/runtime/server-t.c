@@ -417,6 +417,84 @@ static void test_credit(void)
     conn_close(a);
 }
 
+/* Frees go back into the client's credit (conn_credit_put), without a message, while it stays within rotad's
+ * credit_keep and nobody waits; past keep, one RELEASE takes it down to half; with a waiter, everything goes back. */
+static void test_credit_put(void)
+{
+    static const uint8_t U3[16] = {0xbb, 9};
+    const uint64_t M = 1 << 20, GB = UINT64_C(1) << 30;
+    conn_t *a = open_client(ROTA_PRIO_NORMAL, 0);
+    const rota_region_t *r = conn_region(a);
+    _Atomic uint64_t *credit = conn_channel(a)->credit;
+    int dev = -1;
+    is_uint(LD(&r->credit_keep), 64 * M, "rotad publishes how much credit a client may keep (its credit SIZE)");
+    is_int(conn_reserve(a, U3, GB, M, 0, &dev, NULL), 0, "reserve 1M: 64M of credit with it");
+    ok(dev > 0, "a GPU entry of its own (%d)", dev);
+    int fast = 0;
+    for (int i = 0; i < 4; i++) fast += conn_credit_take(a, dev, M);
+    is_int(fast, 4, "4 1M allocations from credit");
+    is_uint(conn_credit_put(a, dev, 4 * M), 0, "their frees all go back into the credit: nothing to send");
+    is_uint(LD(&credit[dev]), 64 * M, "the credit has them");
+    is_uint(LD(&r->devices[dev].reserved), 65 * M, "the ledger is unchanged: they stay charged, unused");
+    is_uint(conn_credit_put(a, dev, M), 0, "past 64M but within 96M (1.5 x keep): still kept");
+    is_uint(LD(&credit[dev]), 65 * M, "the credit has 65M");
+    is_int(conn_reserve(a, U3, GB, 40 * M, 0, NULL, NULL), 0, "40M more, asked of rotad (the credit is full)");
+    is_uint(LD(&r->devices[dev].reserved), 105 * M, "charged: 40M in use, 65M of credit");
+    is_uint(conn_credit_put(a, dev, 40 * M), 73 * M, "its free takes the credit past 96M: all above 32M goes back");
+    is_uint(LD(&credit[dev]), 32 * M, "the credit keeps half of keep");
+    conn_release(a, U3, GB, 73 * M);
+    ok(WAIT_FOR(LD(&r->devices[dev].reserved) == 64 * M, 2000),
+       "one RELEASE returns it (then rotad refills the credit): nothing in use, 64M of credit");
+    is_uint(LD(&credit[dev]), 64 * M, "credit refilled");
+    is_uint(conn_credit_put(a, -1, M), M, "a GPU rotad never named: everything goes back by message");
+    conn_close(a);
+}
+
+struct big_waiter {
+    conn_t *c;
+    const uint8_t *uuid;
+    uint64_t total, bytes;
+    int rc;
+};
+
+static void *big_waiter_thread(void *p)
+{
+    struct big_waiter *w = p;
+    w->rc = conn_reserve(w->c, w->uuid, w->total, w->bytes, 5000, NULL, NULL);
+    return NULL;
+}
+
+/* While requests wait on a GPU, a client's unused credit is taken back whenever rotad serves the queue: a free
+ * that went into the credit just as a waiter queued (its waiter check raced) is not stranded there. */
+static void test_credit_waiters(void)
+{
+    static const uint8_t U4[16] = {0xbb, 10};
+    const uint64_t M = 1 << 20, GB = UINT64_C(1) << 30;
+    conn_t *a = open_client(ROTA_PRIO_NORMAL, 0), *b = open_client(ROTA_PRIO_NORMAL, 0);
+    conn_t *c = open_client(ROTA_PRIO_NORMAL, 0);
+    const rota_region_t *r = conn_region(a);
+    int dev = -1;
+    is_int(conn_reserve(a, U4, GB, 100 * M, 0, &dev, NULL), 0, "A holds 100M (and 64M of credit)");
+    is_int(conn_reserve(b, U4, GB, 900 * M, 0, NULL, NULL), 0, "B gets 900M: A's credit is taken back for it");
+    struct big_waiter w = {.c = b, .uuid = U4, .total = GB, .bytes = 50 * M};
+    pthread_t t;
+    pthread_create(&t, NULL, big_waiter_thread, &w);
+    ok(WAIT_FOR(LD(&r->devices[dev].waiters) == 1, 5000), "B queues for 50M more");
+    is_uint(conn_credit_put(a, dev, M), M, "with a waiter, a free goes back by message, not into the credit");
+    is_uint(LD(&conn_channel(a)->credit[dev]), 0, "A's credit stays empty");
+    /* A free that raced the waiter: into the credit word after rotad's last revoke. */
+    atomic_fetch_add(&conn_channel(a)->credit[dev], 100 * M);
+    is_int(conn_reserve(c, U4, GB, 10 * M, 0, NULL, NULL), 0,
+           "the next request that reaches the queue takes A's stranded credit back: C's 10M fits");
+    pthread_join(t, NULL);
+    is_int(w.rc, 0, "and B's queued 50M is granted");
+    is_uint(LD(&conn_channel(a)->credit[dev]), 0, "A's credit is gone");
+    is_uint(LD(&r->devices[dev].reserved), 960 * M, "ledger: 900M + 50M + 10M, exact");
+    conn_close(c);
+    conn_close(b);
+    conn_close(a);
+}
+
 static void test_drain(pid_t rotad)
 {
     conn_t *c = open_client(ROTA_PRIO_NORMAL, 0);
@@ -474,6 +552,8 @@ int main(void)
     test_slot_generation();
     test_many_clients();
     test_credit();
+    test_credit_put();
+    test_credit_waiters();
     test_rotad_death(&rotad);
     test_drain(rotad);
     test_group();

@@ -235,6 +235,36 @@ int main(void)
     in_range(p99, 0, 2000, "p99 under 2 ms (sanity bound for a loaded 2-core machine)");
     th_finish(&a);
 
+    /* the free's fast path: an alloc/free loop tells rotad nothing; its frees stay in the client's credit */
+    char cpath[160], cenv[200];
+    snprintf(cpath, sizeof cpath, "%s/counters", th_dir);
+    snprintf(cenv, sizeof cenv, "ROTA_TEST_COUNTERS=%s", cpath);
+    FILE *cf = fopen(cpath, "w");
+    if (!cf) bail("cannot create %s", cpath);
+    fclose(cf);
+    const char *counting[] = {cenv, NULL};
+    spawn(&a, counting);
+    th_say(&a, NULL, 10000);
+    bad = 1;
+    sscanf(th_say(&a, "bench 2000", 30000), "%u", &bad);
+    is_uint(bad, 0, "2000 alloc/free pairs of 1M through librota + rotad");
+    uint64_t in_ledger = th_ledger_reserved();
+    ok(in_ledger >= M && in_ledger <= 96 * M, "nothing in use, the credit charged (at most 1.5 x 64M): %llu M",
+       (unsigned long long)(in_ledger / M));
+    th_finish(&a);
+    unsigned long long frees = 0, msgs = 0;
+    cf = fopen(cpath, "r");
+    char cl[256], cname[128];
+    unsigned long long cn;
+    while (cf && fgets(cl, sizeof cl, cf))
+        if (sscanf(cl, "%*d %127s %llu", cname, &cn) == 2) {
+            if (!strcmp(cname, "rota.mem_release")) frees += cn;
+            if (!strcmp(cname, "rota.mem_release_msg")) msgs += cn;
+        }
+    if (cf) fclose(cf);
+    is_uint(frees, 2000, "librota saw the 2000 frees");
+    is_uint(msgs, 0, "and sent rotad no RELEASE message for them: they went back into the credit");
+
     /* fork: parent and child are two clients, each with its own books */
     spawn(&a, NULL);
     th_say(&a, NULL, 10000);

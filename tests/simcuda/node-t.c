@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #define MS 1000000ull
+#define US 1000ull
 
 static char base[48];
 static char made[16][64];
@@ -801,6 +802,51 @@ static void test_kill(void)
     close(fd);
 }
 
+/* A stream's queued kernels (simnode_kernel_enqueue_after): each runs only once the one before it was served,
+ * whatever its priority, and back to back while its context has the engine, another process's kernel waiting
+ * or not. On a node with a 10 s slice, so that the order is decided by the rules alone: a 300 ms kernel holds
+ * the engine while a 100 ms one of a third process and the stream's three kernels queue. */
+static void test_stream_chain(void)
+{
+    const char *n = node_name("chain");
+    int ready[2], res[2];
+    need_pipe(ready);
+    need_pipe(res);
+    simnode_shm_t *shm;
+    int fd;
+    pid_t hog = spawn_holder(n, 300 * MS, ready, &shm, &fd, "a 300 ms kernel (timeslice 10 s)");
+    pid_t other = spawn_kernel(n, 100 * MS, -1);
+    ok(poll_node(shm, fd, has_waiter, 5000), "another process's 100 ms kernel waits");
+    pid_t pid = need_fork();
+    if (pid == 0) {
+        set_knobs(n, NULL, "10000000");
+        uint32_t c;
+        CHILD_CHECK(simnode_ctx_open(0, &c) == 0, 1);
+        uint64_t now = tap_now_ns(), t[3] = {0}, end[3] = {0};
+        /* 0.4 ms each, the second one more urgent: it must still wait for the first */
+        CHILD_CHECK(simnode_kernel_enqueue_after(0, c, 0, 400 * US, now, 0, 0, &t[0]) == 0, 2);
+        CHILD_CHECK(simnode_kernel_enqueue_after(0, c, -1, 400 * US, now, 0, t[0], &t[1]) == 0, 3);
+        CHILD_CHECK(simnode_kernel_enqueue_after(0, c, 0, 400 * US, now, 0, t[1], &t[2]) == 0, 4);
+        for (int i = 2; i >= 0; i--) CHILD_CHECK(simnode_kernel_wait(0, t[i], &end[i]) == 0, 5 + i);
+        write_full(res[1], end, sizeof end);
+        _exit(0);
+    }
+    uint64_t end[3] = {0};
+    ok(read_full(res[0], end, sizeof end, 20000), "a stream's three kernels, queued behind each other, were served");
+    is_int(wait_code(pid), 0, "their process exited cleanly");
+    ok(end[0] < end[1] && end[1] < end[2], "in stream order, priority notwithstanding");
+    is_int((long long)(end[1] - end[0]), (long long)(400 * US), "the second right after the first (engine timeline)");
+    is_int((long long)(end[2] - end[1]), (long long)(400 * US), "and the third right after the second");
+    is_int(wait_code(hog), 0, "the 300 ms kernel was served");
+    is_int(wait_code(other), 0, "and the other process's 100 ms kernel");
+    close(ready[0]);
+    close(ready[1]);
+    close(res[0]);
+    close(res[1]);
+    munmap(shm, sizeof *shm);
+    close(fd);
+}
+
 /* ---- a late owner: the engine moves on at a segment's end whether or not its owner's thread is awake -------- */
 
 /* The first line of path (a timeline file) owned by pid: its duration, or 0. */
@@ -1040,6 +1086,7 @@ int main(int argc, char **argv)
     test_priorities();
     test_copy(ctx);
     test_kill();
+    test_stream_chain();
     test_late_owner();
     test_dead_done();
     test_stress();

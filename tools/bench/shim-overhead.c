@@ -3,7 +3,8 @@
 /*
  * A benchmark, not a test: run it with and without LD_PRELOAD=librota.so (tools/bench/shim-overhead.sh does
  * both, plus ROTA_DISABLE=1 and callgrind) and compare. It prints one line:
- *   launch_ns=<mean ns per cuLaunchKernel> alloc_free_ns=<mean ns per cuMemAlloc_v2 + cuMemFree_v2 pair>
+ *   launch_ns=<mean ns per cuLaunchKernel> alloc_free_ns=<mean ns per cuMemAlloc_v2 + cuMemFree_v2 pair of
+ *   ALLOC_BYTES each (default 1 MiB)>
  *   passthrough_ns=<mean ns per cuDeviceGet, a wrapped call that costs the driver almost nothing>
  *   launch_call_ns=<median over batches of 256 launches of the calls' mean, synchronisation excluded>
  *   gate_ns=<mean ns per launch of a NULL function: librota's launch path over a driver that refuses at once>
@@ -11,10 +12,9 @@
  * SIMCUDA_LAUNCH_NS=0 so the simulated device keeps up. bench_launches and bench_allocs are separate,
  * non-inlined functions so that callgrind can count their instructions alone (--toggle-collect).
  *
- * Build by hand (no Makefile rule yet):
- *   cc -std=c11 -D_GNU_SOURCE -O2 -g -I/usr/local/cuda/include -I. -o build/bin/shim-overhead \
- *      tools/bench/shim-overhead.c build/obj/gen/kernels-ptx.o -Lbuild/lib -lcuda
- * Usage: shim-overhead [ITERATIONS]   (default 200000)
+ * make builds it as build/bin/shim-overhead (every C file in tools/bench is a program linked with simcuda).
+ * Usage: shim-overhead [ITERATIONS [ALLOC_BYTES [allocs]]]   (defaults 200000, 1048576)
+ * With "allocs", only the alloc+free pairs run (for strace: what syscalls a pair makes).
  * Exit: 0 done, 1 a CUDA call failed, 2 bad usage.
  */
 #include <cuda.h>
@@ -22,15 +22,17 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "tools/kernels/load.h"
 
-#define USAGE "usage: shim-overhead [ITERATIONS]\n"
+#define USAGE "usage: shim-overhead [ITERATIONS [ALLOC_BYTES [allocs]]]\n"
 
 static CUfunction fill;
 static CUstream stream;
 static CUdeviceptr buf;
+static size_t alloc_bytes = 1u << 20;
 
 static uint64_t now_ns(void)
 {
@@ -101,7 +103,7 @@ __attribute__((noinline)) static void bench_allocs(unsigned long n)
 {
     for (unsigned long i = 0; i < n; i++) {
         CUdeviceptr p;
-        check(cuMemAlloc(&p, 4096), "allocate");
+        check(cuMemAlloc(&p, alloc_bytes), "allocate");
         check(cuMemFree(p), "free");
     }
 }
@@ -112,7 +114,8 @@ int main(int argc, char **argv)
     CUdevice dev;
     CUcontext ctx;
     CUmodule mod;
-    if (argc > 2 || (argc == 2 && (n = strtoul(argv[1], NULL, 10)) == 0)) {
+    if (argc > 4 || (argc >= 2 && (n = strtoul(argv[1], NULL, 10)) == 0) ||
+        (argc >= 3 && (alloc_bytes = strtoul(argv[2], NULL, 10)) == 0) || (argc == 4 && strcmp(argv[3], "allocs"))) {
         fputs(USAGE, stderr);
         return 2;
     }
@@ -125,6 +128,11 @@ int main(int argc, char **argv)
     check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "create a stream");
     check(cuMemAlloc(&buf, 4096), "allocate");
 
+    if (argc == 4) { /* the allocations alone */
+        bench_allocs(n);
+        printf("alloc_bytes=%zu iterations=%lu\n", alloc_bytes, n);
+        return 0;
+    }
     bench_launches(n / 10); /* warm up */
     bench_allocs(n / 10);
     bench_passthrough(n / 10);
@@ -144,9 +152,10 @@ int main(int argc, char **argv)
     uint64_t t4 = now_ns();
     qsort(batch_ns, nbatch, sizeof *batch_ns, cmp_double);
     double call = nbatch ? batch_ns[nbatch / 2] : (double)(t1 - t0) / (double)n;
-    printf("launch_ns=%.1f alloc_free_ns=%.1f passthrough_ns=%.1f iterations=%lu launch_call_ns=%.1f gate_ns=%.1f\n",
+    printf("launch_ns=%.1f alloc_free_ns=%.1f passthrough_ns=%.1f iterations=%lu launch_call_ns=%.1f gate_ns=%.1f "
+           "alloc_bytes=%zu\n",
            (double)(t1 - t0) / (double)n, (double)(t2 - t1) / (double)n, (double)(t3 - t2) / (double)n, n, call,
-           (double)(t4 - t3) / (double)n);
+           (double)(t4 - t3) / (double)n, alloc_bytes);
     free(batch_ns);
     cuMemFree(buf);
     cuStreamDestroy(stream);

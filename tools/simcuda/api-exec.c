@@ -76,20 +76,31 @@ static uint64_t memset_ns(const api_op_t *op)
     return (cfg ? cfg->launch_ns : 0) + simnode_mem_kernel_ns((uint64_t)op->u.set.n * op->u.set.elem);
 }
 
-/* Serves ns of device time for a kernel or memset op on the compute engine: waits for the engine entry
- * api_stream_submit made when the op was runnable at once, else enters the engine now. */
+static void engine_enqueue_locked(api_stream_t *s, api_op_t *op, uint64_t after, uint64_t ready);
+static void engine_chain_locked(api_stream_t *s, api_op_t *op);
+
+/* Serves ns of device time for a kernel or memset op on the compute engine: waits for the engine entry made
+ * ahead of it (at submit, or behind the stream's previous kernel), else enters the engine now; and first puts
+ * the kernels queued behind it on the engine too, so that the engine sees them when it ends. */
 static void op_engine(api_stream_t *s, api_op_t *op, int prio, uint64_t ns)
 {
     uint64_t end = 0;
-    if (op->on_engine) {
-        op->on_engine = false;
-        simnode_kernel_wait(s->ctx->dev, op->engine_token, &end);
-    } else {
-        /* Runnable since the stream's previous operation ended, if it was launched by then: back to back on
-         * the engine, as a GPU runs a stream's queue, however late this thread woke from that operation. */
-        uint64_t ready = op->submit_ns > s->last_end_ns ? op->submit_ns : s->last_end_ns;
-        simnode_kernel_exec_after(s->ctx->dev, s->ctx->node_id, prio, ns, op->submit_ns, ready, &end);
+    /* Runnable since the stream's previous operation ended, if it was launched by then: back to back on the
+     * engine, as a GPU runs a stream's queue, however late this thread woke from that operation. */
+    uint64_t ready = op->submit_ns > s->last_end_ns ? op->submit_ns : s->last_end_ns;
+    pthread_mutex_lock(&s->lock);
+    if (!op->on_engine) engine_enqueue_locked(s, op, 0, ready);
+    bool queued = op->on_engine;
+    if (queued) {
+        if (op->engine_token)
+            s->engine_ahead--;
+        engine_chain_locked(s, op);
     }
+    pthread_mutex_unlock(&s->lock);
+    if (queued)
+        simnode_kernel_wait(s->ctx->dev, op->engine_token, &end);
+    else /* no waiter slot free: enter the engine the blocking way */
+        simnode_kernel_exec_after(s->ctx->dev, s->ctx->node_id, prio, ns, op->submit_ns, ready, &end);
     if (end) s->last_end_ns = end;
 }
 
@@ -150,12 +161,19 @@ static void kernel_exec(api_stream_t *s, api_op_t *op)
     }
 }
 
-/* With s->lock held, for an op at the head of its queue (runnable now): a kernel or memset enters the
- * engine's queue from the submitting thread, so the engine sees the context's work in launch order whichever
- * executor thread gets to run first (a 30 ms kernel launched on idle s0 runs before a 5 ms one launched
- * right after on idle s1). */
-static void engine_enqueue_locked(api_stream_t *s, api_op_t *op)
+/* With s->lock held: a kernel or memset enters the engine's queue ahead of its run, from the submitting thread
+ * for an op at the head of its queue (runnable now), so the engine sees the context's work in launch order
+ * whichever executor thread gets to run first (a 30 ms kernel launched on idle s0 runs before a 5 ms one
+ * launched right after on idle s1); and behind the stream's previous kernel (token after) for the ops queued
+ * after it, so that the engine sees a context's queued work when its running kernel ends, as a GPU's channel
+ * holds it, without waiting for this process's threads: the context keeps the engine for that work while its
+ * timeslice lasts. At most API_ENGINE_AHEAD ops per stream, so that one stream's long queue cannot take every
+ * waiter slot of the device. ready: as simnode_kernel_exec_after's (0: now). */
+#define API_ENGINE_AHEAD 8
+static void engine_enqueue_locked(api_stream_t *s, api_op_t *op, uint64_t after, uint64_t ready)
 {
+    if (s->engine_ahead >= API_ENGINE_AHEAD)
+        return;
     uint64_t ns;
     int prio;
     if (op->kind == API_OP_KERNEL) {
@@ -168,8 +186,27 @@ static void engine_enqueue_locked(api_stream_t *s, api_op_t *op)
     } else {
         return;
     }
-    if (simnode_kernel_enqueue(s->ctx->dev, s->ctx->node_id, prio, ns, op->submit_ns, &op->engine_token) == 0)
+    if (simnode_kernel_enqueue_after(s->ctx->dev, s->ctx->node_id, prio, ns, op->submit_ns, ready, after,
+                                     &op->engine_token) == 0) {
         op->on_engine = true;     /* else (no waiter slot free) the executor enters the engine itself */
+        if (op->engine_token)     /* 0: no device time, nothing waits on the engine */
+            s->engine_ahead++;
+    }
+}
+
+/* With s->lock held: the kernels queued behind op (which is on the engine), in stream order, each behind the one
+ * before. Event records between them take no device time and complete when the executor reaches them (after
+ * the kernel before), so they do not break the chain (librota records one after each tracked launch); any other
+ * operation does. */
+static void engine_chain_locked(api_stream_t *s, api_op_t *op)
+{
+    api_op_t *p = op; /* the last kernel of the chain */
+    for (api_op_t *n = op->next; n && p->on_engine; n = n->next) {
+        if (n->kind == API_OP_EVENT_RECORD)
+            continue;
+        if (!n->on_engine) engine_enqueue_locked(s, n, p->engine_token, 0);
+        p = n;
+    }
 }
 
 static void memset_exec(api_stream_t *s, api_op_t *op)
@@ -470,7 +507,9 @@ int api_stream_submit(api_stream_t *s, api_op_t *op, uint64_t *seqp)
     op->on_engine = false;
     drain |= enqueue_locked(s, op);
     if (s->head == op)
-        engine_enqueue_locked(s, op);
+        engine_enqueue_locked(s, op, 0, 0);
+    else if (s->head->on_engine)
+        engine_chain_locked(s, s->head); /* a kernel runs or waits: this one queues behind the stream's last */
     uint64_t seq = op->seq;
     pthread_mutex_unlock(&s->lock);
     if (drain)

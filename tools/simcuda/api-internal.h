@@ -102,8 +102,9 @@ struct api_op {
     int kind;
     uint64_t seq;
     uint64_t submit_ns;          /* CLOCK_MONOTONIC time it was enqueued (engine order within a context) */
-    uint64_t engine_token;       /* kernel/memset queued on the engine at submit (simnode_kernel_enqueue) */
-    bool on_engine;              /* engine_token is valid: the executor waits for it instead of submitting */
+    uint64_t engine_token;       /* kernel/memset queued on the engine ahead of its run (simnode_kernel_enqueue*) */
+    bool on_engine;              /* engine_token is valid: the executor waits for it instead of submitting; the
+                                  * stream's next kernel may queue behind it (it stays set until the op retires) */
     union {
         struct { int id; int prio; uint64_t args[API_MAX_KERNEL_ARGS]; } k;
         struct { void *dst; const void *src; size_t bytes; void *staged; } copy;
@@ -129,6 +130,7 @@ struct CUstream_st {
                                   * forked meanwhile inherits it here rather than on a thread it does not have */
     uint64_t submitted, completed;
     uint64_t last_end_ns;        /* the runner's: when the last operation ended (engine timeline for kernels) */
+    unsigned engine_ahead;       /* its ops on the engine not waited for yet (under lock; at most API_ENGINE_AHEAD) */
     unsigned refs;               /* 1 while not destroyed + 1 per op of another stream waiting on it */
     bool stopping, exited, destroyed;
     /* The executor thread: has_thread while it runs or waits to be joined by someone who holds the stream;

@@ -79,25 +79,35 @@ static bool better(const simnode_waiter_t *a, const simnode_waiter_t *b)
     return a->ticket < b->ticket;
 }
 
-/* The most urgent waiter of context ctx, or SIMNODE_NONE. */
+/* Whether waiter w may run now: waiting, and its stream's previous kernel (w->after) served. */
+static bool runnable(const simnode_dev_t *dev, const simnode_waiter_t *w)
+{
+    if (w->state != SIMNODE_W_WAITING) return false;
+    if (!w->after) return true;
+    const simnode_waiter_t *p = &dev->w[w->after % SIMNODE_MAX_WAITERS];
+    return p->ticket != w->after / SIMNODE_MAX_WAITERS ||
+           (p->state != SIMNODE_W_WAITING && p->state != SIMNODE_W_RUNNING);
+}
+
+/* The most urgent runnable waiter of context ctx, or SIMNODE_NONE. */
 static uint32_t best_of_ctx(const simnode_dev_t *dev, uint32_t ctx)
 {
     uint32_t best = SIMNODE_NONE;
     for (uint32_t i = 0; i < SIMNODE_MAX_WAITERS; i++) {
         const simnode_waiter_t *w = &dev->w[i];
-        if (w->state != SIMNODE_W_WAITING || w->ctx != ctx) continue;
+        if (w->ctx != ctx || !runnable(dev, w)) continue;
         if (best == SIMNODE_NONE || better(w, &dev->w[best])) best = i;
     }
     return best;
 }
 
-/* The next context after cur (round-robin by index) that has a waiter other than cur itself, or NONE. */
+/* The next context after cur (round-robin by index) that has a runnable waiter other than cur itself, or NONE. */
 static uint32_t next_other_ctx(const simnode_dev_t *dev, uint32_t cur)
 {
     uint32_t best = SIMNODE_NONE, best_dist = UINT32_MAX;
     for (uint32_t i = 0; i < SIMNODE_MAX_WAITERS; i++) {
         const simnode_waiter_t *w = &dev->w[i];
-        if (w->state != SIMNODE_W_WAITING || w->ctx == cur) continue;
+        if (w->ctx == cur || !runnable(dev, w)) continue;
         uint32_t dist = cur == SIMNODE_NONE ? w->ctx : (w->ctx - cur - 1) % SIMNODE_MAX_CTX;
         if (dist < best_dist) {
             best_dist = dist;

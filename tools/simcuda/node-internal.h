@@ -28,7 +28,7 @@
 #include <sys/types.h>
 
 #define SIMNODE_MAGIC 0x31454430444d4953ull /* "SIMD0DE1" little-endian */
-#define SIMNODE_ABI 3u
+#define SIMNODE_ABI 4u
 #define SIMNODE_MAX_PROCS 256
 #define SIMNODE_MAX_CTX 256     /* per device */
 #define SIMNODE_MAX_WAITERS 512 /* threads inside simnode_kernel_exec, per device */
@@ -89,6 +89,8 @@ typedef struct simnode_waiter {
     uint64_t remaining_ns;   /* device time still to serve */
     uint64_t seg_start_ns;   /* current segment, while RUNNING (virtual engine time) */
     uint64_t seg_end_ns;
+    uint64_t after;          /* 0, or the token of the same stream's previous kernel: runnable once that one was
+                              * served (a stream's queued kernels on the engine, as a GPU's channel holds them) */
 } simnode_waiter_t;
 
 /* Counters since reset; written under dev->lock, atomic so readers need no lock. */
@@ -140,7 +142,7 @@ _Static_assert(offsetof(simnode_shm_t, size) == 16, "size at 16");
 _Static_assert(offsetof(simnode_shm_t, create_ns) == 24, "create_ns at 24");
 _Static_assert(offsetof(simnode_shm_t, cfg) == 32, "cfg at 32");
 _Static_assert(sizeof(simnode_shared_config_t) == 64, "config is 64 bytes");
-_Static_assert(sizeof(simnode_waiter_t) == 64, "waiter is 64 bytes");
+_Static_assert(sizeof(simnode_waiter_t) == 72, "waiter is 72 bytes");
 _Static_assert(sizeof(simnode_ctx_t) == 16, "ctx is 16 bytes");
 _Static_assert(sizeof(simnode_proc_t) == 24 + 8 * SIMNODE_MAX_DEVICES, "proc slot layout");
 _Static_assert(offsetof(simnode_dev_t, seq) % 64 == 0, "futex word on its own line");

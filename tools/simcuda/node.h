@@ -88,6 +88,12 @@ int simnode_kernel_exec_after(int dev, uint32_t ctx_id, int prio, uint64_t ns, u
  * timeline all the same. ns == 0 gives token 0, which simnode_kernel_wait returns at once for. -EAGAIN
  * when every waiter slot is taken (use simnode_kernel_exec_submitted then). Every token must be waited on. */
 int simnode_kernel_enqueue(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t *token);
+/* The same for a stream's next kernel while its previous one (token after; 0: none) is still queued or running:
+ * it waits on the engine behind that one, so that the engine sees the context's queued work when that kernel
+ * ends, as a GPU's channel does, and the context keeps the engine for it within its timeslice. ready_ns as
+ * simnode_kernel_exec_after's (0: now). */
+int simnode_kernel_enqueue_after(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns,
+                                 uint64_t ready_ns, uint64_t after, uint64_t *token);
 int simnode_kernel_wait(int dev, uint64_t token, uint64_t *end_ns); /* *end_ns as simnode_kernel_exec_after's */
 /* Occupies dev's copy engine for a transfer of bytes (latency + bytes / bandwidth). */
 int simnode_copy_exec(int dev, uint32_t ctx_id, uint64_t bytes);
