@@ -191,6 +191,20 @@ $(B)/gen/foreign-fatbin.c: $(B)/gen/foreign.fatbin $(B)/bin/embed
 $(FATBIN_O): $(B)/gen/foreign-fatbin.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+# The same kernels as the other images a driver is handed (tests/simcuda/image-t): an sm_90 cubin (what NVRTC and
+# nvcc -cubin produce), and sm_90 fatbins whose entries are compressed with LZ4 and with zstd.
+IMAGE_FLAGS_cubin := -cubin -arch=sm_90
+IMAGE_FLAGS_lz4   := -fatbin -arch=sm_90 -Xfatbin -compress-all -compress-mode=speed
+IMAGE_FLAGS_zstd  := -fatbin -arch=sm_90 -Xfatbin -compress-all -compress-mode=size
+IMAGES_O := $(foreach i,cubin lz4 zstd,$(O)/gen/foreign-$(i).o)
+$(B)/gen/foreign.%.img: $(wildcard tests/kernels/*.cu)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(IMAGE_FLAGS_$*) -o $@ $^
+$(B)/gen/foreign-%.c: $(B)/gen/foreign.%.img $(B)/bin/embed
+	$(B)/bin/embed rota_foreign_$* $< > $@
+$(O)/gen/foreign-%.o: $(B)/gen/foreign-%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 # ---- tests -----------------------------------------------------------------------------------------------
 $(TAP_A): $(call obj,$(TAP_SRC))
@@ -211,6 +225,8 @@ TEST_DEPS_tools   := $(TEST_LIBS_tools)
 # The device-model unit test calls simcuda internals, which libcuda.so.1 does not export: link the objects.
 TEST_LIBS_simcuda/node-t := $(SIM_OBJ)
 TEST_DEPS_simcuda/node-t := $(SIM_OBJ)
+TEST_LIBS_simcuda/image-t := $(IMAGES_O)
+TEST_DEPS_simcuda/image-t := $(IMAGES_O)
 # memq-t's stand-in for PyTorch's libc10_cuda.so (ROTA_MEM_RETRY=auto looks for it by name and on the stack).
 FAKE_C10 := $(B)/tests/fake/libc10_cuda.so
 $(FAKE_C10): tests/runtime/fake-c10.c

@@ -150,7 +150,7 @@ int main(void)
 
     seen_t s = run(NULL, 90, false);
     is_int(s.bad_rc, CUDA_ERROR_INVALID_PTX, "a malformed .version is INVALID_PTX");
-    is_int(s.bin_rc, 0, "a binary image is accepted uninterpreted");
+    is_int(s.bin_rc, CUDA_ERROR_INVALID_IMAGE, "an ELF header alone is not an image: INVALID_IMAGE");
 
     s = run("9020", 0, true);
     is_int(s.ver_rc, CUDA_ERROR_INVALID_VALUE, "SIMCUDA_DRIVER_VERSION=9020 (out of range): cuDriverGetVersion fails");

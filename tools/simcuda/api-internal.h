@@ -215,7 +215,10 @@ struct CUfunc_st {
     bool is_kernel;              /* a CUkernel of a library (context-independent) */
     CUcontext ctx;               /* owning context of a module's function */
     _Atomic int max_dyn_smem;    /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (set while others launch) */
+    int regs, max_threads;       /* per thread; per block: from its cubin where it records them (image.c) */
+    int local_bytes, binary_version;
 };
+#define API_FUNC_REGS 16         /* registers per thread of a kernel whose image does not say (PTX) */
 int api_kernel_lookup(const char *name);          /* -1 if unknown */
 const char *api_kernel_name(int id);
 size_t api_kernel_arg_count(int id);
