@@ -260,8 +260,17 @@ export ROTA_SANITIZER_RT := $(if $(SAN_CLANG),$(shell $(CC) -print-file-name=lib
 ifeq ($(SANITIZER),thread)
 export TSAN_OPTIONS := die_after_fork=0$(if $(TSAN_OPTIONS),:$(TSAN_OPTIONS))
 endif
-test: all
+test: all $(if $(SANITIZER),,real-clients-if-online)
 	LD_LIBRARY_PATH=$(abspath $(B))/lib prove -f -e '' $(sort $(TESTS)) $(sort $(TEST_SH))
+
+# The real-client suite's venv (tests/realclients/real-clients.t): the pinned cuda-python and nvidia-ml-py of
+# tests/realclients/requirements.txt, from PyPI. make test makes it where the index is reachable; the test
+# skips without it (and fails with ROTA_REAL_CLIENTS=require, as .ci/run sets).
+.PHONY: real-clients real-clients-if-online
+real-clients:
+	scripts/real-clients $(B)/real-clients/venv
+real-clients-if-online:
+	scripts/real-clients --if-online $(B)/real-clients/venv
 
 # ---- fuzzing: the libFuzzer harnesses tests/fuzz/fuzz-*.c (clang); make test runs each for 10 s (fuzz.t) ----
 FUZZ_SECONDS ?= 300
