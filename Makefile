@@ -256,7 +256,7 @@ SAN_RT_undefined := ubsan_standalone
 SAN_CLANG := $(if $(SANITIZER),$(findstring clang,$(shell $(CC) --version 2>/dev/null)))
 export ROTA_SANITIZER_RT := $(if $(SAN_CLANG),$(shell $(CC) -print-file-name=libclang_rt.$(SAN_RT_$(SANITIZER))-$$($(CC) -dumpmachine | cut -d- -f1).so))
 # ThreadSanitizer refuses threads started in a child forked from a threaded process unless told otherwise; the
-# fork-without-exec tests (coord-t, lifecycle-t) do exactly that, and TSan keeps checking in the child.
+# fork-without-exec tests (client-t, lifecycle-t) do exactly that, and TSan keeps checking in the child.
 ifeq ($(SANITIZER),thread)
 export TSAN_OPTIONS := die_after_fork=0$(if $(TSAN_OPTIONS),:$(TSAN_OPTIONS))
 endif

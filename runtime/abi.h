@@ -80,7 +80,7 @@ enum rota_prio {
 };
 
 /*
- * Launch scheduling (issue 5; runtime/sched.c decides, shim/coord-launch.c obeys). A client's first launch after
+ * Launch scheduling (issue 5; runtime/sched.c decides, shim/client-launch.c obeys). A client's first launch after
  * being idle sets channel.active, stamps channel.active_since_ns and bumps + wakes channel.doorbell (a shared futex
  * rotad's scheduler thread waits on with futex_waitv). rotad validates what it reads, decides, and writes the
  * client's sched.hold (a shared futex word the held client waits on, with a bounded timeout: fail-open). rotad
@@ -120,7 +120,7 @@ enum rota_prio {
  * high_idle_ns would otherwise release the lower classes the moment it completes, into the gap before a next
  * request already queued. rotad takes an idle_from_ns later than its own clock as now, so what a client writes
  * there holds the others no longer than launching would. rotad shows the window it applied in slot.idle_win_ns.
- * A client may end one gap's window sooner (its launching thread asleep waiting for input, shim/coord-idleprobe.c):
+ * A client may end one gap's window sooner (its launching thread asleep waiting for input, shim/client-idleprobe.c):
  * it then writes idle_win_ns = the time since idle_from_ns, then idle_from_ns again (the same value, release).
  *
  * sched.track (rotad writes it before sched.hold, at every tick): 0 while the client is uncontended on its GPU (no
@@ -208,7 +208,7 @@ typedef struct rota_slot {
     uint32_t unused0;                  /* was hold (ABI 9; now rota_slot_sched_t.hold): zero */
     _Atomic uint32_t sched_state;      /* rota_sched_state, for rota top */
     _Atomic uint64_t launches;         /* copied from the channel (validated: never decreases) */
-    _Atomic uint64_t busy_ns;          /* device time as the client measures it (coord-track.c), validated */
+    _Atomic uint64_t busy_ns;          /* device time as the client measures it (client-tracker.c), validated */
     _Atomic uint32_t inflight;
     uint32_t unused1;                  /* was track (ABI 9; now rota_slot_sched_t.track): zero */
     char comm[ROTA_COMM_LEN];          /* NUL-terminated, sanitised */

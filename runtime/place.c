@@ -69,7 +69,7 @@ int place_add_known(place_t *pl, rota_region_t *r, const rota_place_cand_t *gpus
         int dev = ledger_device(r, gpus[i].uuid, gpus[i].total_mem);
         if (dev < 0) continue;
         pl->known |= 1u << dev;
-        atomic_fetch_or(&r->devices[dev].flags, ROTA_DEV_PROBED); /* for librota's remap (coord-place.c) */
+        atomic_fetch_or(&r->devices[dev].flags, ROTA_DEV_PROBED); /* for librota's remap (client-place.c) */
         added++;
     }
     return added;

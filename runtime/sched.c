@@ -93,7 +93,7 @@ static uint64_t sched_high_due(const sched_t *s, const rota_channel_t *ch, rota_
                                uint64_t now)
 {
     uint64_t win = s->o.idle_ns;
-    /* acquire: the client stores the window, then the time (coord-launch.c); this window is that time's */
+    /* acquire: the client stores the window, then the time (client-launch.c); this window is that time's */
     uint64_t from = atomic_load_explicit(&ch->idle_from_ns, memory_order_acquire);
     if (from > now) from = now;
     if (!s->o.idle_fixed) {

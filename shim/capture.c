@@ -1,6 +1,10 @@
 /* capture.c - stream capture: the begin/end wrappers and what rota knows about captures in progress. */
 #include "shim/shim-internal.h"
 
+#include "shim/capture.h"
+#include "shim/counters.h"
+#include "shim/log.h"
+
 #include <pthread.h>
 
 /*

@@ -1,5 +1,8 @@
 /* counters.c - test-only hit counters of every wrapper and hook, enabled by ROTA_TEST_COUNTERS=path. */
-#include "shim/shim-internal.h"
+#include "shim/counters.h"
+
+#include "shim/log.h"
+#include "shim/options.h"
 
 #include <errno.h>
 #include <fcntl.h>

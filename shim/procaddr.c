@@ -1,6 +1,10 @@
 /* procaddr.c - cuGetProcAddress and cuGetProcAddress_v2: the driver picks the variant, rota swaps in its wrapper. */
 #include "shim/shim-internal.h"
 
+#include "shim/counters.h"
+#include "shim/log.h"
+#include "shim/options.h"
+
 #include <string.h>
 
 /* The wrapper table: each exported row's wrapper (rota_self_<name>), which cuGetProcAddress and dlsym hand out.

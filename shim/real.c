@@ -1,10 +1,12 @@
 /* real.c - all real-symbol resolution: libc's dlsym/dlvsym, the real driver, every row of wrappers.def. */
-#include "shim/shim-internal.h"
+#include "shim/real.h"
 
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -193,39 +195,37 @@ static bool is_self_map(void *h)
     return dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm != NULL && lm->l_ld == _DYNAMIC;
 }
 
-int rota_real_resolve(void)
+int rota_real_resolve(const char *path, char *why, size_t why_len)
 {
-    const char *path = rota_options()->real_libcuda;
+    bool by_search = path[0] == '\0';
     rota_dlsym_fn sym = rota_real_dlsym();
     int rc = 0;
 
     if (sym == NULL || rota_real_dlvsym() == NULL) {
-        rota_log(ROTA_LOG_ERROR, "cannot find libc's dlsym/dlvsym in the loaded objects");
+        snprintf(why, why_len, "cannot find libc's dlsym/dlvsym in the loaded objects");
         rc = -ENOENT;
         goto out_stub;
     }
-    if (path[0] == '\0') path = "libcuda.so.1";
+    if (by_search) path = "libcuda.so.1";
     real_handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (real_handle == NULL) {
         const char *e = dlerror();
-        rota_log(ROTA_LOG_ERROR, "cannot load the real driver %s: %s%s", path, e ? e : "unknown error",
-                 rota_options()->real_libcuda[0] ? "" : " (set ROTA_REAL_LIBCUDA to its path)");
+        snprintf(why, why_len, "cannot load the real driver %s: %s%s", path, e ? e : "unknown error",
+                 by_search ? " (set ROTA_REAL_LIBCUDA to its path)" : "");
         rc = -ENOENT;
         goto out_stub;
     }
     if (is_self_map(real_handle)) {
-        rota_log(ROTA_LOG_ERROR, "%s is librota itself, not the real driver: set ROTA_REAL_LIBCUDA", path);
+        snprintf(why, why_len, "%s is librota itself, not the real driver: set ROTA_REAL_LIBCUDA", path);
         real_handle = NULL;
         rc = -ELOOP;
         goto out_stub;
     }
-    int found = 0;
 #define ROTA_FN(fam, name, base, ver, pt, params, args, stream)                                 \
     do {                                                                                        \
         void *p_ = sym(real_handle, #name);                                                     \
         rota_real_present[ROTA_FN_##name] = p_ != NULL;                                         \
         rota_real.fn_##name = p_ ? (__typeof__(rota_real.fn_##name))p_ : missing_##name;        \
-        found += p_ != NULL;                                                                    \
     } while (0);
 #include "shim/wrappers.def"
 #undef ROTA_FN
@@ -238,11 +238,6 @@ int rota_real_resolve(void)
         addr_count++;
     }
     qsort(addr_map, (size_t)addr_count, sizeof(addr_map[0]), addr_cmp);
-    if (rota_options()->log_level >= ROTA_LOG_DEBUG) {
-        Dl_info di;
-        const char *file = dladdr((void *)rota_real.fn_cuInit, &di) && di.dli_fname ? di.dli_fname : path;
-        rota_log(ROTA_LOG_DEBUG, "real driver %s: %d of %d names resolved", file, found, (int)ROTA_FN_COUNT);
-    }
     atomic_store_explicit(&real_resolved, true, memory_order_release);
     return 0;
 

@@ -1,19 +1,25 @@
 /* shim.c - librota's lifecycle: a constructor that costs nothing, lazy init from every entry point, fork. */
 #include "shim/shim-internal.h"
 
+#include "shim/client.h"
+#include "shim/counters.h"
+#include "shim/log.h"
+#include "shim/options.h"
+
+#include <dlfcn.h>
 #include <pthread.h>
 
 /*
  * States (enum rota_mode): INIT until the first driver call of the process finishes initialising, then
  * ACTIVE, DISABLED, FAILED or NODRIVER for good; ACTIVE becomes FORKED in a fork child until its first
- * driver call re-runs coord_process_init; with ROTA_REQUIRE=1 and no rotad the process stays in INIT (every call
- * retries, cuInit returns the coordinator's error). A process that never calls the driver stays in INIT: the
+ * driver call re-runs client_process_init; with ROTA_REQUIRE=1 and no rotad the process stays in INIT (every call
+ * retries, cuInit returns the client's error). A process that never calls the driver stays in INIT: the
  * constructor only parses the environment (no I/O, no threads, no dlopen), and an option error is reported
  * at the first driver call, not at load - `ls` with a typo in ROTA_LOG prints nothing.
  *
  * GPU placement: `rota run` (tools/rota/run.c) asks rotad and sets CUDA_VISIBLE_DEVICES=GPU-<uuid> before exec. A
- * process started without it is remapped here (ROTA_GPU, shim/coord-place.c): CUDA_VISIBLE_DEVICES must be set
- * before the real cuInit, so coord_process_init does it before the process's first call reaches the driver,
+ * process started without it is remapped here (ROTA_GPU, shim/client-place.c): CUDA_VISIBLE_DEVICES must be set
+ * before the real cuInit, so client_process_init does it before the process's first call reaches the driver,
  * whichever call that is. The process has no driver to list GPUs with yet; rotad has: it enumerated the node's
  * GPUs at start (runtime/probe.c) and chooses among those.
  *
@@ -41,6 +47,19 @@ static void rota_fork_child(void)
     if (steady_mode == ROTA_MODE_ACTIVE) atomic_store_explicit(&rota_mode, ROTA_MODE_FORKED, memory_order_release);
 }
 
+/* ROTA_LOG=debug: which driver was loaded and how many of wrappers.def's names it has. */
+static void driver_log_resolved(const rota_options_t *o)
+{
+    if (o->log_level < ROTA_LOG_DEBUG) return;
+    int found = 0;
+    for (int i = 0; i < ROTA_FN_COUNT; i++) found += rota_real_present[i];
+    Dl_info di;
+    const char *file = dladdr((void *)rota_real.fn_cuInit, &di) && di.dli_fname ? di.dli_fname
+                       : o->real_libcuda[0]                               ? o->real_libcuda
+                                                                          : "libcuda.so.1";
+    rota_log(ROTA_LOG_DEBUG, "real driver %s: %d of %d names resolved", file, found, (int)ROTA_FN_COUNT);
+}
+
 static void driver_init_once(void)
 {
     const rota_options_t *o = rota_options();
@@ -49,8 +68,11 @@ static void driver_init_once(void)
 
     rota_in_shim = 1;
     rota_options_report();
-    int rc = rota_real_resolve();
+    char why[1024];
+    int rc = rota_real_resolve(o->real_libcuda, why, sizeof why);
+    if (rc == 0) driver_log_resolved(o);
     if (rc != 0) {
+        rota_log(ROTA_LOG_ERROR, "%s", why);
         steady_mode = ROTA_MODE_NODRIVER;
         rota_log(ROTA_LOG_ERROR,
                  "no real driver: every CUDA call fails (cuInit: CUDA_ERROR_SHARED_OBJECT_INIT_FAILED)");
@@ -84,7 +106,7 @@ int rota_steady_mode(void)
 /*
  * Runs what the process needs before its first hooked call; returns the mode that results. *res gets what the
  * coordinator said (CUDA_SUCCESS, or with ROTA_REQUIRE=1 and no rotad the error cuInit returns): then the mode
- * stays INIT/FORKED, so that every later call comes back here and retries (the coordinator rate-limits that to
+ * stays INIT/FORKED, so that every later call comes back here and retries (the client rate-limits that to
  * once a second) instead of running uncoordinated.
  */
 static int process_init(CUresult *res)
@@ -98,7 +120,7 @@ static int process_init(CUresult *res)
     pthread_mutex_lock(&proc_lock);
     if (atomic_load_explicit(&rota_mode, memory_order_acquire) != ROTA_MODE_ACTIVE) {
         rota_in_shim = 1;
-        *res = coord_process_init();
+        *res = client_process_init();
         rota_count(ROTA_EV_PROCESS_INIT);
         rota_in_shim = 0;
         if (*res == CUDA_SUCCESS) atomic_store_explicit(&rota_mode, ROTA_MODE_ACTIVE, memory_order_release);
@@ -109,7 +131,7 @@ static int process_init(CUresult *res)
 
 int rota_path_slow(unsigned idx)
 {
-    /* Nested: rota itself, the driver or the coordinator calling an exported name. */
+    /* Nested: rota itself, the driver or the client of rotad calling an exported name. */
     if (rota_in_shim) return rota_real_resolved() ? ROTA_PATH_REAL : CUDA_ERROR_NOT_INITIALIZED;
 
     int m = atomic_load_explicit(&rota_mode, memory_order_acquire);
@@ -118,8 +140,8 @@ int rota_path_slow(unsigned idx)
     switch (m) {
     case ROTA_MODE_ACTIVE:
         if (res == CUDA_SUCCESS) return ROTA_PATH_HOOK;
-        /* ROTA_REQUIRE=1 and rotad unreachable (the coordinator said so once, in one line): cuInit returns the
-         * coordinator's error; cuGetProcAddress still resolves, so that the application reaches cuInit. */
+        /* ROTA_REQUIRE=1 and rotad unreachable (the client said so once, in one line): cuInit returns the
+         * client's error; cuGetProcAddress still resolves, so that the application reaches cuInit. */
         if (idx == ROTA_FN_cuInit) return (int)res;
         if (idx == ROTA_FN_cuGetProcAddress || idx == ROTA_FN_cuGetProcAddress_v2) return ROTA_PATH_HOOK;
         return CUDA_ERROR_NOT_INITIALIZED;

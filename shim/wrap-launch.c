@@ -1,5 +1,9 @@
-/* wrap-launch.c - every launch entry point: gated by the coordinator unless its stream is capturing. */
+/* wrap-launch.c - every launch entry point: gated by rotad's client unless its stream is capturing. */
 #include "shim/shim-internal.h"
+
+#include "shim/capture.h"
+#include "shim/client.h"
+#include "shim/counters.h"
 
 /*
  * A launch on a capturing stream only records a graph node: it must never wait, so it skips the gate (and
@@ -16,14 +20,14 @@ static CUresult launch_gate(CUstream s, bool *gated)
     }
     *gated = true;
     rota_count(ROTA_EV_LAUNCH_GATE);
-    return coord_launch_gate(s);
+    return client_launch_gate(s);
 }
 
 /* Only a gate that let the launch through gets its after (a refused one took nothing). */
 static void launch_after(CUstream s, CUresult rc)
 {
     rota_count(ROTA_EV_LAUNCH_AFTER);
-    coord_launch_after(s, rc);
+    client_launch_after(s, rc);
 }
 
 #define ROTA_WRAP_LAUNCH(name, pt, params, args, stream) \

@@ -1,6 +1,10 @@
 /* wrap-mem.c - every allocation and free (reserve -> allocate -> commit/abort, release) and the memory views. */
 #include "shim/shim-internal.h"
 
+#include "shim/capture.h"
+#include "shim/client.h"
+#include "shim/counters.h"
+
 #include <limits.h>
 
 /*
@@ -11,13 +15,13 @@
  * the others unless this thread captures (see rota_thread_may_wait).
  *
  * Keys: the CUdeviceptr for cuMemAlloc*, the CUmemGenericAllocationHandle for cuMemCreate. Stream-ordered
- * allocations are counted per pool, as what the pool holds (shim/coord-pool.c): a cuMemFreeAsync gives nothing
+ * allocations are counted per pool, as what the pool holds (shim/client-mempool.c): a cuMemFreeAsync gives nothing
  * back when it is enqueued, the pool shrinking does (a synchronisation, cuMemPoolTrimTo, the release threshold).
  * Those of a capturing stream become graph memory: counted per allocation, as before. cuMemAllocPitch reserves width rounded up to 512 bytes x height, an
  * upper bound of the pitch real devices choose, and commits pitch x height, what the driver really chose.
  */
 typedef struct mem_op {
-    coord_resv_t r;
+    client_resv_t r;
     bool reserved;
 } mem_op_t;
 
@@ -30,8 +34,8 @@ static CUresult mem_begin_kind(mem_op_t *op, CUdevice dev, uint64_t bytes, bool 
     if (dev < 0 || bytes == 0) return CUDA_SUCCESS;
     rota_count(ROTA_EV_MEM_RESERVE);
     if (!may_wait) rota_count(ROTA_EV_MEM_NOWAIT);
-    CUresult rc = page ? coord_mem_reserve_page(dev, bytes, may_wait, &op->r)
-                       : coord_mem_reserve(dev, bytes, may_wait, &op->r);
+    CUresult rc = page ? client_mem_reserve_page(dev, bytes, may_wait, &op->r)
+                       : client_mem_reserve(dev, bytes, may_wait, &op->r);
     op->reserved = rc == CUDA_SUCCESS;
     return rc;
 }
@@ -47,10 +51,10 @@ static void mem_end_sized(mem_op_t *op, CUresult rc, uint64_t key, uint64_t actu
     if (!op->reserved) return;
     if (rc == CUDA_SUCCESS) {
         rota_count(ROTA_EV_MEM_COMMIT);
-        coord_mem_commit(&op->r, key, actual);
+        client_mem_commit(&op->r, key, actual);
     } else {
         rota_count(ROTA_EV_MEM_ABORT);
-        coord_mem_abort(&op->r);
+        client_mem_abort(&op->r);
     }
 }
 
@@ -63,7 +67,7 @@ static void mem_release(CUresult rc, uint64_t key)
 {
     if (rc != CUDA_SUCCESS) return;
     rota_count(ROTA_EV_MEM_RELEASE);
-    coord_mem_release(key);
+    client_mem_release(key);
 }
 
 static uint64_t pitch_bytes(size_t width, size_t height)
@@ -75,82 +79,54 @@ static uint64_t pitch_bytes(size_t width, size_t height)
     return b;
 }
 
+/*
+ * The wrappers are generated from wrappers.def: each MEM and MEMINFO row gets the body of its base name's shape
+ * (MEM_SHAPE_<base> below), so that a name's variants (_v2, _ptsz, the 32-bit legacy entry point) share one
+ * body; a row whose base has no shape here does not compile. A body names the parameters as cuda.h does (dptr,
+ * bytesize, hStream, ...); key and pool arguments are positional (MEM_ARG1: a free's key, a pool call's pool).
+ */
+#define MEM_ARG1(a, ...) a
+#define MEM_FIRST(args) MEM_ARG1 args
+
 /* ---- allocations ---- */
-CUresult CUDAAPI cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
-{
-    ROTA_ENTER(cuMemAlloc, (dptr, bytesize));
-    mem_op_t op;
-    CUresult rc = mem_begin(&op, rota_real_current_device(), bytesize, rota_thread_may_wait());
-    if (rc == CUDA_SUCCESS) {
-        rc = ROTA_REAL(cuMemAlloc)(dptr, bytesize);
-        mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);
-    }
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuMemAlloc)
+/* On the current context's device; may queue unless this thread captures. */
+#define ROTA_WRAP_ALLOC(name, pt, params, args)                                                 \
+    CUresult CUDAAPI name params                                                                \
+    {                                                                                           \
+        ROTA_ENTER(name, args);                                                                 \
+        mem_op_t op;                                                                            \
+        CUresult rc = mem_begin(&op, rota_real_current_device(), bytesize,                     \
+                                rota_thread_may_wait());                                        \
+        if (rc == CUDA_SUCCESS) {                                                               \
+            rc = ROTA_REAL(name) args;                                                          \
+            mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);                                   \
+        }                                                                                       \
+        ROTA_LEAVE();                                                                           \
+        return rc;                                                                              \
+    }                                                                                           \
+    ROTA_SELF(name)
 
-CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
-{
-    ROTA_ENTER(cuMemAlloc_v2, (dptr, bytesize));
-    mem_op_t op;
-    CUresult rc = mem_begin(&op, rota_real_current_device(), bytesize, rota_thread_may_wait());
-    if (rc == CUDA_SUCCESS) {
-        rc = ROTA_REAL(cuMemAlloc_v2)(dptr, bytesize);
-        mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);
-    }
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuMemAlloc_v2)
-
-CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, unsigned int WidthInBytes,
-                                 unsigned int Height, unsigned int ElementSizeBytes)
-{
-    ROTA_ENTER(cuMemAllocPitch, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
-    mem_op_t op;
-    CUresult rc = mem_begin(&op, rota_real_current_device(), pitch_bytes(WidthInBytes, Height), rota_thread_may_wait());
-    if (rc == CUDA_SUCCESS) {
-        rc = ROTA_REAL(cuMemAllocPitch)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-        mem_end_sized(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0, rc == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : 0);
-    }
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuMemAllocPitch)
-
-CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
-                                    unsigned int ElementSizeBytes)
-{
-    ROTA_ENTER(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
-    mem_op_t op;
-    CUresult rc = mem_begin(&op, rota_real_current_device(), pitch_bytes(WidthInBytes, Height), rota_thread_may_wait());
-    if (rc == CUDA_SUCCESS) {
-        rc = ROTA_REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-        mem_end_sized(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0, rc == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : 0);
-    }
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuMemAllocPitch_v2)
-
-CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
-{
-    ROTA_ENTER(cuMemAllocManaged, (dptr, bytesize, flags));
-    mem_op_t op;
-    CUresult rc = mem_begin(&op, rota_real_current_device(), bytesize, rota_thread_may_wait());
-    if (rc == CUDA_SUCCESS) {
-        rc = ROTA_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
-        mem_end(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0);
-    }
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuMemAllocManaged)
+/* Reserves the upper bound (pitch_bytes), commits what the driver chose: pitch x height. */
+#define ROTA_WRAP_ALLOC_PITCH(name, pt, params, args)                                           \
+    CUresult CUDAAPI name params                                                                \
+    {                                                                                           \
+        ROTA_ENTER(name, args);                                                                 \
+        mem_op_t op;                                                                            \
+        CUresult rc = mem_begin(&op, rota_real_current_device(),                                \
+                                pitch_bytes(WidthInBytes, Height), rota_thread_may_wait());     \
+        if (rc == CUDA_SUCCESS) {                                                               \
+            rc = ROTA_REAL(name) args;                                                          \
+            mem_end_sized(&op, rc, rc == CUDA_SUCCESS ? *dptr : 0,                              \
+                          rc == CUDA_SUCCESS ? (uint64_t)*pPitch * Height : 0);                 \
+        }                                                                                       \
+        ROTA_LEAVE();                                                                           \
+        return rc;                                                                              \
+    }                                                                                           \
+    ROTA_SELF(name)
 
 /* A stream-ordered allocation from pool (NULL: the current device's current pool). */
 typedef struct pool_op {
-    coord_resv_t r;
+    client_resv_t r;
     CUmemoryPool pool; /* NULL: not counted */
     CUdevice dev;
 } pool_op_t;
@@ -159,25 +135,25 @@ static CUresult pool_begin(pool_op_t *op, CUmemoryPool pool, uint64_t bytes)
 {
     op->dev = rota_real_current_device();
     op->r.token = 0;
-    op->pool = op->dev < 0 || bytes == 0 ? NULL : pool ? pool : coord_pool_of(op->dev);
+    op->pool = op->dev < 0 || bytes == 0 ? NULL : pool ? pool : client_mempool_of(op->dev);
     if (!op->pool) return CUDA_SUCCESS;
     rota_count(ROTA_EV_MEM_RESERVE);
-    return coord_pool_reserve(op->pool, op->dev, bytes, true, &op->r);
+    return client_mempool_reserve(op->pool, op->dev, bytes, true, &op->r);
 }
 
 static void pool_end(pool_op_t *op, CUresult rc)
 {
     if (!op->pool) return;
     rota_count(rc == CUDA_SUCCESS ? ROTA_EV_MEM_COMMIT : ROTA_EV_MEM_ABORT);
-    coord_pool_settle(op->pool, op->dev, &op->r);
+    client_mempool_settle(op->pool, op->dev, &op->r);
 }
 
-#define ROTA_WRAP_ALLOC_ASYNC(name, pt, params, args, stream, poolarg)                            \
+#define ROTA_WRAP_ALLOC_ASYNC_FROM(name, pt, params, args, poolarg)                             \
     CUresult CUDAAPI name params                                                                \
     {                                                                                           \
         ROTA_ENTER(name, args);                                                                 \
         CUresult rc;                                                                            \
-        if (rota_stream_capturing(rota_stream_norm(stream, pt))) {                              \
+        if (rota_stream_capturing(rota_stream_norm(hStream, pt))) {                             \
             mem_op_t op;                                                                        \
             rc = mem_begin(&op, rota_real_current_device(), bytesize, false);                   \
             if (rc == CUDA_SUCCESS) {                                                           \
@@ -196,18 +172,50 @@ static void pool_end(pool_op_t *op, CUresult rc)
         return rc;                                                                              \
     }                                                                                           \
     ROTA_SELF(name)
+/* From the current device's current pool, or from the pool given. */
+#define ROTA_WRAP_ALLOC_ASYNC(name, pt, params, args) ROTA_WRAP_ALLOC_ASYNC_FROM(name, pt, params, args, NULL)
+#define ROTA_WRAP_ALLOC_POOL_ASYNC(name, pt, params, args) ROTA_WRAP_ALLOC_ASYNC_FROM(name, pt, params, args, pool)
 
-ROTA_WRAP_ALLOC_ASYNC(cuMemAllocAsync, 0, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
-                      (dptr, bytesize, hStream), hStream, NULL)
-ROTA_WRAP_ALLOC_ASYNC(cuMemAllocAsync_ptsz, 1, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream),
-                      (dptr, bytesize, hStream), hStream, NULL)
-ROTA_WRAP_ALLOC_ASYNC(cuMemAllocFromPoolAsync, 0,
-                      (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
-                      (dptr, bytesize, pool, hStream), hStream, pool)
-ROTA_WRAP_ALLOC_ASYNC(cuMemAllocFromPoolAsync_ptsz, 1,
-                      (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream),
-                      (dptr, bytesize, pool, hStream), hStream, pool)
+/* ---- frees ---- */
+/* A free or release: the key (the first argument) is given back once the driver freed it. */
+#define ROTA_WRAP_FREE(name, pt, params, args)                                                  \
+    CUresult CUDAAPI name params                                                                \
+    {                                                                                           \
+        ROTA_ENTER(name, args);                                                                 \
+        CUresult rc = ROTA_REAL(name) args;                                                     \
+        mem_release(rc, MEM_FIRST(args));                                                       \
+        ROTA_LEAVE();                                                                           \
+        return rc;                                                                              \
+    }                                                                                           \
+    ROTA_SELF(name)
 
+/* Graph memory only is released per allocation: pool memory is counted as its pool, re-read here. */
+#define ROTA_WRAP_FREE_ASYNC(name, pt, params, args)                                            \
+    CUresult CUDAAPI name params                                                                \
+    {                                                                                           \
+        ROTA_ENTER(name, args);                                                                 \
+        CUresult rc = ROTA_REAL(name) args;                                                     \
+        mem_release(rc, dptr);                                                                  \
+        if (rc == CUDA_SUCCESS) client_mempool_sync(NULL);                                      \
+        ROTA_LEAVE();                                                                           \
+        return rc;                                                                              \
+    }                                                                                           \
+    ROTA_SELF(name)
+
+/* ---- pools: what they hold may shrink (a trim, a new release threshold; a destroyed pool is no longer
+ * counted) ---- */
+#define ROTA_WRAP_POOL_SYNC(name, pt, params, args)                                             \
+    CUresult CUDAAPI name params                                                                \
+    {                                                                                           \
+        ROTA_ENTER(name, args);                                                                 \
+        CUresult rc = ROTA_REAL(name) args;                                                     \
+        if (rc == CUDA_SUCCESS) client_mempool_sync(MEM_FIRST(args));                           \
+        ROTA_LEAVE();                                                                           \
+        return rc;                                                                              \
+    }                                                                                           \
+    ROTA_SELF(name)
+
+/* cuMemCreate: on the device of its property's location (nothing for host memory), page by page. */
 CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
                              unsigned long long flags)
 {
@@ -224,96 +232,12 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, 
 }
 ROTA_SELF(cuMemCreate)
 
-/* ---- frees ---- */
-CUresult CUDAAPI cuMemFree(CUdeviceptr_v1 dptr)
-{
-    ROTA_ENTER(cuMemFree, (dptr));
-    CUresult rc = ROTA_REAL(cuMemFree)(dptr);
-    mem_release(rc, dptr);
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuMemFree)
-
-CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
-{
-    ROTA_ENTER(cuMemFree_v2, (dptr));
-    CUresult rc = ROTA_REAL(cuMemFree_v2)(dptr);
-    mem_release(rc, dptr);
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuMemFree_v2)
-
-CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
-{
-    ROTA_ENTER(cuMemFreeAsync, (dptr, hStream));
-    CUresult rc = ROTA_REAL(cuMemFreeAsync)(dptr, hStream);
-    mem_release(rc, dptr); /* graph memory only: pool memory is counted as its pool */
-    if (rc == CUDA_SUCCESS) coord_pool_sync(NULL);
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuMemFreeAsync)
-
-CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
-{
-    ROTA_ENTER(cuMemFreeAsync_ptsz, (dptr, hStream));
-    CUresult rc = ROTA_REAL(cuMemFreeAsync_ptsz)(dptr, hStream);
-    mem_release(rc, dptr); /* graph memory only: pool memory is counted as its pool */
-    if (rc == CUDA_SUCCESS) coord_pool_sync(NULL);
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuMemFreeAsync_ptsz)
-
-CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-    ROTA_ENTER(cuMemRelease, (handle));
-    CUresult rc = ROTA_REAL(cuMemRelease)(handle);
-    mem_release(rc, handle);
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuMemRelease)
-
-/* ---- pools: what they hold may shrink ---- */
-CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
-{
-    ROTA_ENTER(cuMemPoolTrimTo, (pool, minBytesToKeep));
-    CUresult rc = ROTA_REAL(cuMemPoolTrimTo)(pool, minBytesToKeep);
-    if (rc == CUDA_SUCCESS) coord_pool_sync(pool);
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuMemPoolTrimTo)
-
-CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
-{
-    ROTA_ENTER(cuMemPoolSetAttribute, (pool, attr, value));
-    CUresult rc = ROTA_REAL(cuMemPoolSetAttribute)(pool, attr, value);
-    if (rc == CUDA_SUCCESS) coord_pool_sync(pool);
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuMemPoolSetAttribute)
-
-CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
-{
-    ROTA_ENTER(cuMemPoolDestroy, (pool));
-    CUresult rc = ROTA_REAL(cuMemPoolDestroy)(pool);
-    if (rc == CUDA_SUCCESS) coord_pool_sync(pool); /* the pool is gone: no longer counted */
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuMemPoolDestroy)
-
-/* ---- what the process sees: the coordinator may lower free and total to the process's share ---- */
+/* ---- what the process sees: rotad's client may lower free and total to the process's share ---- */
 static void mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes)
 {
     if (dev < 0) return;
     rota_count(ROTA_EV_MEM_VIEW);
-    coord_mem_view(dev, free_bytes, total_bytes);
+    client_mem_view(dev, free_bytes, total_bytes);
 }
 
 static unsigned int clamp_uint(size_t v)
@@ -321,54 +245,69 @@ static unsigned int clamp_uint(size_t v)
     return v > UINT_MAX ? UINT_MAX : (unsigned int)v;
 }
 
-CUresult CUDAAPI cuMemGetInfo_v2(size_t *free, size_t *total)
-{
-    ROTA_ENTER(cuMemGetInfo_v2, (free, total));
-    CUresult rc = ROTA_REAL(cuMemGetInfo_v2)(free, total);
-    if (rc == CUDA_SUCCESS && free != NULL && total != NULL) mem_view(rota_real_current_device(), free, total);
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuMemGetInfo_v2)
+/* v as the type of the variant's out parameter p: the 32-bit legacy entry points saturate at UINT_MAX. */
+#define MEM_AS(p, v) _Generic(*(p), unsigned int: clamp_uint(v), default: (v))
 
-CUresult CUDAAPI cuMemGetInfo(unsigned int *free, unsigned int *total)
-{
-    ROTA_ENTER(cuMemGetInfo, (free, total));
-    CUresult rc = ROTA_REAL(cuMemGetInfo)(free, total);
-    if (rc == CUDA_SUCCESS && free != NULL && total != NULL) {
-        size_t f = *free, t = *total;
-        mem_view(rota_real_current_device(), &f, &t);
-        *free = clamp_uint(f);
-        *total = clamp_uint(t);
-    }
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuMemGetInfo)
+#define ROTA_WRAP_GET_INFO(name, pt, params, args)                                              \
+    CUresult CUDAAPI name params                                                                \
+    {                                                                                           \
+        ROTA_ENTER(name, args);                                                                 \
+        CUresult rc = ROTA_REAL(name) args;                                                     \
+        if (rc == CUDA_SUCCESS && free != NULL && total != NULL) {                              \
+            size_t f = *free, t = *total;                                                       \
+            mem_view(rota_real_current_device(), &f, &t);                                       \
+            *free = MEM_AS(free, f);                                                            \
+            *total = MEM_AS(total, t);                                                          \
+        }                                                                                       \
+        ROTA_LEAVE();                                                                           \
+        return rc;                                                                              \
+    }                                                                                           \
+    ROTA_SELF(name)
 
-CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
-{
-    ROTA_ENTER(cuDeviceTotalMem_v2, (bytes, dev));
-    CUresult rc = ROTA_REAL(cuDeviceTotalMem_v2)(bytes, dev);
-    if (rc == CUDA_SUCCESS && bytes != NULL) {
-        size_t f = *bytes; /* the view's free is not reported here */
-        mem_view(dev, &f, bytes);
-    }
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuDeviceTotalMem_v2)
+#define ROTA_WRAP_TOTAL_MEM(name, pt, params, args)                                             \
+    CUresult CUDAAPI name params                                                                \
+    {                                                                                           \
+        ROTA_ENTER(name, args);                                                                 \
+        CUresult rc = ROTA_REAL(name) args;                                                     \
+        if (rc == CUDA_SUCCESS && bytes != NULL) {                                              \
+            size_t f = *bytes, t = *bytes; /* the view's free is not reported here */           \
+            mem_view(dev, &f, &t);                                                              \
+            *bytes = MEM_AS(bytes, t);                                                          \
+        }                                                                                       \
+        ROTA_LEAVE();                                                                           \
+        return rc;                                                                              \
+    }                                                                                           \
+    ROTA_SELF(name)
 
-CUresult CUDAAPI cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
-{
-    ROTA_ENTER(cuDeviceTotalMem, (bytes, dev));
-    CUresult rc = ROTA_REAL(cuDeviceTotalMem)(bytes, dev);
-    if (rc == CUDA_SUCCESS && bytes != NULL) {
-        size_t f = *bytes, t = *bytes;
-        mem_view(dev, &f, &t);
-        *bytes = clamp_uint(t);
-    }
-    ROTA_LEAVE();
-    return rc;
-}
-ROTA_SELF(cuDeviceTotalMem)
+/* ---- the rows: each base name's shape ---- */
+#define MEM_SHAPE_cuMemAlloc ROTA_WRAP_ALLOC
+#define MEM_SHAPE_cuMemAllocManaged ROTA_WRAP_ALLOC
+#define MEM_SHAPE_cuMemAllocPitch ROTA_WRAP_ALLOC_PITCH
+#define MEM_SHAPE_cuMemAllocAsync ROTA_WRAP_ALLOC_ASYNC
+#define MEM_SHAPE_cuMemAllocFromPoolAsync ROTA_WRAP_ALLOC_POOL_ASYNC
+#define MEM_SHAPE_cuMemCreate(...) /* by hand, above: one variant, its device from the property */
+#define MEM_SHAPE_cuMemFree ROTA_WRAP_FREE
+#define MEM_SHAPE_cuMemRelease ROTA_WRAP_FREE
+#define MEM_SHAPE_cuMemFreeAsync ROTA_WRAP_FREE_ASYNC
+#define MEM_SHAPE_cuMemPoolTrimTo ROTA_WRAP_POOL_SYNC
+#define MEM_SHAPE_cuMemPoolSetAttribute ROTA_WRAP_POOL_SYNC
+#define MEM_SHAPE_cuMemPoolDestroy ROTA_WRAP_POOL_SYNC
+#define MEM_SHAPE_cuMemGetInfo ROTA_WRAP_GET_INFO
+#define MEM_SHAPE_cuDeviceTotalMem ROTA_WRAP_TOTAL_MEM
+
+#define ROTA_MEM_MEM(...) __VA_ARGS__
+#define ROTA_MEM_MEMINFO(...) __VA_ARGS__
+#define ROTA_MEM_INIT(...)
+#define ROTA_MEM_PROC(...)
+#define ROTA_MEM_DEVICE(...)
+#define ROTA_MEM_CTX(...)
+#define ROTA_MEM_SYNC(...)
+#define ROTA_MEM_LAUNCH(...)
+#define ROTA_MEM_LAUNCHN(...)
+#define ROTA_MEM_CAPTURE(...)
+#define ROTA_MEM_REAL(...)
+
+#define ROTA_FN(fam, name, base, ver, pt, params, args, stream) \
+    ROTA_MEM_##fam(MEM_SHAPE_##base(name, pt, params, args))
+#include "shim/wrappers.def"
+#undef ROTA_FN

@@ -1,9 +1,8 @@
 /* wrap-nvml.c - NVML's memory and process queries in a rota'd process report its limit and usage, as cuMemGetInfo. */
 #include "shim/shim-internal.h"
 
-#include "shim/coord.h"
-#include "shim/log.h"
-#include "tools/simnvml/nvml.h"
+#include "shim/client.h"
+#include "shim/nvml.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -19,7 +18,7 @@
  * librota exports the names of shim/nvml.def, and rota's dlsym hands out the same wrappers for them (PyTorch
  * dlopens libnvidia-ml.so.1 and dlsyms). Each wrapper calls the real NVML (the loaded libnvidia-ml.so.1,
  * through its own handle) and then, for a device this process's driver also sees (matched by UUID):
- *   memory      total and free become what coord_mem_view makes of them for cuMemGetInfo (the limit, what is
+ *   memory      total and free become what client_mem_view makes of them for cuMemGetInfo (the limit, what is
  *               left of it, never more than the device has), used = total - free;
  *   processes   under a limit, the device as the process sees it: only itself, holding total - free of it;
  *               without one, NVML's list unchanged.
@@ -69,7 +68,7 @@ static bool nvml_view(nvmlDevice_t device, unsigned long long *total, unsigned l
     int d = nvml_cuda_device(device);
     if (d < 0) return false;
     size_t t = (size_t)*total, f = (size_t)*free_bytes;
-    coord_mem_view(d, &f, &t);
+    client_mem_view(d, &f, &t);
     *total = t;
     *free_bytes = f;
     return true;

@@ -1,11 +1,13 @@
 /* wrap-pass.c - the generated wrappers: cuInit, device enumeration, context creation, synchronisation. */
 #include "shim/shim-internal.h"
 
+#include "shim/client.h"
+
 /*
  * These calls have no coordinator hook yet: the wrapper counts the call and passes it through with the
  * thread guard set, so that rota initialises from whichever of them comes first and later work (device
  * remapping for ROTA_GPU, sync-time accounting) has a place to go. Rows: INIT, DEVICE, CTX, SYNC; a SYNC row
- * also re-reads the pools the process allocated from (shim/coord-pool.c).
+ * also re-reads the pools the process allocated from (shim/client-mempool.c).
  */
 #define ROTA_WRAP_PASS(name, params, args)        \
     CUresult CUDAAPI name params                  \
@@ -21,13 +23,13 @@
 #define ROTA_PASS_DEVICE(...) __VA_ARGS__
 #define ROTA_PASS_CTX(...) __VA_ARGS__
 /* A synchronisation is when the driver gives a pool's memory above its release threshold back: the ledger follows,
- * and under pressure rota trims the pools (coord_pool_sync_idle, cheap when the process allocated from no pool). */
+ * and under pressure rota trims the pools (client_mempool_sync_idle, cheap when the process allocated from no pool). */
 #define ROTA_WRAP_SYNC(name, params, args)        \
     CUresult CUDAAPI name params                  \
     {                                             \
         ROTA_ENTER(name, args);                   \
         CUresult rc = ROTA_REAL(name) args;       \
-        coord_pool_sync_idle();                   \
+        client_mempool_sync_idle();                   \
         ROTA_LEAVE();                             \
         return rc;                                \
     }                                             \

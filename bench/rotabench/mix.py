@@ -30,9 +30,19 @@ POLICIES = {
                      "(rotad --quantum-ms)" % QUANTUM_MS, "rotad_args": ["--quantum-ms", str(QUANTUM_MS)]},
 }
 SCALED_WORKLOAD_KEYS = ("duration", "iters", "requests")
-# The priority classes, as runtime/lib/prio.c names them (its table, in its order; the unit tests compare the two),
-# parsed by its rule: any case.
-PRIORITIES = ("high", "normal", "low")
+
+
+def read_priorities(path=os.path.join(SRCDIR, "runtime", "lib", "prio.c")):
+    """The priority classes, read from their one table, runtime/lib/prio.c's prio_names, in its order."""
+    with open(path) as f:
+        names = re.findall(r'\[ROTA_PRIO_\w+\]\s*=\s*"(\w+)"', f.read())
+    if not names:
+        raise RuntimeError("%s: no priority class names found (its prio_names table changed form?)" % path)
+    return tuple(names)
+
+
+# The priority classes ("high", "normal", "low"), parsed by prio.c's rule: any case.
+PRIORITIES = read_priorities()
 
 
 def parse_priority(s):

@@ -173,6 +173,19 @@ class Priorities(unittest.TestCase):
         self.assertEqual(tuple(n for _, n in table), bmix.PRIORITIES)
         self.assertEqual([c.lower() for c, _ in table], list(bmix.PRIORITIES))
 
+    def test_read_table(self):
+        """PRIORITIES is read from a prio.c table in its order; a file without one is an error, not a guess."""
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "prio.c")
+            with open(p, "w") as f:
+                f.write('static const char *const prio_names[3] = {\n    [ROTA_PRIO_A] = "urgent",\n'
+                        '    [ROTA_PRIO_B] = "idle",\n};\n')
+            self.assertEqual(bmix.read_priorities(p), ("urgent", "idle"))
+            with open(p, "w") as f:
+                f.write("/* no table */\n")
+            with self.assertRaises(RuntimeError):
+                bmix.read_priorities(p)
+
     def test_parse(self):
         self.assertEqual(bmix.parse_priority("HIGH"), "high")
         self.assertEqual(bmix.parse_priority("low"), "low")

@@ -332,16 +332,14 @@ try:
            "report.md's idle table gives rota's B and B with 'ready' filled (%s)" % want)
 
     # ---- the ROTA_TRACE contract: JSON lines from the shim/rotad become spans in the Chrome trace ---------
-    import importlib.machinery
-    import importlib.util
-    loader = importlib.machinery.SourceFileLoader("bench_mod", os.path.join(src, "scripts", "bench"))
-    spec_ = importlib.util.spec_from_loader("bench_mod", loader)
-    bm = importlib.util.module_from_spec(spec_)
-    loader.exec_module(bm)
+    # The benchmark package itself (bench/rotabench), as scripts/bench imports it; nothing written beside it.
+    sys.dont_write_bytecode = True
+    sys.path.insert(0, os.path.join(src, "bench"))
+    from rotabench import metrics as bmetrics, report as breport, runner as brunner, trace as btrace
 
     class FakeProc:
         pid = 4242
-    run = bm.Run.__new__(bm.Run)
+    run = brunner.Run.__new__(brunner.Run)
     run.t0, run.policy, run.devmap, run._events = 1000000000, "rota", {}, None
     run.samples = [(1000000000, [0, 0]), (2000000000, [500000000, 250000000])]
     run.rota_trace = os.path.join(tmp, "rota-trace.jsonl")
@@ -360,7 +358,7 @@ try:
     mixdef = {"name": "m", "jobs": [{"name": "a", "arrive_s": 0.0, "priority": "low",
                                      "workload": {"kind": "batch"}}]}
     tpath = os.path.join(tmp, "trace.json")
-    bm.write_trace(tpath, run, mixdef)
+    btrace.write_trace(tpath, run, mixdef)
     with open(tpath) as f:
         tev = json.load(f)["traceEvents"]
     held = [e for e in tev if e.get("name") == "held"]
@@ -386,7 +384,7 @@ try:
     # [10, 20] and [30, 40] (ctx 1); job b waits for memory [0, 45], then works [46, 60] with a kernel [50, 60]
     # (ctx 2: the engine switches for 1 ms before it). Window [0, 100].
     M = 1000000
-    run = bm.Run.__new__(bm.Run)
+    run = brunner.Run.__new__(brunner.Run)
     run.t0, run.t_end, run.devmap, run._events, run.rota_trace = 0, 100 * M, {}, None, None
     run.final = [{"busy_ns": 30 * M, "node_switch_ns": 1 * M}]
     run.state = {n: {"proc": FakeProc(), "spawn_ns": 0, "end_ns": 100 * M, "rc": 0, "device": 0,
@@ -397,7 +395,7 @@ try:
                              mem_wait_start_ns=[0], mem_wait_dur_ns=[45 * M])}
     tl = {0: [(10 * M, 20 * M, 11, 1), (30 * M, 40 * M, 11, 1), (50 * M, 60 * M, 12, 2)]}
     mixdef = {"name": "m", "gpus": 1, "jobs": [{"name": "a"}, {"name": "b"}]}
-    idle, pieces = bm.idle_breakdown(run, mixdef, tl)
+    idle, pieces = bmetrics.idle_breakdown(run, mixdef, tl)
     want = {"ready": 13, "memory": 15, "queued": 0, "host": 41, "switch": 1}
     ok({k: round(v / M, 6) for k, v in idle.items()} == want,
        "idle breakdown: ready 13, memory 15, host 41, switch 1 ms (got %s)" % {k: v / M for k, v in idle.items()})
@@ -408,17 +406,17 @@ try:
     run.state["c"] = {"proc": FakeProc(), "spawn_ns": 70 * M, "end_ns": 100 * M, "rc": 0, "device": 0,
                       "job": {"name": "c", "arrive_s": 0.060}}
     run.records["c"] = None
-    idle, _ = bm.idle_breakdown(run, mixdef, tl)
+    idle, _ = bmetrics.idle_breakdown(run, mixdef, tl)
     ok(round(idle["host"] / M) == 31 and round(idle["queued"] / M) == 10 and round(idle["ready"] / M) == 13,
        "a job arrived but not started yet (c, from 60 to 70 ms) makes that idle time 'queued'")
 
     # ---- hand-overs from the high-priority job: with a the high job, only a's end at 40 ms to b's kernel at 50
     # (10 ms) counts, not a's own gap from 20 to 30
-    h = bm.handovers(run, dict(mixdef, hp="a"), tl)
+    h = bmetrics.handovers(run, dict(mixdef, hp="a"), tl)
     ok(h == {"n": 1, "median_us": 10000.0, "p90_us": 10000.0, "sum_s": 0.01, "probe_ends": 0},
        "hand-overs from the high-priority job: one of 10 ms (got %s)" % h)
-    ok(bm.handovers(run, dict(mixdef, hp=None), tl) is None and
-       bm.handovers(run, dict(mixdef, hp="b"), tl) == {"n": 0, "median_us": None, "p90_us": None, "sum_s": 0.0,
+    ok(bmetrics.handovers(run, dict(mixdef, hp=None), tl) is None and
+       bmetrics.handovers(run, dict(mixdef, hp="b"), tl) == {"n": 0, "median_us": None, "p90_us": None, "sum_s": 0.0,
                                                        "probe_ends": 0},
        "none without a high-priority job; zero where it never hands the GPU over")
 
@@ -426,20 +424,20 @@ try:
     stat = os.path.join(tmp, "stat")
     with open(stat, "w") as f:
         f.write("cpu  100 0 50 800 0 0 0 50 7 0\ncpu0 50 0 25 400 0 0 0 25 0 0\nintr 1 2\n")
-    a = bm.cpu_times(stat)
+    a = bmetrics.cpu_times(stat)
     with open(stat, "w") as f:
         f.write("cpu  160 0 70 1020 0 0 0 150 9 0\n")
-    b = bm.cpu_times(stat)
-    ok(a == [100, 0, 50, 800, 0, 0, 0, 50, 7, 0] and bm.steal_fraction(a, b) == 0.25,
+    b = bmetrics.cpu_times(stat)
+    ok(a == [100, 0, 50, 800, 0, 0, 0, 50, 7, 0] and bmetrics.steal_fraction(a, b) == 0.25,
        "host steal: 100 of 400 ticks between two /proc/stat readings is 0.25 (guest ticks not counted twice)")
-    ok(bm.cpu_times(os.path.join(tmp, "no-such-stat")) is None and bm.steal_fraction(None, b) is None and
-       bm.steal_fraction(a, a) is None, "host steal: unknown without /proc/stat or without elapsed ticks")
+    ok(bmetrics.cpu_times(os.path.join(tmp, "no-such-stat")) is None and bmetrics.steal_fraction(None, b) is None and
+       bmetrics.steal_fraction(a, a) is None, "host steal: unknown without /proc/stat or without elapsed ticks")
     res = [{"mix": {"name": "m"}, "solo_steal": 0.01,
             "rows": [{"policy": "rota", "available": True, "host_steal": 0.02},
                      {"policy": "x", "available": False}]}]
-    ok(bm.steal_warning(res) is None, "no steal warning at 1-2%")
+    ok(breport.steal_warning(res) is None, "no steal warning at 1-2%")
     res[0]["rows"][0]["host_steal"] = 0.31
-    w = bm.steal_warning(res)
+    w = breport.steal_warning(res)
     ok(w is not None and "31%" in w and "solo 1%, rota 31%" in w, "a steal warning at 31%%, naming the runs (%s)" % w)
 finally:
     for n in (node, node + "-oom"):

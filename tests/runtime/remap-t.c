@@ -1,4 +1,4 @@
-/* remap-t.c - TAP tests of librota's device remap (ROTA_GPU, shim/coord-place.c) and rotad's GPU probe: four
+/* remap-t.c - TAP tests of librota's device remap (ROTA_GPU, shim/client-place.c) and rotad's GPU probe: four
  * processes started with LD_PRELOAD=librota.so but not through rota run, all using device 0 of a four-GPU
  * simulated node, end on four different GPUs and see theirs as device 0, whichever driver call they make first;
  * ROTA_GPU=N, ROTA_GPU=all and a preset CUDA_VISIBLE_DEVICES are honoured; rotad --no-probe or no rotad means no

@@ -1,4 +1,4 @@
-/* sched-t.c - TAP tests of launch scheduling (runtime/sched.c + shim/coord-launch.c) over simcuda with rotad:
+/* sched-t.c - TAP tests of launch scheduling (runtime/sched.c + shim/client-launch.c) over simcuda with rotad:
  * a high-priority client's latency beside low-priority spinners, weighted fair share, capture under holds,
  * sync while held, kill -9 of held and high clients, rotad killed while a client is held (fail-open).
  * Clients are this program re-executed with LD_PRELOAD=librota.so; they report on stdout, line by line. */
@@ -1180,7 +1180,7 @@ int main(void)
             pair_done(&hi, &lo, &obs, rotad);
         }
     }
-    /* 19. the idle probe (shim/coord-idleprobe.c): with --idle-ms 40, a high client whose launching thread sleeps
+    /* 19. the idle probe (shim/client-idleprobe.c): with --idle-ms 40, a high client whose launching thread sleeps
      * once its 3 ms kernel is out releases the normal client when that kernel ends; one whose thread runs on the
      * CPU, or waits on a futex, keeps the 40 ms window after it; so does a sleeping one with ROTA_IDLE_PROBE=0. */
     SECTION(19) {

@@ -4,7 +4,7 @@
 #include <pthread.h>
 
 /*
- * The counter rota.process_init counts coord_process_init calls: 1 in a process that used the driver, and
+ * The counter rota.process_init counts client_process_init calls: 1 in a process that used the driver, and
  * one more in a fork child at its first driver call (the child is a new coordinator client). A fork child
  * that uses CUDA after its parent did only works on simcuda (a real driver refuses), so that case is
  * skipped on a GPU. fork+exec and posix_spawn start a fresh librota (LD_PRELOAD is inherited).
@@ -114,7 +114,7 @@ static void test_fork_child_uses_cuda(void)
     pid_t pid = fork();
     if (pid < 0) bail("fork: %s", strerror(errno));
     if (pid == 0) {
-        /* Child: its first driver call must re-run coord_process_init, then work normally. */
+        /* Child: its first driver call must re-run client_process_init, then work normally. */
         if (freopen("/dev/null", "w", stdout) == NULL) _exit(42); /* keep the report out of the TAP stream */
         int rc = shim_hits("rota.process_init") != parent_init ? 40 : 0;
         if (!rc) rc = role_work();

@@ -1,7 +1,7 @@
 /* nvml-t.c - NVML in a rota'd process: memory and process queries report its limit and usage, as cuMemGetInfo. */
 #include "tests/shim/shim-test.h"
 
-#include "tools/simnvml/nvml.h"
+#include "shim/nvml.h"
 
 /*
  * Under librota with ROTA_MEM_LIMIT=256M on a 1 GiB simcuda device, after a 64 MiB allocation: NVML reached as

@@ -10,7 +10,7 @@
 #include "tests/simcuda/api-test.h"
 #include "tests/tap/kernels.h"
 #include "tests/tap/tap.h"
-#include "tools/simnvml/nvml.h"
+#include "shim/nvml.h"
 
 /*
  * Loaded as PyTorch and vLLM load it (dlopen("libnvidia-ml.so.1") and dlsym), beside this program's simcuda

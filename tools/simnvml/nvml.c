@@ -1,5 +1,5 @@
 /* nvml.c - simcuda's libnvidia-ml.so.1: NVML's device, memory, process and utilisation queries on a simcuda node. */
-#include "tools/simnvml/nvml.h"
+#include "shim/nvml.h"
 
 #include "tools/simcuda/node-internal.h"
 

@@ -1,5 +1,5 @@
-/* coord-idleprobe.c - whether a high client's launching thread sleeps waiting for input (its idle window may end). */
-#include "shim/coord-internal.h"
+/* client-idleprobe.c - whether a high client's launching thread sleeps waiting for input (its idle window may end). */
+#include "shim/client-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,13 +11,13 @@
 #include <unistd.h>
 
 /*
- * A high client's idle window (coord-launch.c) holds the lower classes after the completion that left it nothing
+ * A high client's idle window (client-launch.c) holds the lower classes after the completion that left it nothing
  * in flight, because a next request may already be queued: the server then launches within a few hundred
  * microseconds, and lower work let in meanwhile would run in front of it. A server whose launching thread sleeps
  * waiting for input (a timer, a socket, readiness of a descriptor, a connection) has no request queued: nothing
  * launches before input arrives, and holding the others meanwhile only leaves the GPU idle. So while the window
  * lasts, the tracker asks the kernel which system call the thread that made the client's last launch is blocked
- * in (/proc/self/task/TID/syscall: the call's number, or "running"), every LAUNCH_PROBE_NS (coord-launch.c).
+ * in (/proc/self/task/TID/syscall: the call's number, or "running"), every LAUNCH_PROBE_NS (client-launch.c).
  *
  * Only sleeps and waits for input count. A futex says nothing: a lock, a condition variable, a queue between
  * threads, Python's GIL, the driver's own blocking sync; the thread may be a moment from launching. Neither does

@@ -1,4 +1,4 @@
-/* coord-t.c - TAP tests of the coordinator client (shim/coord.c) inside librota.so over simcuda, with rotad:
+/* client-t.c - TAP tests of the client of rotad (shim/client.c) inside librota.so over simcuda, with rotad:
  * limits, the cuMemGetInfo view, the ledger across processes, queue-instead-of-OOM, kill -9 of clients and of
  * rotad, fail-open, ROTA_REQUIRE. Clients are this program re-executed with LD_PRELOAD=librota.so, driven
  * line by line over pipes. */
@@ -105,7 +105,7 @@ static char node[64];
 /* env: NULL-terminated "NAME=value" extras. */
 static void spawn(child_t *c, const char *const *env)
 {
-    th_spawn(c, "ROTA_COORD_T_CHILD", "coord-t-client", node, "info", env);
+    th_spawn(c, "ROTA_CLIENT_T_CHILD", "client-t-client", node, "info", env);
 }
 
 static int alloc_rc(child_t *c, const char *size, int ms, double *took)
@@ -124,12 +124,12 @@ static int alloc_rc(child_t *c, const char *size, int ms, double *took)
 
 int main(void)
 {
-    if (getenv("ROTA_COORD_T_CHILD")) return child_main();
+    if (getenv("ROTA_CLIENT_T_CHILD")) return child_main();
     signal(SIGPIPE, SIG_IGN); /* a dead client must fail a test, not kill the program */
     const char *lib = th_librota_missing();
     if (lib) return skip_all("librota.so is not built (%s)", lib);
-    th_setup("coord");
-    snprintf(node, sizeof node, "coord-t-%d", (int)getpid());
+    th_setup("client");
+    snprintf(node, sizeof node, "client-t-%d", (int)getpid());
     pid_t rotad = th_rotad_start();
     child_t a, c2, c3;
 

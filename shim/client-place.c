@@ -1,5 +1,5 @@
-/* coord-place.c - librota's device remap: picks the process's GPU before its first real cuInit (ROTA_GPU). */
-#include "shim/coord-internal.h"
+/* client-place.c - librota's device remap: picks the process's GPU before its first real cuInit (ROTA_GPU). */
+#include "shim/client-internal.h"
 #include "shim/log.h"
 #include "shim/options.h"
 #include "shim/trace.h"
@@ -15,7 +15,7 @@
 #include <string.h>
 
 /*
- * The driver reads CUDA_VISIBLE_DEVICES once, in cuInit; coord_place runs in the process's init, which every
+ * The driver reads CUDA_VISIBLE_DEVICES once, in cuInit; client_place runs in the process's init, which every
  * entry point reaches before its call goes to the driver (shim.c), so whatever comes first - cuInit,
  * cuGetProcAddress, cuDriverGetVersion - the variable is set before the driver could read it. The process has
  * no driver to list GPUs with yet, so for ROTA_GPU=auto rotad chooses among the GPUs it enumerated itself at
@@ -112,7 +112,7 @@ static void place_list(const rota_region_t *r, int dev, char *out, size_t n)
     }
 }
 
-void coord_place(void)
+void client_place(void)
 {
     if (place_done) return;
     place_done = true;
@@ -147,7 +147,7 @@ void coord_place(void)
                  rank);
         return;
     }
-    conn_t *c = coord_conn_lock();
+    conn_t *c = client_conn_lock();
     if (!c) {
         rota_log(ROTA_LOG_DEBUG, "placement: no rotad: not placing (the process sees every GPU)");
         return;
@@ -167,5 +167,5 @@ void coord_place(void)
         rota_log(ROTA_LOG_INFO, "placed on GPU %d (rotad's numbering): CUDA_VISIBLE_DEVICES=%s, the first seen as "
                  "device 0", dev, list);
     }
-    coord_conn_unlock();
+    client_conn_unlock();
 }

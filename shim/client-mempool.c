@@ -1,7 +1,7 @@
-/* coord-pool.c - stream-ordered memory counted as what each pool really holds on the device, not per allocation. */
-#include "shim/coord-internal.h"
+/* client-mempool.c - stream-ordered memory counted as what each CUDA memory pool really holds on the device. */
+#include "shim/client-internal.h"
 
-#include "shim/coord.h"
+#include "shim/client.h"
 #include "shim/options.h"
 
 #include <pthread.h>
@@ -31,7 +31,7 @@
 
 typedef struct pool_acct {
     CUmemoryPool pool;
-    int dev;          /* coord device index */
+    int dev;          /* client device index */
     uint64_t charged; /* what the ledger counts for this pool */
 } pool_acct_t;
 
@@ -50,7 +50,7 @@ static bool pool_off(void)
     return o->disable || rota_options_errors();
 }
 
-void coord_pool_reset_child(void)
+void client_mempool_reset_child(void)
 {
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     pa.mu = mu;
@@ -58,7 +58,7 @@ void coord_pool_reset_child(void)
     pa.any = false;
 }
 
-CUmemoryPool coord_pool_of(CUdevice dev)
+CUmemoryPool client_mempool_of(CUdevice dev)
 {
     CUmemoryPool p = NULL;
     if (pool_off() || ROTA_REAL(cuDeviceGetMemPool)(&p, dev) != CUDA_SUCCESS) return NULL;
@@ -73,7 +73,7 @@ static bool pool_attr(CUmemoryPool p, CUmemPool_attribute a, uint64_t *v)
     return true;
 }
 
-CUresult coord_pool_reserve(CUmemoryPool pool, CUdevice dev, uint64_t bytes, bool may_wait, coord_resv_t *r)
+CUresult client_mempool_reserve(CUmemoryPool pool, CUdevice dev, uint64_t bytes, bool may_wait, client_resv_t *r)
 {
     r->dev = dev;
     r->bytes = 0;
@@ -86,7 +86,7 @@ CUresult coord_pool_reserve(CUmemoryPool pool, CUdevice dev, uint64_t bytes, boo
         pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) && res > used)
         need = bytes > res - used ? bytes - (res - used) : 0;
     if (!need) return CUDA_SUCCESS;
-    return coord_reserve(dev, need, may_wait, COORD_RETRY_NONE, r); /* stream-ordered callers do not retry */
+    return client_reserve(dev, need, may_wait, CLIENT_RETRY_NONE, r); /* stream-ordered callers do not retry */
 }
 
 /* With pa.mu held: the entry of pool (added if new), or NULL when the table is full. */
@@ -105,21 +105,21 @@ static void pool_sync_locked(pool_acct_t *e)
 {
     uint64_t now = 0;
     bool alive = pool_attr(e->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &now);
-    if (now > e->charged) coord_dev_charge(e->dev, now - e->charged);
-    else if (now < e->charged) coord_dev_uncharge(e->dev, e->charged - now);
+    if (now > e->charged) client_dev_charge(e->dev, now - e->charged);
+    else if (now < e->charged) client_dev_uncharge(e->dev, e->charged - now);
     e->charged = now;
     if (!alive) *e = pa.p[--pa.n];
 }
 
-void coord_pool_settle(CUmemoryPool pool, CUdevice dev, coord_resv_t *r)
+void client_mempool_settle(CUmemoryPool pool, CUdevice dev, client_resv_t *r)
 {
     if (pool_off()) return;
-    int di = coord_dev_index(dev);
+    int di = client_dev_index(dev);
     pthread_mutex_lock(&pa.mu);
     pool_acct_t *e = di < 0 ? NULL : pool_find_locked(pool, di, true);
     if (!e) {
         pthread_mutex_unlock(&pa.mu);
-        coord_mem_abort(r); /* not followed: not counted */
+        client_mem_abort(r); /* not followed: not counted */
         return;
     }
     if (r->token) {
@@ -131,7 +131,7 @@ void coord_pool_settle(CUmemoryPool pool, CUdevice dev, coord_resv_t *r)
     pthread_mutex_unlock(&pa.mu);
 }
 
-void coord_pool_sync(CUmemoryPool pool)
+void client_mempool_sync(CUmemoryPool pool)
 {
     if (!pa.any) return;
     pthread_mutex_lock(&pa.mu);
@@ -140,14 +140,14 @@ void coord_pool_sync(CUmemoryPool pool)
     pthread_mutex_unlock(&pa.mu);
 }
 
-void coord_pool_sync_idle(void)
+void client_mempool_sync_idle(void)
 {
     if (!pa.any) return;
     pthread_mutex_lock(&pa.mu);
     for (unsigned i = pa.n; i-- > 0;) {
         pool_acct_t *e = &pa.p[i];
         uint64_t res = 0, used = 0;
-        if (e->charged && coord_dev_contended(e->dev) &&
+        if (e->charged && client_dev_contended(e->dev) &&
             pool_attr(e->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &res) &&
             pool_attr(e->pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) && res > used)
             ROTA_REAL(cuMemPoolTrimTo)(e->pool, used); /* others wait: what the pool keeps unused goes back */

@@ -1,4 +1,4 @@
-/* nvml.h - the part of NVIDIA's NVML API that simcuda's libnvidia-ml.so.1 and librota use (the toolkit has none). */
+/* nvml.h - the part of NVIDIA's NVML API that librota interposes and simcuda's libnvidia-ml.so.1 implements. */
 #ifndef ROTA_NVML_H
 #define ROTA_NVML_H
 

@@ -1,5 +1,5 @@
-/* coord-track.c - the completion tracker: one thread per process waits (blocking sync) on gated launches' events. */
-#include "shim/coord-internal.h"
+/* client-tracker.c - the completion tracker: one thread per process waits (blocking sync) on gated launches. */
+#include "shim/client-internal.h"
 
 #include "shim/log.h"
 
@@ -15,7 +15,7 @@
  * The tracker thread is started on the first tracked launch (never in a process that launches nothing). It
  * takes events in the order they were recorded, makes the event's context current (cuCtxSetCurrent, on its
  * own thread only), waits with cuEventSynchronize (the events are CU_EVENT_BLOCKING_SYNC: the thread sleeps),
- * and reports each completion to coord-launch.c. Events are recycled through a small pool per context.
+ * and reports each completion to client-launch.c. Events are recycled through a small pool per context.
  *
  * Device time per client is the sum of completion gaps while busy: a launch completing at t after the previous
  * completion at p, launched at l, adds t - max(p, l). This needs no timing events, so it works on a real GPU as
@@ -27,27 +27,27 @@
  * event is dropped with its context.
  *
  * With nothing queued, the thread sleeps; in a high client, until the idle check that launch_complete asked for
- * (the learned idle window ending, coord-launch.c), if no completion came first. The condition variable runs on
- * CLOCK_MONOTONIC, the clock of coord_now_ns.
+ * (the learned idle window ending, client-launch.c), if no completion came first. The condition variable runs on
+ * CLOCK_MONOTONIC, the clock of client_now_ns.
  */
 
 #define TRACK_POOL_MAX 64
-#define TRACK_WATCH_NS 1000000000ull /* coord_watch's period while the thread has nothing else to do */
+#define TRACK_WATCH_NS 1000000000ull /* client_watch's period while the thread has nothing else to do */
 
-typedef struct track_entry {
+typedef struct tracker_entry {
     CUevent ev;
     CUcontext ctx;
     uint64_t launch_ns;
-} track_entry_t;
+} tracker_entry_t;
 
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    track_entry_t *q;       /* ring */
+    tracker_entry_t *q;       /* ring */
     size_t cap, head, len;
     bool started, failed, sleeping;
-    _Atomic bool watch;     /* call coord_watch when idle (track_start) */
-    track_entry_t pool[TRACK_POOL_MAX];
+    _Atomic bool watch;     /* call client_watch when idle (tracker_start) */
+    tracker_entry_t pool[TRACK_POOL_MAX];
     size_t npool;
     uint64_t last_done_ns;  /* tracker thread only */
     uint64_t due_ns;        /* tracker thread only: when to call launch_idle_due (0: never) */
@@ -55,7 +55,7 @@ static struct {
     .mu = PTHREAD_MUTEX_INITIALIZER,
 };
 
-static void track_cv_init(void)
+static void tracker_cv_init(void)
 {
     pthread_condattr_t a;
     pthread_condattr_init(&a);
@@ -64,14 +64,14 @@ static void track_cv_init(void)
     pthread_condattr_destroy(&a);
 }
 
-static pthread_once_t track_once = PTHREAD_ONCE_INIT;
+static pthread_once_t tracker_once = PTHREAD_ONCE_INIT;
 
-static void track_atfork_child(void)
+static void tracker_atfork_child(void)
 {
     /* The thread and the parent's contexts are not ours: start from nothing. */
     pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     memcpy(&tk.mu, &mu, sizeof mu);
-    track_cv_init();
+    tracker_cv_init();
     free(tk.q);
     tk.q = NULL;
     tk.cap = tk.head = tk.len = 0;
@@ -82,15 +82,15 @@ static void track_atfork_child(void)
     tk.due_ns = 0;
 }
 
-static void track_setup(void)
+static void tracker_setup(void)
 {
-    track_cv_init();
-    pthread_atfork(NULL, NULL, track_atfork_child);
+    tracker_cv_init();
+    pthread_atfork(NULL, NULL, tracker_atfork_child);
 }
 
-CUevent track_event_get(CUcontext ctx)
+CUevent tracker_event_get(CUcontext ctx)
 {
-    pthread_once(&track_once, track_setup);
+    pthread_once(&tracker_once, tracker_setup);
     pthread_mutex_lock(&tk.mu);
     for (size_t i = tk.npool; i-- > 0;)
         if (tk.pool[i].ctx == ctx) {
@@ -105,22 +105,22 @@ CUevent track_event_get(CUcontext ctx)
     return ev;
 }
 
-void track_event_put(CUevent ev, CUcontext ctx)
+void tracker_event_put(CUevent ev, CUcontext ctx)
 {
     pthread_mutex_lock(&tk.mu);
     if (tk.npool < TRACK_POOL_MAX) {
-        tk.pool[tk.npool++] = (track_entry_t){.ev = ev, .ctx = ctx};
+        tk.pool[tk.npool++] = (tracker_entry_t){.ev = ev, .ctx = ctx};
         ev = NULL;
     }
     pthread_mutex_unlock(&tk.mu);
     if (ev) ROTA_REAL(cuEventDestroy_v2)(ev);
 }
 
-static void *track_main(void *arg)
+static void *tracker_main(void *arg)
 {
     (void)arg;
     rota_in_shim = 1; /* whatever this thread calls goes straight to the driver */
-    /* Its timed waits (a high client's idle checks, coord-launch.c) are tens of microseconds apart: the default
+    /* Its timed waits (a high client's idle checks, client-launch.c) are tens of microseconds apart: the default
      * slack of 50 us would double them. */
     prctl(PR_SET_TIMERSLACK, 1000ul, 0ul, 0ul, 0ul);
     CUcontext cur = NULL;
@@ -129,7 +129,7 @@ static void *track_main(void *arg)
         while (!tk.len) {
             tk.sleeping = true;
             if (!tk.due_ns) {
-                /* Idle: wake once a second to check the connection to rotad (coord_watch), as long as this
+                /* Idle: wake once a second to check the connection to rotad (client_watch), as long as this
                  * process holds memory rotad should know about. */
                 if (!tk.watch) {
                     pthread_cond_wait(&tk.cv, &tk.mu);
@@ -141,7 +141,7 @@ static void *track_main(void *arg)
                 if (pthread_cond_timedwait(&tk.cv, &tk.mu, &ws) != ETIMEDOUT || tk.len) continue;
                 tk.sleeping = false;
                 pthread_mutex_unlock(&tk.mu);
-                bool again = coord_watch();
+                bool again = client_watch();
                 pthread_mutex_lock(&tk.mu);
                 tk.watch = again;
                 continue;
@@ -152,11 +152,11 @@ static void *track_main(void *arg)
             /* No completion since launch_complete asked for this check: make it, without the lock. */
             tk.sleeping = false;
             pthread_mutex_unlock(&tk.mu);
-            tk.due_ns = launch_idle_due(coord_now_ns());
+            tk.due_ns = launch_idle_due(client_now_ns());
             pthread_mutex_lock(&tk.mu);
         }
         tk.sleeping = false;
-        track_entry_t e = tk.q[tk.head];
+        tracker_entry_t e = tk.q[tk.head];
         tk.head = (tk.head + 1) % tk.cap;
         tk.len--;
         pthread_mutex_unlock(&tk.mu);
@@ -166,11 +166,11 @@ static void *track_main(void *arg)
             cur = rc == CUDA_SUCCESS ? e.ctx : NULL;
         }
         if (rc == CUDA_SUCCESS) rc = ROTA_REAL(cuEventSynchronize)(e.ev);
-        uint64_t now = coord_now_ns();
+        uint64_t now = client_now_ns();
         uint64_t from = tk.last_done_ns > e.launch_ns ? tk.last_done_ns : e.launch_ns;
         uint64_t busy = now > from ? now - from : 0;
         tk.last_done_ns = now;
-        if (rc == CUDA_SUCCESS) track_event_put(e.ev, e.ctx);
+        if (rc == CUDA_SUCCESS) tracker_event_put(e.ev, e.ctx);
         /* else: the context (and the event with it) is gone, or the event failed: drop it. */
         tk.due_ns = launch_complete(busy, now);
     }
@@ -178,11 +178,11 @@ static void *track_main(void *arg)
 }
 
 /* With tk.mu held: the thread runs (true), or could not be started. */
-static bool track_start_locked(void)
+static bool tracker_start_locked(void)
 {
     if (tk.failed) return false;
     if (tk.started) return true;
-    int e = coord_thread_start(track_main);
+    int e = client_thread_start(tracker_main);
     if (e) {
         tk.failed = true;
         rota_log(ROTA_LOG_WARN, "unable to start the launch tracker thread; launches are not bounded");
@@ -192,26 +192,26 @@ static bool track_start_locked(void)
     return true;
 }
 
-void track_start(void)
+void tracker_start(void)
 {
     if (atomic_load_explicit(&tk.watch, memory_order_relaxed)) return; /* every allocation asks: one load */
-    pthread_once(&track_once, track_setup);
+    pthread_once(&tracker_once, tracker_setup);
     pthread_mutex_lock(&tk.mu);
-    if (!tk.watch && track_start_locked()) {
+    if (!tk.watch && tracker_start_locked()) {
         tk.watch = true;
         if (tk.sleeping) pthread_cond_signal(&tk.cv); /* from an untimed wait to the watch period */
     }
     pthread_mutex_unlock(&tk.mu);
 }
 
-bool track_push(CUevent ev, CUcontext ctx, uint64_t launch_ns)
+bool tracker_push(CUevent ev, CUcontext ctx, uint64_t launch_ns)
 {
-    pthread_once(&track_once, track_setup);
+    pthread_once(&tracker_once, tracker_setup);
     pthread_mutex_lock(&tk.mu);
-    bool ok = track_start_locked();
+    bool ok = tracker_start_locked();
     if (ok && tk.len == tk.cap) {
         size_t cap = tk.cap ? tk.cap * 2 : 64;
-        track_entry_t *n = malloc(cap * sizeof *n);
+        tracker_entry_t *n = malloc(cap * sizeof *n);
         if (!n) {
             ok = false;
         } else {
@@ -223,7 +223,7 @@ bool track_push(CUevent ev, CUcontext ctx, uint64_t launch_ns)
         }
     }
     if (ok) {
-        tk.q[(tk.head + tk.len) % tk.cap] = (track_entry_t){.ev = ev, .ctx = ctx, .launch_ns = launch_ns};
+        tk.q[(tk.head + tk.len) % tk.cap] = (tracker_entry_t){.ev = ev, .ctx = ctx, .launch_ns = launch_ns};
         tk.len++;
         if (tk.sleeping) pthread_cond_signal(&tk.cv);
     }

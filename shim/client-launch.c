@@ -1,7 +1,7 @@
-/* coord-launch.c - the launch gate: obeys rotad's holds, bounds lower-class work in flight, reports activity. */
-#include "shim/coord-internal.h"
+/* client-launch.c - the launch gate: obeys rotad's holds, bounds lower-class work in flight, reports activity. */
+#include "shim/client-internal.h"
 
-#include "shim/coord.h"
+#include "shim/client.h"
 #include "shim/log.h"
 #include "shim/options.h"
 #include "shim/trace.h"
@@ -33,7 +33,7 @@
  *                 high activation on its GPU that rotad has not answered yet, the calling thread waits on that
  *                 futex word in slices of LAUNCH_HOLD_SLICE_NS, checking the socket between them: rotad gone =
  *                 fail-open. Then at most ROTA_MAX_INFLIGHT gated launches of the process may be in flight: the
- *                 thread waits (process-private futex) for the completion tracker (coord-track.c).
+ *                 thread waits (process-private futex) for the completion tracker (client-tracker.c).
  *
  * A waiting thread holds the connection's read lock only (never a lock of the driver or of another hook), so
  * other threads' cuStreamSynchronize/cuCtxSynchronize, memory calls and the tracker all make progress, and
@@ -54,7 +54,7 @@
 #define LAUNCH_INFLIGHT_SLICE_NS 100000000ll
 /* How often a high client's tracker asks whether its launching thread sleeps for input, while its idle window
  * lasts: a few tens of microseconds, against windows of hundreds (one pread each; the tracker's timer slack is
- * 1 us, coord-track.c). */
+ * 1 us, client-tracker.c). */
 #define LAUNCH_PROBE_NS 25000u
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
 #ifndef MADV_POPULATE_READ
@@ -74,7 +74,7 @@ typedef struct launch_state {
          * completion's time until the next launch takes it (0: taken). They give its learned idle window (abi.h). */
         idlewin_t gaps;
         _Atomic uint64_t idle_from;
-        _Atomic uint32_t dead_gen;  /* the connection (coord_conn_gen) whose rotad was found gone; 0: none */
+        _Atomic uint32_t dead_gen;  /* the connection (client_conn_gen) whose rotad was found gone; 0: none */
     } work;
     _Atomic uint32_t done_seq;      /* futex word: bumped on every completion */
     _Atomic uint64_t count, busy_ns;
@@ -82,7 +82,8 @@ typedef struct launch_state {
     _Atomic uint64_t head_ns;       /* when the oldest launch in flight began running, about */
 } launch_state_t;
 
-static launch_state_t ls;
+/* This process's launches (shared by its threads). */
+static launch_state_t launches;
 
 typedef struct launch_thread {
     unsigned pending;      /* gates passed whose after has not run */
@@ -94,13 +95,14 @@ typedef struct launch_thread {
     unsigned misses;
 } launch_thread_t;
 
-static __thread launch_thread_t lt __attribute__((tls_model("initial-exec")));
+/* The calling thread's gates and its device-key cache. */
+static __thread launch_thread_t this_thread __attribute__((tls_model("initial-exec")));
 
 static void launch_atfork_child(void)
 {
     /* The child has one thread: nothing reads these while they are cleared. */
-    memset(&ls.work, 0, sizeof ls.work);
-    lt = (launch_thread_t){0};
+    memset(&launches.work, 0, sizeof launches.work);
+    this_thread = (launch_thread_t){0};
 }
 
 static int launch_prefault_seg(struct dl_phdr_info *info, size_t size, void *arg)
@@ -154,17 +156,17 @@ static bool launch_rotad_gone(conn_t *c)
 }
 
 /* The connection whose rotad was found gone is not gated any more (until a memory hook reconnects): known by its
- * generation (ls.work.dead_gen), not its address, which conn_close frees and a reconnect may get again. */
+ * generation (launches.work.dead_gen), not its address, which conn_close frees and a reconnect may get again. */
 static void launch_mark_dead(void)
 {
-    atomic_store(&ls.work.dead_gen, coord_conn_gen());
+    atomic_store(&launches.work.dead_gen, client_conn_gen());
 }
 
 /* With the read lock held: whether the connection in hand is the one found dead. */
 static bool launch_conn_dead(void)
 {
-    uint32_t d = atomic_load_explicit(&ls.work.dead_gen, memory_order_relaxed);
-    return d && d == coord_conn_gen();
+    uint32_t d = atomic_load_explicit(&launches.work.dead_gen, memory_order_relaxed);
+    return d && d == client_conn_gen();
 }
 
 /* What one gate consults: the client's slot (rotad's holds) and its GPU's board words. */
@@ -238,7 +240,7 @@ static void launch_ring(rota_channel_t *ch)
 static void launch_mark_high(rota_channel_t *ch, _Atomic uint32_t *mark, uint64_t t_in)
 {
     atomic_fetch_add(mark, 1); /* seq_cst, after channel.active: rotad reads the board, then the channels */
-    uint64_t lat = coord_now_ns() - t_in;
+    uint64_t lat = client_now_ns() - t_in;
     static const uint32_t bound_us[ROTA_LAT_BUCKETS] = ROTA_LAT_BOUNDS_US;
     unsigned k = 0;
     while (k + 1 < ROTA_LAT_BUCKETS && lat > (uint64_t)bound_us[k] * 1000u) k++;
@@ -254,7 +256,7 @@ static void launch_mark_high(rota_channel_t *ch, _Atomic uint32_t *mark, uint64_
  * client's: mark != NULL, t_in its gate entry) and rings rotad. */
 static void launch_stamp(rota_channel_t *ch, _Atomic uint32_t *mark, uint64_t t_in)
 {
-    uint64_t now = coord_now_ns();
+    uint64_t now = client_now_ns();
     atomic_store(&ch->last_launch_ns, now); /* seq_cst, then active: pairs with rotad's idle check (sched.c) */
     if (atomic_load(&ch->active)) return;
     atomic_store_explicit(&ch->active_since_ns, now, memory_order_relaxed);
@@ -327,7 +329,7 @@ static unsigned launch_bound(const rota_options_t *o, const rota_region_t *r, ui
 {
     unsigned cap = o->max_inflight ? o->max_inflight : 1;
     if (!o->inflight_us) return cap; /* ROTA_INFLIGHT_US=0: the count alone */
-    uint64_t k = LD(&ls.kernel_ns);
+    uint64_t k = LD(&launches.kernel_ns);
     if (!k) return 1;
     uint64_t n = 1 + (uint64_t)o->inflight_us * 1000u / k;
     bool above = !key || key > ROTA_MAX_DEVICES || LD(&r->devices[key - 1].high_clients) ||
@@ -337,12 +339,12 @@ static unsigned launch_bound(const rota_options_t *o, const rota_region_t *r, ui
 }
 
 /* Device time still ahead of a launch made now, with n in flight of k ns each on average: the rest of the one
- * running, which began at ls.head_ns (the completion before it as the tracker saw it, a wake-up late, so
+ * running, which began at launches.head_ns (the completion before it as the tracker saw it, a wake-up late, so
  * the estimate errs long; or its own reservation when nothing was in flight), plus the n - 1 behind it. */
 static uint64_t launch_ahead_ns(uint32_t n, uint64_t k, uint64_t now)
 {
     if (!n) return 0;
-    uint64_t end = LD(&ls.head_ns) + k;
+    uint64_t end = LD(&launches.head_ns) + k;
     return (end > now ? end - now : 0) + (uint64_t)(n - 1) * k;
 }
 
@@ -351,15 +353,15 @@ static uint64_t launch_ahead_ns(uint32_t n, uint64_t k, uint64_t now)
  * GPU idle through the tracker's and this thread's wake-ups, at every launch of a client bounded to one. The
  * price is what a high client meets on arrival in that window: at most the refill time more. A thread that waits
  * raises channel.inflight_waiting, once (unless raised, which says it already did) and leaves it raised: the
- * gate lowers it only once channel.inflight shows the slot it launches with (see coord_launch_gate). Returns
+ * gate lowers it only once channel.inflight shows the slot it launches with (see client_launch_gate). Returns
  * raised. */
 static bool launch_reserve(const rota_options_t *o, rota_channel_t *ch, unsigned max, bool raised)
 {
     unsigned cap = o->max_inflight ? o->max_inflight : 1;
     uint64_t refill = (uint64_t)o->refill_us * 1000u;
     for (;;) {
-        uint32_t n = atomic_load(&ls.work.inflight);
-        uint64_t now = coord_now_ns(), k = LD(&ls.kernel_ns);
+        uint32_t n = atomic_load(&launches.work.inflight);
+        uint64_t now = client_now_ns(), k = LD(&launches.kernel_ns);
         long long wait = LAUNCH_INFLIGHT_SLICE_NS;
         bool go = n < max;
         if (!go && n < cap && refill && k) {
@@ -368,16 +370,16 @@ static bool launch_reserve(const rota_options_t *o, rota_channel_t *ch, unsigned
             if (!go && ahead - refill < (uint64_t)wait) wait = (long long)(ahead - refill);
         }
         if (go) {
-            if (!atomic_compare_exchange_weak(&ls.work.inflight, &n, n + 1)) continue;
-            if (!n) atomic_store_explicit(&ls.head_ns, now, memory_order_relaxed);
+            if (!atomic_compare_exchange_weak(&launches.work.inflight, &n, n + 1)) continue;
+            if (!n) atomic_store_explicit(&launches.head_ns, now, memory_order_relaxed);
             break;
         }
-        uint32_t seq = atomic_load(&ls.done_seq);
-        atomic_fetch_add(&ls.work.waiters, 1);
+        uint32_t seq = atomic_load(&launches.done_seq);
+        atomic_fetch_add(&launches.work.waiters, 1);
         if (!raised) atomic_fetch_add(&ch->inflight_waiting, 1);
         raised = true;
-        if (atomic_load(&ls.work.inflight) == n) launch_futex_wait(&ls.done_seq, seq, wait, false);
-        atomic_fetch_sub(&ls.work.waiters, 1);
+        if (atomic_load(&launches.work.inflight) == n) launch_futex_wait(&launches.done_seq, seq, wait, false);
+        atomic_fetch_sub(&launches.work.waiters, 1);
     }
     return raised;
 }
@@ -387,10 +389,10 @@ static bool launch_reserve(const rota_options_t *o, rota_channel_t *ch, unsigned
  * store is never a stale count. rotad reads a client with nothing in flight and nobody waiting as idle. */
 static void launch_publish(rota_channel_t *ch)
 {
-    uint32_t v = atomic_load(&ls.work.inflight);
+    uint32_t v = atomic_load(&launches.work.inflight);
     for (;;) {
         atomic_store(&ch->inflight, v);
-        uint32_t w = atomic_load(&ls.work.inflight);
+        uint32_t w = atomic_load(&launches.work.inflight);
         if (w == v) break;
         v = w;
     }
@@ -398,26 +400,26 @@ static void launch_publish(rota_channel_t *ch)
 
 static void launch_unreserve(void)
 {
-    atomic_fetch_sub(&ls.work.inflight, 1);
-    atomic_fetch_add(&ls.done_seq, 1);
-    if (atomic_load(&ls.work.waiters))
-        syscall(SYS_futex, &ls.done_seq, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL, NULL, 0);
+    atomic_fetch_sub(&launches.work.inflight, 1);
+    atomic_fetch_add(&launches.done_seq, 1);
+    if (atomic_load(&launches.work.waiters))
+        syscall(SYS_futex, &launches.done_seq, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL, NULL, 0);
 }
 
 /* The process's launch counters into its channel (with the connection's read lock held). */
 static void launch_mirror_to(rota_channel_t *ch)
 {
     launch_publish(ch);
-    atomic_store_explicit(&ch->launches, atomic_load(&ls.count), memory_order_relaxed);
-    atomic_store_explicit(&ch->busy_ns, atomic_load(&ls.busy_ns), memory_order_relaxed);
+    atomic_store_explicit(&ch->launches, atomic_load(&launches.count), memory_order_relaxed);
+    atomic_store_explicit(&ch->busy_ns, atomic_load(&launches.busy_ns), memory_order_relaxed);
 }
 
 static void launch_mirror(void)
 {
-    conn_t *c = coord_conn_lock();
+    conn_t *c = client_conn_lock();
     rota_channel_t *ch = c ? conn_channel(c) : NULL;
     if (ch) launch_mirror_to(ch);
-    if (c) coord_conn_unlock();
+    if (c) client_conn_unlock();
 }
 
 /* A high client's launch that found nothing in flight, entering the gate at t: the gap since the completion that
@@ -426,20 +428,20 @@ static void launch_mirror(void)
 static void launch_learn(const rota_region_t *r, rota_channel_t *ch, uint64_t t)
 {
     if (!LD(&r->high_idle_learn)) return;
-    uint64_t from = atomic_exchange(&ls.work.idle_from, 0);
-    if (from && from > LD(&ch->last_launch_ns) && t > from) idlewin_add(&ls.work.gaps, t - from);
+    uint64_t from = atomic_exchange(&launches.work.idle_from, 0);
+    if (from && from > LD(&ch->last_launch_ns) && t > from) idlewin_add(&launches.work.gaps, t - from);
 }
 
 /* Sets the GPU's idle bit and wakes whom the priority hold keeps there (direct release). The bit is set before
- * ls.work.inflight is read again, and a launch counts itself in flight before it reads the bit
- * (coord_launch_gate): a launch that raced with this either finds the bit set and clears it, or shows here, and
+ * launches.work.inflight is read again, and a launch counts itself in flight before it reads the bit
+ * (client_launch_gate): a launch that raced with this either finds the bit set and clears it, or shows here, and
  * then the bit is cleared again. */
 static void launch_set_idle(_Atomic uint32_t *idle)
 {
     uint32_t w = atomic_load(idle);
     while (!(w & 1) && !atomic_compare_exchange_weak(idle, &w, w | 1)) {
     }
-    if (atomic_load(&ls.work.inflight)) {
+    if (atomic_load(&launches.work.inflight)) {
         launch_high_busy(idle);
         return;
     }
@@ -464,7 +466,7 @@ static uint64_t launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
     uint64_t due = idlewin_due(last, win, from, learn ? LD(&ch->idle_win_ns) : win);
     if (now < due) {
         /* The window is learned, so it may end sooner: at once if the thread that launched last sleeps waiting
-         * for input (coord-idleprobe.c), asked every LAUNCH_PROBE_NS meanwhile. */
+         * for input (client-idleprobe.c), asked every LAUNCH_PROBE_NS meanwhile. */
         bool probe = learn && rota_options()->idle_probe && from > last && now >= from;
         if (!probe) return due;
         long nr;
@@ -491,8 +493,8 @@ static uint64_t launch_high_idle(conn_t *c, rota_channel_t *ch, uint64_t now)
 static void launch_high_done(const rota_region_t *r, rota_channel_t *ch, uint64_t now)
 {
     if (LD(&r->high_idle_learn)) {
-        atomic_store(&ls.work.idle_from, now);
-        uint64_t w = idlewin_choose(&ls.work.gaps, LD(&r->high_idle_ns));
+        atomic_store(&launches.work.idle_from, now);
+        uint64_t w = idlewin_choose(&launches.work.gaps, LD(&r->high_idle_ns));
         atomic_store_explicit(&ch->idle_win_ns, w, memory_order_relaxed);
     }
     atomic_store_explicit(&ch->idle_from_ns, now, memory_order_release);
@@ -500,10 +502,10 @@ static void launch_high_done(const rota_region_t *r, rota_channel_t *ch, uint64_
 
 uint64_t launch_idle_due(uint64_t now)
 {
-    conn_t *c = coord_conn_lock();
+    conn_t *c = client_conn_lock();
     rota_channel_t *ch = c ? conn_channel(c) : NULL;
-    uint64_t due = ch && !atomic_load(&ls.work.inflight) ? launch_high_idle(c, ch, now) : 0;
-    if (c) coord_conn_unlock();
+    uint64_t due = ch && !atomic_load(&launches.work.inflight) ? launch_high_idle(c, ch, now) : 0;
+    if (c) client_conn_unlock();
     return due;
 }
 
@@ -511,20 +513,20 @@ uint64_t launch_complete(uint64_t busy_ns, uint64_t now_ns)
 {
     uint64_t due = 0;
     /* The next launch in flight, if any, runs from about now (before the count drops: see launch_ahead_ns). */
-    atomic_store_explicit(&ls.head_ns, now_ns, memory_order_relaxed);
-    atomic_fetch_add(&ls.busy_ns, busy_ns);
+    atomic_store_explicit(&launches.head_ns, now_ns, memory_order_relaxed);
+    atomic_fetch_add(&launches.busy_ns, busy_ns);
     /* Only the tracker thread writes the average: 1/8 of the newest sample, a backlog unit clamped to 100 ms. */
-    uint64_t k = LD(&ls.kernel_ns), b = busy_ns > 100000000u ? 100000000u : busy_ns;
-    atomic_store_explicit(&ls.kernel_ns, k ? k - k / 8 + b / 8 : (b ? b : 1), memory_order_relaxed);
+    uint64_t k = LD(&launches.kernel_ns), b = busy_ns > 100000000u ? 100000000u : busy_ns;
+    atomic_store_explicit(&launches.kernel_ns, k ? k - k / 8 + b / 8 : (b ? b : 1), memory_order_relaxed);
     launch_unreserve();
-    conn_t *c = coord_conn_lock();
+    conn_t *c = client_conn_lock();
     rota_channel_t *ch = c ? conn_channel(c) : NULL;
     if (ch) launch_mirror_to(ch);
     /* The last launch in flight completed: the client may be idle now, and whoever rotad holds on its GPU (for
      * a high client: every lower one; for a lower one: those over their share) waits for rotad to see that.
      * Ring, so rotad looks now rather than at its next tick; the tracker thread pays the syscall, never a
      * launch. A lower client rings only when someone else on its GPU is held: nobody waits otherwise. */
-    if (ch && !atomic_load(&ls.work.inflight)) {
+    if (ch && !atomic_load(&launches.work.inflight)) {
         bool high = rota_options()->priority == ROTA_PRIO_HIGH && conn_high(c);
         uint32_t key = LD(&ch->sched_dev);
         const rota_region_t *r = conn_region(c);
@@ -535,57 +537,65 @@ uint64_t launch_complete(uint64_t busy_ns, uint64_t now_ns)
         }
         if (high || (key && key <= ROTA_MAX_DEVICES && LD(&r->devices[key - 1].held) > self)) launch_ring(ch);
     }
-    if (c) coord_conn_unlock();
+    if (c) client_conn_unlock();
     return due;
 }
 
 /* Tracking resumes: one event on stream for whatever was launched untracked before, as one unit in flight. */
 static void launch_track_backlog(CUcontext ctx, CUstream stream)
 {
-    CUevent ev = ctx ? track_event_get(ctx) : NULL;
+    CUevent ev = ctx ? tracker_event_get(ctx) : NULL;
     if (!ev) return;
     if (ROTA_REAL(cuEventRecord)(ev, stream) != CUDA_SUCCESS) {
-        track_event_put(ev, ctx);
+        tracker_event_put(ev, ctx);
         return;
     }
-    atomic_fetch_add(&ls.work.inflight, 1);
-    if (!track_push(ev, ctx, coord_now_ns())) {
-        track_event_put(ev, ctx);
+    atomic_fetch_add(&launches.work.inflight, 1);
+    if (!tracker_push(ev, ctx, client_now_ns())) {
+        tracker_event_put(ev, ctx);
         launch_unreserve();
     }
+}
+
+/* Whether this client may contend on its GPU: rotad's slot.track word (runtime/abi.h), 1 while its launches
+ * must be tracked and bounded, 0 while it is alone there (uncontended). */
+static inline bool launch_contended(const rota_slot_sched_t *sl)
+{
+    return LD(&sl->track) != 0;
 }
 
 /* The rotad device key (index + 1, 0 unknown) of the current context, cached per thread. */
 static uint32_t launch_dev_key(conn_t *c, CUcontext ctx)
 {
-    if (lt.conn == c && lt.ctx == ctx && (lt.key || (++lt.misses & 255))) return lt.key;
+    launch_thread_t *t = &this_thread;
+    if (t->conn == c && t->ctx == ctx && (t->key || (++t->misses & 255))) return t->key;
     CUdevice dev;
     uint32_t key = 0;
     if (ctx && ROTA_REAL(cuCtxGetDevice)(&dev) == CUDA_SUCCESS) {
-        int x = coord_region_dev(c, dev);
+        int x = client_region_dev(c, dev);
         key = x >= 0 ? (uint32_t)x + 1 : 0;
     }
-    lt.conn = c;
-    lt.ctx = ctx;
-    lt.key = key;
+    t->conn = c;
+    t->ctx = ctx;
+    t->key = key;
     return key;
 }
 
-CUresult coord_launch_gate(CUstream stream)
+CUresult client_launch_gate(CUstream stream)
 {
     (void)stream;
     const rota_options_t *o = rota_options();
-    if (o->disable || !coord_conn_peek()) return CUDA_SUCCESS; /* uncoordinated: no lock taken */
+    if (o->disable || !client_conn_peek()) return CUDA_SUCCESS; /* uncoordinated: no lock taken */
     bool high = o->priority == ROTA_PRIO_HIGH;
-    uint64_t t_in = high ? coord_now_ns() : 0; /* the start of "high launch -> lower classes held" */
-    conn_t *c = coord_conn_lock();
+    uint64_t t_in = high ? client_now_ns() : 0; /* the start of "high launch -> lower classes held" */
+    conn_t *c = client_conn_lock();
     rota_channel_t *ch = c ? conn_channel(c) : NULL;
     if (!ch || launch_conn_dead()) {
-        if (c) coord_conn_unlock();
+        if (c) client_conn_unlock();
         return CUDA_SUCCESS; /* uncoordinated: nothing gated, nothing tracked */
     }
     high = high && conn_high(c); /* rotad's policy may have made it normal (then its board is read-only) */
-    /* launch_setup ran when this connection was made (launch_warm, before coord.c publishes it). */
+    /* launch_setup ran when this connection was made (launch_warm, before client.c publishes it). */
     CUcontext ctx = NULL;
     ROTA_REAL(cuCtxGetCurrent)(&ctx);
     uint32_t key = launch_dev_key(c, ctx);
@@ -598,31 +608,31 @@ CUresult coord_launch_gate(CUstream stream)
          * to rotad from here: the launch and what follows it (the tracker's start at a process's first launch)
          * may take longer than rotad's idle window, and a client showing nothing in flight that long would read
          * as idle while its kernel runs. */
-        if (!atomic_fetch_add(&ls.work.inflight, 1)) launch_learn(g.r, ch, t_in);
+        if (!atomic_fetch_add(&launches.work.inflight, 1)) launch_learn(g.r, ch, t_in);
         launch_publish(ch);
-        lt.reserved++;
+        this_thread.reserved++;
         launch_high_busy(g.idle);
         /* First thing once the GPU is known: the sooner the board is marked, the sooner lower classes hold. */
         launch_stamp(ch, g.mark, t_in);
-        lt.pending++;
+        this_thread.pending++;
         idleprobe_note_launch(); /* after the mark: the lower classes hold first */
-        coord_conn_unlock();
+        client_conn_unlock();
         return CUDA_SUCCESS;
     }
     /* A multi-device launch passes one gate per stream before launching: only its first gate may wait (a
      * second one waiting for a completion would wait for its own first stream's launch). */
-    if (!lt.pending && !LD(&sl->track) && !launch_held(&g)) {
-        lt.untracked++; /* uncontended: nothing to bound, nothing to track */
-        if (!LD(&ls.work.backlog)) atomic_store_explicit(&ls.work.backlog, 1, memory_order_relaxed);
+    if (!this_thread.pending && !launch_contended(sl) && !launch_held(&g)) {
+        this_thread.untracked++; /* uncontended: nothing to bound, nothing to track */
+        if (!LD(&launches.work.backlog)) atomic_store_explicit(&launches.work.backlog, 1, memory_order_relaxed);
         /* The mirror of the last completion may have raced with another (last writer wins): refresh it. */
-        atomic_store_explicit(&ch->inflight, LD(&ls.work.inflight), memory_order_relaxed);
-        atomic_store_explicit(&ch->launches, LD(&ls.count), memory_order_relaxed);
-    } else if (lt.pending) {
-        atomic_fetch_add(&ls.work.inflight, 1);
-        lt.reserved++;
+        atomic_store_explicit(&ch->inflight, LD(&launches.work.inflight), memory_order_relaxed);
+        atomic_store_explicit(&ch->launches, LD(&launches.count), memory_order_relaxed);
+    } else if (this_thread.pending) {
+        atomic_fetch_add(&launches.work.inflight, 1);
+        this_thread.reserved++;
     } else {
         unsigned max = launch_bound(o, conn_region(c), key);
-        if (LD(&ls.work.backlog) && atomic_exchange(&ls.work.backlog, 0)) launch_track_backlog(ctx, stream);
+        if (LD(&launches.work.backlog) && atomic_exchange(&launches.work.backlog, 0)) launch_track_backlog(ctx, stream);
         /* From the first wait for a completion until channel.inflight shows the slot this launch takes, the
          * thread counts as waiting: between the completion it waited for and its launch, rotad must not see a
          * client with nothing in flight and nobody waiting (idle), which would release whom it holds. */
@@ -637,41 +647,41 @@ CUresult coord_launch_gate(CUstream stream)
         }
         launch_publish(ch);
         if (raised) atomic_fetch_sub(&ch->inflight_waiting, 1);
-        lt.reserved++;
+        this_thread.reserved++;
     }
-    lt.pending++;
+    this_thread.pending++;
     launch_stamp(ch, NULL, 0);
-    coord_conn_unlock();
+    client_conn_unlock();
     return CUDA_SUCCESS;
 }
 
-void coord_launch_after(CUstream stream, CUresult rc)
+void client_launch_after(CUstream stream, CUresult rc)
 {
-    if (!lt.pending) return; /* the gate let it through uncoordinated */
-    lt.pending--;
-    if (lt.untracked) {
-        lt.untracked--;
-        if (rc == CUDA_SUCCESS) atomic_fetch_add_explicit(&ls.count, 1, memory_order_relaxed);
+    if (!this_thread.pending) return; /* the gate let it through uncoordinated */
+    this_thread.pending--;
+    if (this_thread.untracked) {
+        this_thread.untracked--;
+        if (rc == CUDA_SUCCESS) atomic_fetch_add_explicit(&launches.count, 1, memory_order_relaxed);
         return;
     }
-    bool reserved = lt.reserved > 0;
-    if (reserved) lt.reserved--;
+    bool reserved = this_thread.reserved > 0;
+    if (reserved) this_thread.reserved--;
     if (rc != CUDA_SUCCESS) {
         if (reserved) launch_unreserve();
         return;
     }
-    atomic_fetch_add(&ls.count, 1);
-    if (!reserved) atomic_fetch_add(&ls.work.inflight, 1); /* the gate counts every tracked launch: defensive */
+    atomic_fetch_add(&launches.count, 1);
+    if (!reserved) atomic_fetch_add(&launches.work.inflight, 1); /* the gate counts every tracked launch: defensive */
     CUcontext ctx = NULL;
     ROTA_REAL(cuCtxGetCurrent)(&ctx);
-    CUevent ev = ctx ? track_event_get(ctx) : NULL;
-    uint64_t now = coord_now_ns();
+    CUevent ev = ctx ? tracker_event_get(ctx) : NULL;
+    uint64_t now = client_now_ns();
     if (ev && ROTA_REAL(cuEventRecord)(ev, stream) != CUDA_SUCCESS) {
-        track_event_put(ev, ctx);
+        tracker_event_put(ev, ctx);
         ev = NULL;
     }
-    if (!ev || !track_push(ev, ctx, now)) {
-        if (ev) track_event_put(ev, ctx);
+    if (!ev || !tracker_push(ev, ctx, now)) {
+        if (ev) tracker_event_put(ev, ctx);
         launch_unreserve(); /* untracked: it cannot count against the bound */
     }
     launch_mirror();
