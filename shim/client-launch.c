@@ -45,17 +45,18 @@
  * when they go idle), without a bound.
  *
  * Uncontended (rotad's slot.track == 0, runtime/abi.h), a normal/low launch passes with a few loads: no bound, and
- * no event but for the device time: the launches form windows of up to LAUNCH_SAMPLE_EVERY launches within
- * LAUNCH_SAMPLE_NS of its first, whose first launch is sampled (timed events before and after it, handed to the
- * tracker as one unit in flight: its own device time). When the window closes (a launch past it, a
- * synchronisation: client_launch_synced), its other launches count at the newest sample's time each, never more
- * than the window lasted. So an uncontended client's device time shows, at one event pair per 16 launches
- * (bench/shim-overhead). At the first launch that reads track == 1 (or a hold) again, one
+ * no event but for the device time: the launches form windows (up to LAUNCH_SAMPLE_EVERY launches within
+ * LAUNCH_SAMPLE_NS of the first), and a window's first launch is sampled: timed events before and after it, handed
+ * to the tracker as one unit in flight, give its own device time. When the window closes (a launch past it, a
+ * synchronisation: client_launch_synced, tracking resuming), its other launches count at the newest sample's time
+ * each, never more than the window lasted. So an uncontended client's device time shows, at one event pair per
+ * window, at most one a millisecond (bench/shim-overhead). A synchronisation also mirrors the launch count, which
+ * the gate mirrors before each launch. At the first launch that reads track == 1 (or a hold) again, one
  * event is recorded on its stream for the untracked backlog and counted as one launch in flight (backlog on other
  * streams or contexts is not covered: it runs like kernels already running when a high client arrives).
  */
 
-#define LAUNCH_SAMPLE_EVERY 16u
+#define LAUNCH_SAMPLE_EVERY 1024u
 #define LAUNCH_SAMPLE_NS 1000000u
 #define LAUNCH_HOLD_SLICE_NS 20000000ll   /* re-check that rotad is alive this often while held */
 #define LAUNCH_INFLIGHT_SLICE_NS 100000000ll
@@ -81,6 +82,7 @@ typedef struct launch_state {
          * none open). */
         _Atomic uint32_t sample_n;
         _Atomic uint64_t sample_from;
+        _Atomic uint32_t unmirrored; /* 1: an uncontended launch counted after its gate mirrored the count */
         /* A high client's gaps, from a completion that left nothing in flight to the next launch, and that
          * completion's time until the next launch takes it (0: taken). They give its learned idle window (abi.h). */
         idlewin_t gaps;
@@ -607,12 +609,13 @@ static void launch_track_backlog(CUcontext ctx, CUstream stream)
 
 void client_launch_synced(void)
 {
-    if (!LD(&launches.work.sample_from)) return; /* no window open */
+    /* two loads when nothing was launched uncontended since the last synchronisation */
+    if (!LD(&launches.work.sample_from) && !LD(&launches.work.unmirrored)) return;
     uint64_t from = atomic_exchange(&launches.work.sample_from, 0);
     uint32_t n = atomic_exchange(&launches.work.sample_n, 0);
-    if (!from) return;
-    launch_window_close(n, from, client_now_ns());
-    launch_mirror();
+    if (from) launch_window_close(n, from, client_now_ns());
+    atomic_store_explicit(&launches.work.unmirrored, 0, memory_order_relaxed);
+    launch_mirror(); /* the count and device time as they are now: the last launch shows once synchronised */
 }
 
 /* An uncontended launch that passed its gate at now: whether it opens a window (and is sampled). */
@@ -767,9 +770,8 @@ void client_launch_after(CUstream stream, CUresult rc)
         }
         atomic_fetch_add_explicit(&launches.count, 1, memory_order_relaxed);
         if (start) launch_track_unit(this_thread.sample_ctx, stream, start, this_thread.sample_ns);
-        /* the count as it is after this launch: a lone client's last launch must show (the gate mirrored the
-         * count before it) */
-        launch_mirror();
+        /* the gate mirrored the count before this launch: the next gate or synchronisation mirrors it after */
+        if (!LD(&launches.work.unmirrored)) atomic_store_explicit(&launches.work.unmirrored, 1, memory_order_relaxed);
         return;
     }
     bool reserved = this_thread.reserved > 0;

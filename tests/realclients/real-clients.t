@@ -85,11 +85,12 @@ set -- $c
 [ "${1:-}" = python ]; ok $? "registered with rotad (pid $CPID: ${c:-absent})"
 [ "${2:-}" = 111 ]; ok $? "all 111 launches counted after the process synchronised (${2:-none})"
 # 111 kernels of one wave (2^18 threads) at 10 us (SIMCUDA_WAVE_NS) + 3 us (SIMCUDA_LAUNCH_NS): 1.44 ms of device
-# time, alone on the GPU. rota samples an uncontended client's launches (the first of each window of up to 16,
-# timed by events around it; the others count at that time each): within 0.25x-4x, as simcuda's event timestamps
-# of 13 us kernels are those of a loaded host (tests/runtime/sched-t checks 200 ms of kernels within 0.5x-2x)
-[ "${3:-0}" -ge 360000 ] 2>/dev/null && [ "${3:-0}" -le 5760000 ]
-ok $? "its device time is counted alone on the GPU (${3:-0} ns; 1.44 ms modelled, 0.36-5.76 ms accepted)"
+# time, alone on the GPU. rota samples an uncontended client's launches (the first of each window of up to 1 ms,
+# timed by events around it; the others count at that time each): 0.25x-8x is accepted, since simcuda times a
+# 13 us kernel with its stream thread's wake-ups on a loaded host (seen 0.4x-3.8x here); tests/runtime/sched-t
+# checks 200 ms of kernels within 0.5x-2x (201.0 ms seen)
+[ "${3:-0}" -ge 360000 ] 2>/dev/null && [ "${3:-0}" -le 11520000 ]
+ok $? "its device time is counted alone on the GPU (${3:-0} ns; 1.44 ms modelled, 0.36-11.5 ms accepted)"
 [ "${4:-0}" -ge 1048576 ] 2>/dev/null; ok $? "its memory is charged (${4:-0} bytes, >= its 1 MiB buffer)"
 kill "$CPID" 2>/dev/null; wait "$CPID" 2>/dev/null
 
