@@ -233,6 +233,12 @@ $(FAKE_C10): tests/runtime/fake-c10.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libc10_cuda.so -o $@ $< $(ALL_LDFLAGS) -ldl
 TEST_DEPS_runtime/memq-t := $(FAKE_C10)
+# newvariant-t's stand-in for a driver newer than rota (ROTA_REAL_LIBCUDA): simcuda behind a resolver of its own.
+FAKE_NEWER := $(B)/tests/fake/libcuda-newer.so
+$(FAKE_NEWER): tests/shim/fake-newer-driver.c $(SIMCUDA)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -shared -o $@ $< $(ALL_LDFLAGS) -L$(B)/lib -lcuda -ldl
+TEST_DEPS_shim/newvariant-t := $(FAKE_NEWER)
 .SECONDEXPANSION:
 # The test's directory name (tests/runtime/x-t -> runtime); a function, since a literal % in a pattern
 # rule's prerequisites would be replaced by the stem.
