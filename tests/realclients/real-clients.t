@@ -1,7 +1,7 @@
 #!/bin/sh
 # real-clients.t - real CUDA clients nobody here wrote, unmodified: small programs on NVIDIA's cuda-python
-# (cuda.core: NVRTC, launches, memory pools, events, graphs) and nvidia-ml-py (pynvml), pinned in
-# tests/realclients/requirements.txt. Each runs alone on simcuda, then under `rota run` with a rotad: the same
+# (cuda.core: NVRTC, launches, memory pools, events, graphs, linking; the driver's linker through cuda.bindings)
+# and nvidia-ml-py (pynvml), pinned in tests/realclients/requirements.txt. Each runs alone on simcuda, then under `rota run` with a rotad: the same
 # exit status; rota sees its launches, device time and memory (`rota status --json`); --mem refuses a block past
 # the limit at once and queues one that fits the limit but not the GPU; --priority high keeps a high job's bursts
 # near their time alone beside a low job; pynvml reports the limit, before CUDA's first call too.
@@ -50,8 +50,8 @@ waitfor() { i=0; while [ $i -lt "${3:-200}" ]; do grep -q "$2" "$1" 2>/dev/null 
 # status EXPR: a Python expression over the JSON of rota status (d), printed
 status() { "$ROTA" status --json --sample 0 | "$PY" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
-progs="nvrtc_launch mempool events graph nvml"
-echo "1..23"
+progs="nvrtc_launch mempool events graph link nvml"
+echo "1..25"
 
 # (a) alone on simcuda
 for p in $progs; do

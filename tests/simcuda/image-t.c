@@ -1,6 +1,6 @@
 /* image-t.c - images as a driver reads them (tools/simcuda/image.c): names from a cubin's entry symbols, PTX and
  * fatbin entries (plain, LZ4, zstd, nvcc's wrapper), unknown names NOT_FOUND, non-images INVALID_IMAGE, a cubin
- * for another GPU NO_BINARY_FOR_GPU, resources from the cubin, images from files, JIT options. */
+ * for another GPU NO_BINARY_FOR_GPU, resources from the cubin, images from files, JIT options, cuLink*. */
 #include <cuda.h>
 
 #include <dlfcn.h>
@@ -51,7 +51,7 @@ static int attr(CUfunction f, CUfunction_attribute a)
 int main(void)
 {
     node_setup("image", "1G");
-    plan(41);
+    plan(50);
     need_cu(cuInit(0));
     CUcontext ctx;
     need_cu(cuCtxCreate(&ctx, NULL, 0, 0));
@@ -157,6 +157,31 @@ int main(void)
     void *badv[] = {NULL};
     is_int(cuModuleLoadDataEx(&m, rota_kernels_ptx, 1, bad, badv), CUDA_ERROR_INVALID_VALUE,
            "  an option CUDA does not define: INVALID_VALUE");
+
+    /* cuLink*: PTX and a cubin linked into one image that loads, with both inputs' kernels */
+    CUlinkState ls;
+    void *out = NULL;
+    size_t outn = 0;
+    need_cu(cuLinkCreate(0, NULL, NULL, &ls));
+    ok_cu(cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)rota_kernels_ptx, strlen(rota_kernels_ptx) + 1, "k.ptx", 0,
+                        NULL, NULL));
+    ok_cu(cuLinkAddData(ls, CU_JIT_INPUT_CUBIN, (void *)rota_foreign_cubin, rota_foreign_cubin_size - 1, "f.cubin", 0,
+                        NULL, NULL));
+    is_int(cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)"hello\n", 7, "x", 0, NULL, NULL), CUDA_ERROR_INVALID_IMAGE,
+           "cuLinkAddData: text that is not PTX is INVALID_IMAGE");
+    is_int(cuLinkAddData(ls, CU_JIT_INPUT_CUBIN, (void *)rota_kernels_ptx, strlen(rota_kernels_ptx) + 1, "x", 0, NULL,
+                         NULL), CUDA_ERROR_INVALID_IMAGE, "  PTX added as a cubin too");
+    is_int(cuLinkAddData(ls, CU_JIT_INPUT_NVVM, (void *)"x", 1, "x", 0, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED,
+           "  NVVM IR is NOT_SUPPORTED");
+    ok(cuLinkComplete(ls, &out, &outn) == CUDA_SUCCESS && out && outn > rota_foreign_cubin_size, "cuLinkComplete");
+    CUfunction lf;
+    ok(out && cuModuleLoadData(&m, out) == CUDA_SUCCESS && cuModuleGetFunction(&lf, m, "spin_ns") == CUDA_SUCCESS &&
+           cuModuleGetFunction(&lf, m, BOUNDED) == CUDA_SUCCESS &&
+           cuModuleGetFunction(&lf, m, "nope") == CUDA_ERROR_NOT_FOUND,
+       "the linked image loads: the PTX's and the cubin's kernels resolve, nothing else");
+    cuModuleUnload(m);
+    ok_cu(cuLinkDestroy(ls));
+    is_int(cuLinkDestroy(ls), CUDA_ERROR_INVALID_HANDLE, "a destroyed link state is an invalid handle");
 
     cuCtxDestroy(ctx);
     node_remove();

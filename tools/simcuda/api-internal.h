@@ -27,7 +27,7 @@
 /* ---- handle registry: every live handle, so a stale or foreign one gives CUDA_ERROR_INVALID_HANDLE ---- */
 enum api_kind {
     API_KIND_CTX = 1, API_KIND_STREAM, API_KIND_EVENT, API_KIND_MODULE, API_KIND_FUNC, API_KIND_LIBRARY,
-    API_KIND_POOL, API_KIND_GRAPH, API_KIND_GRAPHEXEC, API_KIND_MEMHANDLE,
+    API_KIND_POOL, API_KIND_GRAPH, API_KIND_GRAPHEXEC, API_KIND_MEMHANDLE, API_KIND_LINK,
 };
 int api_handle_add(const void *h, int kind);    /* 0 or -ENOMEM */
 void api_handle_del(const void *h);
@@ -219,6 +219,8 @@ struct CUfunc_st {
     int local_bytes, binary_version;
 };
 #define API_FUNC_REGS 16         /* registers per thread of a kernel whose image does not say (PTX) */
+/* JIT options (api-module.c): each one CUDA defines, the outputs filled as after a JIT that logged nothing. */
+CUresult api_jit_options(unsigned int n, CUjit_option *opts, void **vals);
 int api_kernel_lookup(const char *name);          /* -1 if unknown */
 const char *api_kernel_name(int id);
 size_t api_kernel_arg_count(int id);

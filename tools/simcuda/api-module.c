@@ -270,7 +270,7 @@ static CUresult options_ok(unsigned int n, const void *opts, void *const *vals)
 
 /* JIT options (cuModuleLoadDataEx, cuLinkCreate): every option must be one CUDA defines; the outputs a driver
  * fills are filled as after a JIT that logged nothing (empty logs, their sizes 0, a wall time of 0 ms). */
-static CUresult jit_options(unsigned int n, CUjit_option *opts, void **vals)
+CUresult api_jit_options(unsigned int n, CUjit_option *opts, void **vals)
 {
     CUresult rc = options_ok(n, opts, vals);
     for (unsigned i = 0; i < n && rc == CUDA_SUCCESS; i++)
@@ -352,7 +352,7 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int nu
         return rc;
     if (!module || !image)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = jit_options(numOptions, options, optionValues)) != CUDA_SUCCESS)
+    if ((rc = api_jit_options(numOptions, options, optionValues)) != CUDA_SUCCESS)
         return rc;
     image_t img;
     if ((rc = image_check(image, SIZE_MAX, &img)) == CUDA_SUCCESS)
@@ -470,7 +470,7 @@ static CUresult library_new(CUlibrary *library, const void *image, size_t len, u
                             CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numLibraryOptions,
                             CUlibraryOption *libraryOptions, void **libraryOptionValues)
 {
-    CUresult rc = jit_options(numJitOptions, jitOptions, jitOptionsValues);
+    CUresult rc = api_jit_options(numJitOptions, jitOptions, jitOptionsValues);
     if (rc == CUDA_SUCCESS)
         rc = options_ok(numLibraryOptions, libraryOptions, libraryOptionValues);
     if (rc != CUDA_SUCCESS)
