@@ -59,7 +59,7 @@ static seen_t child_run(int isa)
     s.isa_at_rc = cuModuleLoadData(&m, at);
     s.isa_above_rc = cuModuleLoadData(&m, above);
     s.bad_rc = cuModuleLoadData(&m, ".version 9\n.target sm_75\n");
-    static const unsigned char elf[] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0};
+    static const unsigned char elf[64] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0}; /* a header, no sections */
     s.bin_rc = cuModuleLoadData(&m, elf);
     return s;
 }

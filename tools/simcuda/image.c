@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FATBIN_WRAPPER_MAGIC 0x466243B1u   /* __fatBinC_Wrapper_t (fatbinary_section.h) */
+/* nvcc's wrapper (__fatBinC_Wrapper_t of fatbinary_section.h) starts with 0x466243B1, little-endian */
 #define FATBIN_MAGIC 0xBA55ED50u           /* the container nvcc -fatbin writes */
 #define FATBIN_KIND_PTX 1
 #define FATBIN_KIND_ELF 2
@@ -435,21 +435,33 @@ static int fatbin_parse(const unsigned char *p, size_t len, int sm, image_t *img
 }
 
 /* ---- the entry points ----------------------------------------------------------------------------------- */
+/* Whether p starts with the n bytes of magic, read one at a time up to the first that differs: a short text
+ * image (its NUL comes first) is never read past its end. */
+static bool starts_with(const unsigned char *p, const unsigned char *magic, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != magic[i])
+            return false;
+    return true;
+}
+
 int image_parse(const void *data, size_t len, int sm, image_t *out)
 {
+    static const unsigned char wrapper[4] = {0xB1, 0x43, 0x62, 0x46}, fatbin[4] = {0x50, 0xED, 0x55, 0xBA},
+                               elf[4] = {0x7f, 'E', 'L', 'F'};
     memset(out, 0, sizeof(*out));
     out->names_known = true;
     const unsigned char *p = data;
     int rc;
-    if (len >= 16 && rd32(p) == FATBIN_WRAPPER_MAGIC) {
+    if (len >= 16 && starts_with(p, wrapper, 4)) {
         const unsigned char *fat;
         memcpy(&fat, p + 8, sizeof(fat));
         out->kind = IMAGE_FATBIN;
         rc = fat ? fatbin_parse(fat, SIZE_MAX, sm, out) : IMAGE_ERR_INVALID;
-    } else if (len >= 16 && rd32(p) == FATBIN_MAGIC) {
+    } else if (len >= 16 && starts_with(p, fatbin, 4)) {
         out->kind = IMAGE_FATBIN;
         rc = fatbin_parse(p, len, sm, out);
-    } else if (len >= 4 && memcmp(p, "\x7f" "ELF", 4) == 0) {
+    } else if (len >= 4 && starts_with(p, elf, 4)) {
         bool usable;
         out->kind = IMAGE_CUBIN;
         rc = cubin_parse(p, len, sm, out, &usable);
@@ -472,23 +484,6 @@ const image_kernel_t *image_kernel_find(const image_t *img, const char *name)
         if (strcmp(img->kernels[i].name, name) == 0)
             return &img->kernels[i];
     return NULL;
-}
-
-int image_merge(image_t *dst, const image_t *src)
-{
-    for (size_t i = 0; i < src->n; i++) {
-        const image_kernel_t *s = &src->kernels[i];
-        image_kernel_t *k = kernel_add(dst, s->name, strlen(s->name));
-        if (!k)
-            return -ENOMEM;
-        char *name = k->name;
-        *k = *s;
-        k->name = name;
-    }
-    dst->names_known = dst->names_known && src->names_known;
-    if (src->ptx_isa > dst->ptx_isa)
-        dst->ptx_isa = src->ptx_isa;
-    return 0;
 }
 
 void image_free(image_t *img)

@@ -39,8 +39,6 @@ typedef struct image {
 int image_parse(const void *data, size_t len, int sm, image_t *out);
 /* The kernel called name, or NULL. */
 const image_kernel_t *image_kernel_find(const image_t *img, const char *name);
-/* Adds every kernel of src to dst (cuLinkAddData): 0 or -ENOMEM. */
-int image_merge(image_t *dst, const image_t *src);
 void image_free(image_t *img);
 
 #endif
