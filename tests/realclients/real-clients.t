@@ -31,7 +31,8 @@ trap cleanup EXIT
 VENV=$ROTA_BUILD/real-clients/venv
 if ! cmp -s "$SRC/requirements.txt" "$VENV/requirements.txt" 2>/dev/null; then
     VENV=$T/venv
-    "$ROTA_SRCDIR/scripts/real-clients" "$VENV" >"$T/venv.log" 2>&1; rc=$?
+    # pip's cache too stays in the test's folder
+    PIP_CACHE_DIR=$T/pip-cache "$ROTA_SRCDIR/scripts/real-clients" "$VENV" >"$T/venv.log" 2>&1; rc=$?
     if [ $rc = 3 ] && [ "$require" != require ]; then
         echo "1..0 # SKIP no network: $(tail -1 "$T/venv.log")"; exit 0
     elif [ $rc != 0 ]; then
@@ -44,6 +45,7 @@ unset CUDA_VISIBLE_DEVICES LD_PRELOAD ROTA_PRIORITY ROTA_WEIGHT ROTA_MEM_LIMIT R
 # NVRTC from the toolkit the build uses (cuda-pathfinder looks under CUDA_HOME)
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export SIMCUDA_NODE=$NODE SIMCUDA_MEM=1G ROTA_SOCKET=$S ROTA_LOG=error
+export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the source tree
 export LD_LIBRARY_PATH=$ROTA_BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # waitfor FILE PATTERN [TENTHS]: up to TENTHS/10 s (default 200) for a line matching PATTERN
 waitfor() { i=0; while [ $i -lt "${3:-200}" ]; do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; i=$((i + 1)); done; return 1; }
