@@ -207,6 +207,20 @@ $(B)/gen/foreign-fatbin.c: $(B)/gen/foreign.fatbin $(B)/bin/embed
 $(FATBIN_O): $(B)/gen/foreign-fatbin.c
 	@mkdir -p $(dir $@)
 	$(call quiet,CC)$(CC) $(ALL_CFLAGS) -c $< -o $@
+# The same kernels as the other images a driver is handed (tests/simcuda/image-t): an sm_90 cubin (what NVRTC and
+# nvcc -cubin produce), and sm_90 fatbins whose entries are compressed with LZ4 and with zstd.
+IMAGE_FLAGS_cubin := -cubin -arch=sm_90
+IMAGE_FLAGS_lz4   := -fatbin -arch=sm_90 -Xfatbin -compress-all -compress-mode=speed
+IMAGE_FLAGS_zstd  := -fatbin -arch=sm_90 -Xfatbin -compress-all -compress-mode=size
+IMAGES_O := $(foreach i,cubin lz4 zstd,$(O)/gen/foreign-$(i).o)
+$(B)/gen/foreign.%.img: $(wildcard tests/kernels/*.cu)
+	@mkdir -p $(dir $@)
+	$(call quiet,NVCC)$(NVCC) $(IMAGE_FLAGS_$*) -o $@ $^
+$(B)/gen/foreign-%.c: $(B)/gen/foreign.%.img $(B)/bin/embed
+	$(call quiet,GEN)$(B)/bin/embed rota_foreign_$* $< > $@
+$(O)/gen/foreign-%.o: $(B)/gen/foreign-%.c
+	@mkdir -p $(dir $@)
+	$(call quiet,CC)$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 # ---- tests -----------------------------------------------------------------------------------------------
 $(TAP_A): $(call obj,$(TAP_SRC))
@@ -227,12 +241,20 @@ TEST_DEPS_tools   := $(TEST_LIBS_tools)
 # The device-model unit test calls simcuda internals, which libcuda.so.1 does not export: link the objects.
 TEST_LIBS_simcuda/node-t := $(SIM_OBJ)
 TEST_DEPS_simcuda/node-t := $(SIM_OBJ)
+TEST_LIBS_simcuda/image-t := $(IMAGES_O)
+TEST_DEPS_simcuda/image-t := $(IMAGES_O)
 # memq-t's stand-in for PyTorch's libc10_cuda.so (ROTA_MEM_RETRY=auto looks for it by name and on the stack).
 FAKE_C10 := $(B)/tests/fake/libc10_cuda.so
 $(FAKE_C10): tests/runtime/fake-c10.c
 	@mkdir -p $(dir $@)
 	$(call quiet,LINK)$(CC) $(ALL_CFLAGS) -shared -Wl,-soname,libc10_cuda.so -o $@ $< $(ALL_LDFLAGS) -ldl
 TEST_DEPS_runtime/memq-t := $(FAKE_C10)
+# newvariant-t's stand-in for a driver newer than rota (ROTA_REAL_LIBCUDA): simcuda behind a resolver of its own.
+FAKE_NEWER := $(B)/tests/fake/libcuda-newer.so
+$(FAKE_NEWER): tests/shim/fake-newer-driver.c $(SIMCUDA)
+	@mkdir -p $(dir $@)
+	$(call quiet,LINK)$(CC) $(ALL_CFLAGS) -shared -o $@ $< $(ALL_LDFLAGS) -L$(B)/lib -lcuda -ldl
+TEST_DEPS_shim/newvariant-t := $(FAKE_NEWER)
 .SECONDEXPANSION:
 # The test's directory name (tests/runtime/x-t -> runtime); a function, since a literal % in a pattern
 # rule's prerequisites would be replaced by the stem.
@@ -262,11 +284,20 @@ export TSAN_OPTIONS := die_after_fork=0$(if $(TSAN_OPTIONS),:$(TSAN_OPTIONS))
 endif
 # tests/tap/runtest runs each test: its files in a private /dev/shm and /tmp that vanish with it, its stderr in
 # $(B)/test-logs/NAME.log (printed when it fails; ROTA_TEST_VERBOSE=1 keeps it on the terminal).
-test: all
+test: all $(if $(SANITIZER),,real-clients-if-online)
 	@rm -rf $(B)/test-tmp $(B)/test-logs
 	@echo "prove: $(words $(TESTS) $(TEST_SH)) tests; each one's stderr in $(B)/test-logs/"
 	$(if $(filter 0,$(V)),@)LD_LIBRARY_PATH=$(abspath $(B))/lib prove -f --exec $(abspath tests/tap/runtest) \
 	    $(sort $(TESTS)) $(sort $(TEST_SH))
+
+# The real-client suite's venv (tests/realclients/real-clients.t): the pinned cuda-python and nvidia-ml-py of
+# tests/realclients/requirements.txt, from PyPI. make test makes it where the index is reachable; the test
+# skips without it (and fails with ROTA_REAL_CLIENTS=require, as .ci/run sets).
+.PHONY: real-clients real-clients-if-online
+real-clients:
+	scripts/real-clients $(B)/real-clients/venv
+real-clients-if-online:
+	scripts/real-clients --if-online $(B)/real-clients/venv
 
 # ---- fuzzing: the libFuzzer harnesses tests/fuzz/fuzz-*.c (clang); make test runs each for 10 s (fuzz.t) ----
 FUZZ_SECONDS ?= 300

@@ -26,6 +26,8 @@
 
 #define SCHED_POOLS (ROTA_MAX_DEVICES + 1) /* pool 0: clients whose GPU rotad does not know */
 #define SCHED_BUSY_WINDOW_NS 100000000ull
+/* The most device time an uncontended client's report adds to its GPU in one tick (a client's number is bounded). */
+#define SCHED_REPORT_MAX_NS 1000000000ull
 #define SCHED_MAX_LAT_NS 1000000000ull     /* an activation stamp older than this is not a measurement */
 /* slot.track stays 1 this long after contention was last seen: an untracked client shows nothing in flight, so
  * it looks idle while it syncs, and two sharing clients must not both look alone between their syncs. */
@@ -43,6 +45,7 @@ typedef struct sched_client {
     uint64_t track_on_ns;  /* when slot.track last went to 1: its in-flight count is live after its next launch */
     /* progress of a high client (issue 21): the counters last seen and when they last moved */
     uint64_t seen_launches, seen_busy, progress_ns;
+    uint64_t busy_seen;    /* channel.busy_ns as last seen by the tick */
     bool stalled;          /* active without progress for high_stall_ns: holds nobody until it moves again */
     /* doorbell rate limit: the value last heard, wake-ups in the current one-second window */
     uint32_t bell_seen, bell_count;
@@ -198,6 +201,7 @@ typedef struct sched_tick_state {
     bool hi[SCHED_POOLS];                 /* an active high client that makes progress is on the GPU */
     unsigned nbusy[SCHED_POOLS];          /* clients with work in flight */
     bool devbusy[SCHED_POOLS]; /* the GPU had work: tracked launches in flight, or an untracked client active */
+    uint64_t reported[SCHED_POOLS];       /* device time uncontended clients reported this tick */
     unsigned nhigh[SCHED_POOLS], nbusylow[SCHED_POOLS]; /* for slot.track */
     unsigned nnormal[SCHED_POOLS];        /* for the gates' in-flight bound */
     bool fresh[ROTA_MAX_CLIENTS];         /* active since this tick */
@@ -290,6 +294,14 @@ static void sched_refresh_client(sched_t *s, sched_tick_t *tk, unsigned i)
     uint64_t la = LD(&ch->launches), bu = LD(&ch->busy_ns);
     if (la > LD(&sl->launches)) ST(&sl->launches, la);
     if (bu > LD(&sl->busy_ns)) ST(&sl->busy_ns, bu);
+    /* An uncontended client (alone on its GPU) shows nothing in flight while its work runs, so the sampling
+     * misses most of it: what it measured its launches ran (its sampled windows) counts for its GPU. A tracked
+     * client's work is sampled; its measure overlaps others' and would count time twice. */
+    if (bu > c->busy_seen && !LD(&s->r->sched[i].track)) {
+        uint64_t add = bu - c->busy_seen;
+        tk->reported[c->pool] += add < SCHED_REPORT_MAX_NS ? add : SCHED_REPORT_MAX_NS;
+    }
+    c->busy_seen = bu;
     ST(&sl->inflight, infl > 65535 ? 65535 : infl);
     tk->fresh[i] = act && !c->active;
     c->active = act != 0;
@@ -312,15 +324,20 @@ static void sched_sample(sched_t *s, const sched_tick_t *tk)
 {
     rota_region_t *r = s->r;
     uint64_t now = tk->now, dt = tk->dt;
+    /* Device time, sampled: every client with work in flight had dt / n of its GPU; or, where more, what its
+     * uncontended clients reported since the last tick (the scheduler may have slept through their work). */
     for (unsigned p = 0; p < SCHED_POOLS; p++) {
-        if (tk->devbusy[p]) {
-            s->win_busy[p] += dt;
-            if (p >= 1) ST(&r->devices[p - 1].busy_ns, LD(&r->devices[p - 1].busy_ns) + dt);
+        uint64_t busy = tk->devbusy[p] ? dt : 0;
+        if (tk->reported[p] > busy) busy = tk->reported[p];
+        if (busy) {
+            s->win_busy[p] += busy;
+            if (p >= 1) ST(&r->devices[p - 1].busy_ns, LD(&r->devices[p - 1].busy_ns) + busy);
         }
         if (now - s->win_start[p] >= SCHED_BUSY_WINDOW_NS) {
             uint64_t len = now - s->win_start[p];
             if (p >= 1 && s->win_start[p])
-                ST(&r->devices[p - 1].busy_permille, (uint32_t)(s->win_busy[p] * 1000 / (len ? len : 1)));
+                ST(&r->devices[p - 1].busy_permille,
+                   (uint32_t)(s->win_busy[p] >= len ? 1000 : s->win_busy[p] * 1000 / (len ? len : 1)));
             s->win_start[p] = now;
             s->win_busy[p] = 0;
         }
@@ -614,7 +631,8 @@ void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, enum rota_p
     pthread_mutex_lock(&s->mu);
     s->c[slot] = (sched_client_t){.live = true, .ch = ch,
                                   .prio = (unsigned)prio < ROTA_PRIO_COUNT ? prio : ROTA_PRIO_NORMAL,
-                                  .weight = weight ? weight : 1000, .track_on_ns = sched_now_ns()};
+                                  .weight = weight ? weight : 1000, .track_on_ns = sched_now_ns(),
+                                  .busy_seen = LD(&ch->busy_ns)};
     ST(&s->r->sched[slot].hold, 0);
     atomic_store(&s->r->sched[slot].track, 1); /* until the next tick knows better */
     ST(&s->t->slots[slot].sched_state, ROTA_SCHED_IDLE);

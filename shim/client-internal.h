@@ -62,21 +62,24 @@ void client_place(void);
 
 /* client-tracker.c: the completion tracker of gated launches (one thread per process, started on first use). */
 /* An event of ctx to record after a launch (from a small pool, or new); NULL when none can be had. */
-CUevent tracker_event_get(CUcontext ctx);
+CUevent tracker_event_get(CUcontext ctx, bool timed);
 /* Gives an unrecorded event back to the pool. */
-void tracker_event_put(CUevent ev, CUcontext ctx);
+void tracker_event_put(CUevent ev, CUcontext ctx, bool timed);
 /* Hands a recorded event to the tracker, which calls its complete handler once it completed. false: the tracker
- * could not be started or queue the event (the caller then treats the launch as complete). */
-bool tracker_push(CUevent ev, CUcontext ctx, uint64_t launch_ns);
+ * could not be started or queue the event (the caller then treats the launch as complete). start != NULL: a
+ * sample, ev and start timed events around one launch, whose device time is their elapsed time (the handler's
+ * sample learns it). */
+bool tracker_push(CUevent ev, CUcontext ctx, uint64_t launch_ns, CUevent start);
 /* Starts the tracker thread if it is not running: a process holding memory needs it to reconnect to a restarted
  * rotad on its own (client_watch), launches or not. */
 void tracker_start(void);
-/* What the tracker thread calls (launch_complete, launch_idle_due), set by client_init before any launch: a
+/* What the tracker thread calls (launch_complete, launch_idle_due, launch_sample_own), set by client_init before any launch: a
  * completion (busy_ns of device time, seen at now_ns) and a due idle check, each returning when the next idle
  * check is due (0: none). */
 typedef struct tracker_handler {
     uint64_t (*complete)(uint64_t busy_ns, uint64_t now_ns);
     uint64_t (*idle_due)(uint64_t now_ns);
+    void (*sample)(uint64_t own_ns);   /* a sampled launch's own device time (launch_sample_own) */
 } tracker_handler_t;
 void tracker_set_handler(const tracker_handler_t *h);
 /* client.c, tracker thread, about once a second while idle: a process that holds memory and lost rotad reconnects
@@ -95,6 +98,8 @@ bool idleprobe_input_wait(long *nr);
  * device time the tracker attributes to it. Returns when a high client's idle check is due (launch_idle_due; 0:
  * none), which the tracker then calls unless another completion came first. */
 uint64_t launch_complete(uint64_t busy_ns, uint64_t now_ns);
+/* client-launch.c: a sampled uncontended launch's own device time, from the tracker (before its launch_complete). */
+void launch_sample_own(uint64_t own_ns);
 /* client-launch.c: a high client's idle check (direct release) at now_ns, from the tracker; returns as above. */
 uint64_t launch_idle_due(uint64_t now_ns);
 /* client-launch.c: once connected, make the launch gate's first run as fast as the others (idempotent). */

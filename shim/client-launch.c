@@ -44,12 +44,20 @@
  * the current one) is not tracked. High clients are tracked too (rotad needs their in-flight count to tell
  * when they go idle), without a bound.
  *
- * Uncontended (rotad's slot.track == 0, runtime/abi.h), a normal/low launch passes with a few loads: no event, no
- * tracker, no bound. At the first launch that reads track == 1 (or a hold) again, one event is recorded on its
- * stream for the untracked backlog and counted as one launch in flight (backlog on other streams or contexts is
- * not covered: it runs like kernels already running when a high client arrives).
+ * Uncontended (rotad's slot.track == 0, runtime/abi.h), a normal/low launch passes with a few loads: no bound, and
+ * no event but for the device time: the launches form windows (up to LAUNCH_SAMPLE_EVERY launches within
+ * LAUNCH_SAMPLE_NS of the first), and a window's first launch is sampled: timed events before and after it, handed
+ * to the tracker as one unit in flight, give its own device time. When the window closes (a launch past it, a
+ * synchronisation: client_launch_synced, tracking resuming), its other launches count at the newest sample's time
+ * each, never more than the window lasted. So an uncontended client's device time shows, at one event pair per
+ * window, at most one a millisecond (bench/shim-overhead). A synchronisation also mirrors the launch count, which
+ * the gate mirrors before each launch. At the first launch that reads track == 1 (or a hold) again, one
+ * event is recorded on its stream for the untracked backlog and counted as one launch in flight (backlog on other
+ * streams or contexts is not covered: it runs like kernels already running when a high client arrives).
  */
 
+#define LAUNCH_SAMPLE_EVERY 1024u
+#define LAUNCH_SAMPLE_NS 1000000u
 #define LAUNCH_HOLD_SLICE_NS 20000000ll   /* re-check that rotad is alive this often while held */
 #define LAUNCH_INFLIGHT_SLICE_NS 100000000ll
 /* How often a high client's tracker asks whether its launching thread sleeps for input, while its idle window
@@ -70,6 +78,11 @@ typedef struct launch_state {
         _Atomic uint32_t inflight;  /* this process's tracked launches in flight (reserved included) */
         _Atomic uint32_t waiters;
         _Atomic uint32_t backlog;   /* 1: untracked launches since the last tracked one */
+        /* The open window of uncontended launches: how many, when its first (sampled) one passed its gate (0:
+         * none open). */
+        _Atomic uint32_t sample_n;
+        _Atomic uint64_t sample_from;
+        _Atomic uint32_t unmirrored; /* 1: an uncontended launch counted after its gate mirrored the count */
         /* A high client's gaps, from a completion that left nothing in flight to the next launch, and that
          * completion's time until the next launch takes it (0: taken). They give its learned idle window (abi.h). */
         idlewin_t gaps;
@@ -80,6 +93,7 @@ typedef struct launch_state {
     _Atomic uint64_t count, busy_ns;
     _Atomic uint64_t kernel_ns;     /* moving average of a tracked launch's device time (0: none yet) */
     _Atomic uint64_t head_ns;       /* when the oldest launch in flight began running, about */
+    _Atomic uint64_t sample_own_ns; /* the newest sample's own device time (0: none yet) */
 } launch_state_t;
 
 /* This process's launches (shared by its threads). */
@@ -89,6 +103,10 @@ typedef struct launch_thread {
     unsigned pending;      /* gates passed whose after has not run */
     unsigned reserved;     /* of which reserved an in-flight slot */
     unsigned untracked;    /* of which passed uncontended: not tracked */
+    unsigned sampled;      /* of which are to be sampled (an event, for the device time): 0 or 1 */
+    CUevent sample_start;  /* its timed event recorded before it, in sample_ctx */
+    CUcontext sample_ctx;
+    uint64_t sample_ns;    /* when its gate passed (its device time lies after it) */
     conn_t *conn;          /* cache of the device key of ctx on conn */
     CUcontext ctx;
     uint32_t key;
@@ -254,15 +272,16 @@ static void launch_mark_high(rota_channel_t *ch, _Atomic uint32_t *mark, uint64_
 
 /* Every gated launch: stamp the channel; the first after idling also sets channel.active, marks the board (a high
  * client's: mark != NULL, t_in its gate entry) and rings rotad. */
-static void launch_stamp(rota_channel_t *ch, _Atomic uint32_t *mark, uint64_t t_in)
+static uint64_t launch_stamp(rota_channel_t *ch, _Atomic uint32_t *mark, uint64_t t_in)
 {
     uint64_t now = client_now_ns();
     atomic_store(&ch->last_launch_ns, now); /* seq_cst, then active: pairs with rotad's idle check (sched.c) */
-    if (atomic_load(&ch->active)) return;
+    if (atomic_load(&ch->active)) return now;
     atomic_store_explicit(&ch->active_since_ns, now, memory_order_relaxed);
     atomic_store(&ch->active, 1);
     if (mark) launch_mark_high(ch, mark, t_in);
     launch_ring(ch);
+    return now;
 }
 
 static void launch_wait_hold(const launch_gate_t *g, rota_channel_t *ch)
@@ -541,20 +560,84 @@ uint64_t launch_complete(uint64_t busy_ns, uint64_t now_ns)
     return due;
 }
 
-/* Tracking resumes: one event on stream for whatever was launched untracked before, as one unit in flight. */
-static void launch_track_backlog(CUcontext ctx, CUstream stream)
+/* One event on stream for what was launched untracked before it, as one unit in flight: the backlog (start NULL),
+ * or a sample (start: the timed event recorded before the launch). */
+static void launch_track_unit(CUcontext ctx, CUstream stream, CUevent start, uint64_t launch_ns)
 {
-    CUevent ev = ctx ? tracker_event_get(ctx) : NULL;
-    if (!ev) return;
-    if (ROTA_REAL(cuEventRecord)(ev, stream) != CUDA_SUCCESS) {
-        tracker_event_put(ev, ctx);
+    CUevent ev = ctx ? tracker_event_get(ctx, start != NULL) : NULL;
+    if (ev && ROTA_REAL(cuEventRecord)(ev, stream) != CUDA_SUCCESS) {
+        tracker_event_put(ev, ctx, start != NULL);
+        ev = NULL;
+    }
+    if (!ev) {
+        if (start) tracker_event_put(start, ctx, true);
         return;
     }
     atomic_fetch_add(&launches.work.inflight, 1);
-    if (!tracker_push(ev, ctx, client_now_ns())) {
-        tracker_event_put(ev, ctx);
+    if (!tracker_push(ev, ctx, launch_ns ? launch_ns : client_now_ns(), start)) {
+        tracker_event_put(ev, ctx, start != NULL);
+        if (start) tracker_event_put(start, ctx, true);
         launch_unreserve();
     }
+}
+
+void launch_sample_own(uint64_t own_ns)
+{
+    atomic_store_explicit(&launches.sample_own_ns, own_ns ? own_ns : 1, memory_order_relaxed);
+}
+
+/* Closes a window of n launches opened at from_ns, at now: its first was sampled (the tracker counts it); the
+ * other n - 1 count at the newest sample's time each, at most the window's length less that one. */
+static void launch_window_close(uint32_t n, uint64_t from_ns, uint64_t now)
+{
+    uint64_t own = LD(&launches.sample_own_ns), span = now > from_ns ? now - from_ns : 0;
+    if (n < 2 || !from_ns) return;
+    if (!own) own = LD(&launches.kernel_ns);
+    span = span > own ? span - own : 0;
+    uint64_t est = own ? (uint64_t)(n - 1) * own : span;
+    atomic_fetch_add(&launches.busy_ns, est < span ? est : span);
+}
+
+/* Tracking resumes: the open window closes, and one unit stands for the untracked backlog. */
+static void launch_track_backlog(CUcontext ctx, CUstream stream)
+{
+    uint64_t from = atomic_exchange(&launches.work.sample_from, 0);
+    uint32_t n = atomic_exchange(&launches.work.sample_n, 0);
+    launch_window_close(n, from, client_now_ns());
+    launch_track_unit(ctx, stream, NULL, 0);
+}
+
+void client_launch_synced(void)
+{
+    /* two loads when nothing was launched uncontended since the last synchronisation */
+    if (!LD(&launches.work.sample_from) && !LD(&launches.work.unmirrored)) return;
+    uint64_t from = atomic_exchange(&launches.work.sample_from, 0);
+    uint32_t n = atomic_exchange(&launches.work.sample_n, 0);
+    if (from) launch_window_close(n, from, client_now_ns());
+    atomic_store_explicit(&launches.work.unmirrored, 0, memory_order_relaxed);
+    launch_mirror(); /* the count and device time as they are now: the last launch shows once synchronised */
+}
+
+/* An uncontended launch that passed its gate at now: whether it opens a window (and is sampled). */
+static bool launch_sample_due(uint64_t now)
+{
+    uint64_t from = LD(&launches.work.sample_from);
+    if (from) {
+        uint32_t n = atomic_fetch_add_explicit(&launches.work.sample_n, 1, memory_order_relaxed) + 1;
+        if (n <= LAUNCH_SAMPLE_EVERY && now - from < LAUNCH_SAMPLE_NS) return false;
+        /* past the window: close it (the thread that swaps from does) and open the next with this launch */
+        if (!atomic_compare_exchange_strong(&launches.work.sample_from, &from, now)) return false;
+        uint32_t m = atomic_exchange(&launches.work.sample_n, 1);
+        launch_window_close(m > 0 ? m - 1 : 0, from, now);
+        return true;
+    }
+    uint64_t z = 0;
+    if (!atomic_compare_exchange_strong(&launches.work.sample_from, &z, now)) {
+        atomic_fetch_add_explicit(&launches.work.sample_n, 1, memory_order_relaxed);
+        return false;
+    }
+    atomic_store(&launches.work.sample_n, 1);
+    return true;
 }
 
 /* Whether this client may contend on its GPU: rotad's slot.track word (runtime/abi.h), 1 while its launches
@@ -621,8 +704,10 @@ CUresult client_launch_gate(CUstream stream)
     }
     /* A multi-device launch passes one gate per stream before launching: only its first gate may wait (a
      * second one waiting for a completion would wait for its own first stream's launch). */
+    bool lone = false;
     if (!this_thread.pending && !launch_contended(sl) && !launch_held(&g)) {
         this_thread.untracked++; /* uncontended: nothing to bound, nothing to track */
+        lone = true;
         if (!LD(&launches.work.backlog)) atomic_store_explicit(&launches.work.backlog, 1, memory_order_relaxed);
         /* The mirror of the last completion may have raced with another (last writer wins): refresh it. */
         atomic_store_explicit(&ch->inflight, LD(&launches.work.inflight), memory_order_relaxed);
@@ -650,7 +735,19 @@ CUresult client_launch_gate(CUstream stream)
         this_thread.reserved++;
     }
     this_thread.pending++;
-    launch_stamp(ch, NULL, 0);
+    uint64_t now = launch_stamp(ch, NULL, 0);
+    if (lone && !this_thread.sample_start && launch_sample_due(now)) {
+        /* the sample's own device time: a timed event before it, one after it (client_launch_after) */
+        CUevent st = ctx ? tracker_event_get(ctx, true) : NULL;
+        if (st && ROTA_REAL(cuEventRecord)(st, stream) != CUDA_SUCCESS) {
+            tracker_event_put(st, ctx, true);
+            st = NULL;
+        }
+        this_thread.sample_start = st;
+        this_thread.sample_ctx = ctx;
+        this_thread.sample_ns = now;
+        this_thread.sampled = st != NULL;
+    }
     client_conn_unlock();
     return CUDA_SUCCESS;
 }
@@ -661,7 +758,20 @@ void client_launch_after(CUstream stream, CUresult rc)
     this_thread.pending--;
     if (this_thread.untracked) {
         this_thread.untracked--;
-        if (rc == CUDA_SUCCESS) atomic_fetch_add_explicit(&launches.count, 1, memory_order_relaxed);
+        CUevent start = NULL;
+        if (this_thread.sampled && this_thread.untracked == 0) { /* the sampled gate is this thread's first */
+            this_thread.sampled = 0;
+            start = this_thread.sample_start;
+            this_thread.sample_start = NULL;
+        }
+        if (rc != CUDA_SUCCESS) {
+            if (start) tracker_event_put(start, this_thread.sample_ctx, true);
+            return;
+        }
+        atomic_fetch_add_explicit(&launches.count, 1, memory_order_relaxed);
+        if (start) launch_track_unit(this_thread.sample_ctx, stream, start, this_thread.sample_ns);
+        /* the gate mirrored the count before this launch: the next gate or synchronisation mirrors it after */
+        if (!LD(&launches.work.unmirrored)) atomic_store_explicit(&launches.work.unmirrored, 1, memory_order_relaxed);
         return;
     }
     bool reserved = this_thread.reserved > 0;
@@ -674,14 +784,14 @@ void client_launch_after(CUstream stream, CUresult rc)
     if (!reserved) atomic_fetch_add(&launches.work.inflight, 1); /* the gate counts every tracked launch: defensive */
     CUcontext ctx = NULL;
     ROTA_REAL(cuCtxGetCurrent)(&ctx);
-    CUevent ev = ctx ? tracker_event_get(ctx) : NULL;
+    CUevent ev = ctx ? tracker_event_get(ctx, false) : NULL;
     uint64_t now = client_now_ns();
     if (ev && ROTA_REAL(cuEventRecord)(ev, stream) != CUDA_SUCCESS) {
-        tracker_event_put(ev, ctx);
+        tracker_event_put(ev, ctx, false);
         ev = NULL;
     }
-    if (!ev || !tracker_push(ev, ctx, now)) {
-        if (ev) tracker_event_put(ev, ctx);
+    if (!ev || !tracker_push(ev, ctx, now, NULL)) {
+        if (ev) tracker_event_put(ev, ctx, false);
         launch_unreserve(); /* untracked: it cannot count against the bound */
     }
     launch_mirror();

@@ -14,7 +14,8 @@ void client_init(void)
         .fork_child = client_mempool_reset_child,
         .holds_memory = tracker_start,
     });
-    tracker_set_handler(&(tracker_handler_t){.complete = launch_complete, .idle_due = launch_idle_due});
+    tracker_set_handler(&(tracker_handler_t){.complete = launch_complete, .idle_due = launch_idle_due,
+                                            .sample = launch_sample_own});
 }
 
 CUresult client_process_init(void)

@@ -18,7 +18,8 @@
  * and reports each completion to client-launch.c. Events are recycled through a small pool per context.
  *
  * Device time per client is the sum of completion gaps while busy: a launch completing at t after the previous
- * completion at p, launched at l, adds t - max(p, l). This needs no timing events, so it works on a real GPU as
+ * completion at p, launched at l, adds t - max(p, l). An uncontended client's launches are sampled (client-launch.c):
+ * a sample adds its own device time, timed by events before and after it, at most t - max(p, l). This needs no timing events, so it works on a real GPU as
  * on simcuda; it is the time the client had work on the GPU, which overstates its device time when the GPU is
  * time-sliced between processes (rotad's share accounting, runtime/sched.c, divides by the clients in flight).
  *
@@ -38,6 +39,8 @@ typedef struct tracker_entry {
     CUevent ev;
     CUcontext ctx;
     uint64_t launch_ns;
+    CUevent start;          /* a sample's timed event before its launch (ev is timed then too), or NULL */
+    bool timed;             /* in the pool: a timing event */
 } tracker_entry_t;
 
 static struct {
@@ -95,12 +98,12 @@ static void tracker_setup(void)
     pthread_atfork(NULL, NULL, tracker_atfork_child);
 }
 
-CUevent tracker_event_get(CUcontext ctx)
+CUevent tracker_event_get(CUcontext ctx, bool timed)
 {
     pthread_once(&tracker_once, tracker_setup);
     pthread_mutex_lock(&tracker.mu);
     for (size_t i = tracker.npool; i-- > 0;)
-        if (tracker.pool[i].ctx == ctx) {
+        if (tracker.pool[i].ctx == ctx && tracker.pool[i].timed == timed) {
             CUevent ev = tracker.pool[i].ev;
             tracker.pool[i] = tracker.pool[--tracker.npool];
             pthread_mutex_unlock(&tracker.mu);
@@ -108,15 +111,16 @@ CUevent tracker_event_get(CUcontext ctx)
         }
     pthread_mutex_unlock(&tracker.mu);
     CUevent ev = NULL;
-    if (ROTA_REAL(cuEventCreate)(&ev, CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC) != CUDA_SUCCESS) return NULL;
+    unsigned flags = CU_EVENT_BLOCKING_SYNC | (timed ? 0 : CU_EVENT_DISABLE_TIMING);
+    if (ROTA_REAL(cuEventCreate)(&ev, flags) != CUDA_SUCCESS) return NULL;
     return ev;
 }
 
-void tracker_event_put(CUevent ev, CUcontext ctx)
+void tracker_event_put(CUevent ev, CUcontext ctx, bool timed)
 {
     pthread_mutex_lock(&tracker.mu);
     if (tracker.npool < TRACK_POOL_MAX) {
-        tracker.pool[tracker.npool++] = (tracker_entry_t){.ev = ev, .ctx = ctx};
+        tracker.pool[tracker.npool++] = (tracker_entry_t){.ev = ev, .ctx = ctx, .timed = timed};
         ev = NULL;
     }
     pthread_mutex_unlock(&tracker.mu);
@@ -176,8 +180,18 @@ static void *tracker_main(void *arg)
         uint64_t now = client_now_ns();
         uint64_t from = tracker.last_done_ns > e.launch_ns ? tracker.last_done_ns : e.launch_ns;
         uint64_t busy = now > from ? now - from : 0;
+        if (e.start) {
+            /* a sample: its launch's own device time, from the timed events around it (else the gap), never
+             * more than the gap (the device ran it between its launch or the previous completion, and now) */
+            float ms = 0;
+            if (rc == CUDA_SUCCESS && ROTA_REAL(cuEventElapsedTime)(&ms, e.start, e.ev) == CUDA_SUCCESS && ms >= 0 &&
+                (uint64_t)((double)ms * 1e6) < busy)
+                busy = (uint64_t)((double)ms * 1e6);
+            tracker_handler.sample(busy);
+            if (rc == CUDA_SUCCESS) tracker_event_put(e.start, e.ctx, true);
+        }
         tracker.last_done_ns = now;
-        if (rc == CUDA_SUCCESS) tracker_event_put(e.ev, e.ctx);
+        if (rc == CUDA_SUCCESS) tracker_event_put(e.ev, e.ctx, e.start != NULL);
         /* else: the context (and the event with it) is gone, or the event failed: drop it. */
         tracker.due_ns = tracker_handler.complete(busy, now);
     }
@@ -211,7 +225,7 @@ void tracker_start(void)
     pthread_mutex_unlock(&tracker.mu);
 }
 
-bool tracker_push(CUevent ev, CUcontext ctx, uint64_t launch_ns)
+bool tracker_push(CUevent ev, CUcontext ctx, uint64_t launch_ns, CUevent start)
 {
     pthread_once(&tracker_once, tracker_setup);
     pthread_mutex_lock(&tracker.mu);
@@ -230,8 +244,8 @@ bool tracker_push(CUevent ev, CUcontext ctx, uint64_t launch_ns)
         }
     }
     if (ok) {
-        size_t tail = (tracker.head + tracker.len) % tracker.cap;
-        tracker.q[tail] = (tracker_entry_t){.ev = ev, .ctx = ctx, .launch_ns = launch_ns};
+        tracker.q[(tracker.head + tracker.len) % tracker.cap] = (tracker_entry_t){
+            .ev = ev, .ctx = ctx, .launch_ns = launch_ns, .start = start};
         tracker.len++;
         if (tracker.sleeping) pthread_cond_signal(&tracker.cv);
     }

@@ -439,16 +439,47 @@ static bool client_caller_is_torch(void)
     return false;
 }
 
+/* Whether PyTorch's allocator, as this process configures it, retries a refused request after releasing its
+ * cache (c10/cuda/CUDACachingAllocator.cpp, CUDAMallocAsyncAllocator.cpp):
+ *   PYTORCH_NO_CUDA_MEMORY_CACHING set (any value: PyTorch tests presence), or its HIP twin: every tensor is one
+ *     cudaMalloc from libc10_cuda and an OOM is raised at once: no retry;
+ *   backend:cudaMallocAsync in PYTORCH_ALLOC_CONF (else PYTORCH_CUDA_ALLOC_CONF, PyTorch's older name): one
+ *     cudaMallocAsync per tensor, OutOfMemoryError at its first refusal: no retry;
+ *   else the native caching allocator: it frees cached blocks and tries again.
+ * Read once, when libc10_cuda.so is first seen (PyTorch reads them once too). */
+static bool client_torch_retries(void)
+{
+    if (getenv("PYTORCH_NO_CUDA_MEMORY_CACHING") || getenv("PYTORCH_NO_HIP_MEMORY_CACHING")) return false;
+    const char *conf = getenv("PYTORCH_ALLOC_CONF");
+    if (!conf) conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
+    /* key:value pairs separated by commas, blanks around either ignored */
+    for (const char *p = conf; p && *p;) {
+        size_t n = strcspn(p, ",");
+        const char *k = p, *end = p + n, *colon = memchr(p, ':', n);
+        p = *end ? end + 1 : end;
+        if (!colon) continue;
+        const char *v = colon + 1, *kend = colon;
+        while (k < kend && (*k == ' ' || *k == '\t')) k++;
+        while (kend > k && (kend[-1] == ' ' || kend[-1] == '\t')) kend--;
+        while (v < end && (*v == ' ' || *v == '\t')) v++;
+        const char *vend = end;
+        while (vend > v && (vend[-1] == ' ' || vend[-1] == '\t')) vend--;
+        if (kend - k == 7 && !strncmp(k, "backend", 7) && vend - v == 15 && !strncmp(v, "cudaMallocAsync", 15))
+            return false;
+    }
+    return true;
+}
+
 static bool client_retry_on(void)
 {
-    static _Atomic int torch;          /* 1: seen (a library once loaded stays loaded) */
+    static _Atomic int torch;          /* 1: seen (a library once loaded stays loaded); -1: seen, no retry */
     static _Atomic uint64_t next_look; /* absent: looked again at most once a second */
     switch (rota_options()->mem_retry) {
     case ROTA_MEM_RETRY_ON: return true;
     case ROTA_MEM_RETRY_OFF: return false;
     default: break;
     }
-    if (torch) return client_caller_is_torch();
+    if (torch) return torch > 0 && client_caller_is_torch();
     uint64_t now = client_now_ns();
     if (now < next_look) return false;
     next_look = now + CLIENT_RECONNECT_NS;
@@ -456,8 +487,11 @@ static bool client_retry_on(void)
     void *h = dlopen("libc10_cuda.so", RTLD_LAZY | RTLD_NOLOAD);
     if (!h) return false;
     dlclose(h);
-    torch = 1;
-    return client_caller_is_torch();
+    bool retries = client_torch_retries();
+    if (!retries) rota_log(ROTA_LOG_INFO, "ROTA_MEM_RETRY=auto: PyTorch's allocator does not retry here "
+                                          "(PYTORCH_NO_CUDA_MEMORY_CACHING or backend:cudaMallocAsync): requests queue");
+    torch = retries ? 1 : -1;
+    return retries && client_caller_is_torch();
 }
 
 /* With client.mu held: ends the episodes that are over; returns their held bytes per device in back[]. */

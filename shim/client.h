@@ -60,6 +60,8 @@ void client_mempool_sync(CUmemoryPool pool);
 /* After a synchronisation: as client_mempool_sync(NULL), and while others queue for memory on a pool's GPU, the pool
  * is first trimmed to what is in use (docs/design/memory.md). */
 void client_mempool_sync_idle(void);
+/* After a synchronisation: the device time of the uncontended launches not sampled yet (client-launch.c). */
+void client_launch_synced(void);
 /* Rewrites what cuMemGetInfo_v2 / cuDeviceTotalMem_v2 returned: the process's limit and what is left of it,
  * never above what the device reports. */
 void client_mem_view(CUdevice dev, size_t *free_bytes, size_t *total_bytes);

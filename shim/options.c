@@ -45,7 +45,7 @@ static const opt_row_t opt_table[] = {
     {"ROTA_MEM_WAIT", OPT_DOUBLE, OFF(mem_wait_s), "30", 0, 31536000 /* a year */, false,
      "seconds, a number >= 0 (0 = fail at once)"},
     {"ROTA_MEM_RETRY", OPT_RETRY, OFF(mem_retry), "auto", 0, 0, false,
-     "one of auto (on when PyTorch's libc10_cuda.so is loaded), on, off"},
+     "one of auto (on when PyTorch's libc10_cuda.so is loaded and its allocator retries), on, off"},
     {"ROTA_PRIORITY", OPT_PRIORITY, OFF(priority), "normal", 0, 0, false, "one of high, normal, low"},
     {"ROTA_WEIGHT", OPT_DOUBLE, OFF(weight), "1", 0, 1e6, true, "a number > 0 and <= 1e6"},
     {"ROTA_MAX_INFLIGHT", OPT_U32, OFF(max_inflight), "8", 1, 1024, false, "an integer from 1 to 1024"},

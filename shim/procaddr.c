@@ -5,6 +5,7 @@
 #include "shim/log.h"
 #include "shim/options.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 /* The wrapper table: each exported row's wrapper (rota_self_<name>), which cuGetProcAddress and dlsym hand out.
@@ -26,7 +27,11 @@ void *const rota_self[ROTA_FN_COUNT] = {
  * scope binds to librota's): that is its choice of variant, kept as is.
  * A driver whose resolver hands out addresses other than its exported symbols' would slip past that map;
  * then the row is chosen by name instead: same base name, same stream flavour as the flags ask, the newest
- * variant not newer than cudaVersion (the "since" column of wrappers.def, from cudaTypedefs.h).
+ * variant not newer than cudaVersion (the "since" column of wrappers.def, from cudaTypedefs.h). That row is
+ * only a guess: a driver newer than rota may have a newer variant (a _v3 with another signature) at that
+ * cudaVersion. So the driver is asked again, at the row's own version: only if it answers the same address is
+ * it that variant, and wrapped; otherwise the driver's pointer is handed out unwrapped (rota does not see
+ * those calls), said once per name in the log.
  */
 static int find_by_name(const char *symbol, int version, cuuint64_t flags)
 {
@@ -49,7 +54,20 @@ static bool is_wrapper(const void *pfn)
     return false;
 }
 
-static void *map_pfn(const char *symbol, void *pfn, int version, cuuint64_t flags)
+/* The driver's answer for symbol at version (through the entry point the caller used), or NULL. */
+static void *ask_driver(bool v2, const char *symbol, int version, cuuint64_t flags)
+{
+    void *p = NULL;
+    CUdriverProcAddressQueryResult st;
+    CUresult rc = v2 ? ROTA_REAL(cuGetProcAddress_v2)(symbol, &p, version, flags, &st)
+                     : ROTA_REAL(cuGetProcAddress)(symbol, &p, version, flags);
+    return rc == CUDA_SUCCESS ? p : NULL;
+}
+
+/* Rows whose unknown newer variant was already reported (one log line per name). */
+static _Atomic bool newer_logged[ROTA_FN_COUNT];
+
+static void *map_pfn(bool v2, const char *symbol, void *pfn, int version, cuuint64_t flags)
 {
     /* Already rota's: a driver that takes its own exported names' addresses through the global scope
      * (simcuda built without -Bsymbolic) hands out the preloaded wrappers themselves. */
@@ -58,6 +76,14 @@ static void *map_pfn(const char *symbol, void *pfn, int version, cuuint64_t flag
     if (i < 0) {
         i = find_by_name(symbol, version, flags);
         if (i < 0) return pfn; /* not a name rota wraps */
+        if (rota_fn_info[i].ver != version && ask_driver(v2, symbol, rota_fn_info[i].ver, flags) != pfn) {
+            if (!atomic_exchange(&newer_logged[i], true))
+                rota_log(ROTA_LOG_INFO,
+                         "cuGetProcAddress(%s, %d, %llu): the driver's variant is newer than %s, the newest rota "
+                         "knows: its calls pass by rota", symbol, version, (unsigned long long)flags,
+                         rota_fn_info[i].name);
+            return pfn;
+        }
         rota_log(ROTA_LOG_DEBUG, "cuGetProcAddress(%s, %d, %llu): address not exported by the driver, chose %s",
                  symbol, version, (unsigned long long)flags, rota_fn_info[i].name);
     }
@@ -90,7 +116,8 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
     CUresult rc = CUDA_SUCCESS;
     if (!test_counters_symbol(symbol, pfn, symbolStatus)) {
         rc = ROTA_REAL(cuGetProcAddress_v2)(symbol, pfn, cudaVersion, flags, symbolStatus);
-        if (rc == CUDA_SUCCESS && pfn != NULL && symbol != NULL) *pfn = map_pfn(symbol, *pfn, cudaVersion, flags);
+        if (rc == CUDA_SUCCESS && pfn != NULL && symbol != NULL)
+            *pfn = map_pfn(true, symbol, *pfn, cudaVersion, flags);
         log_lookup("cuGetProcAddress_v2", symbol, cudaVersion, flags, rc, pfn ? *pfn : NULL);
     }
     ROTA_LEAVE();
@@ -104,7 +131,8 @@ CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersio
     CUresult rc = CUDA_SUCCESS;
     if (!test_counters_symbol(symbol, pfn, NULL)) {
         rc = ROTA_REAL(cuGetProcAddress)(symbol, pfn, cudaVersion, flags);
-        if (rc == CUDA_SUCCESS && pfn != NULL && symbol != NULL) *pfn = map_pfn(symbol, *pfn, cudaVersion, flags);
+        if (rc == CUDA_SUCCESS && pfn != NULL && symbol != NULL)
+            *pfn = map_pfn(false, symbol, *pfn, cudaVersion, flags);
         log_lookup("cuGetProcAddress", symbol, cudaVersion, flags, rc, pfn ? *pfn : NULL);
     }
     ROTA_LEAVE();

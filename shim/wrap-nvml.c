@@ -3,9 +3,11 @@
 
 #include "shim/client.h"
 #include "shim/nvml.h"
+#include "shim/options.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -22,8 +24,11 @@
  *               left of it, never more than the device has), used = total - free;
  *   processes   under a limit, the device as the process sees it: only itself, holding total - free of it;
  *               without one, NVML's list unchanged.
- * A device the driver does not show this process (CUDA_VISIBLE_DEVICES, or CUDA not initialised yet), a failed
- * query and ROTA_DISABLE pass NVML's answer through.
+ * Before CUDA is initialised (NVML asked first, as vLLM and monitoring code do), the driver cannot say which
+ * device is which, but the process's own limit (ROTA_MEM_LIMIT, set by rota run --mem) is known from the start:
+ * every device CUDA_VISIBLE_DEVICES lets it see (all where unset; entries by NVML index or GPU-UUID prefix)
+ * reports total = the limit and free no more than it. Per-group limits come from rotad, at the first CUDA call.
+ * A device the driver does not show this process, a failed query and ROTA_DISABLE pass NVML's answer through.
  */
 typedef nvmlReturn_t (*nvml_uuid_fn)(nvmlDevice_t, char *, unsigned int);
 
@@ -61,12 +66,58 @@ static int nvml_cuda_device(nvmlDevice_t device)
     return -1;
 }
 
+/* Whether CUDA_VISIBLE_DEVICES lets this process see the NVML device (read as CUDA reads it: up to the first
+ * entry that is not an index or a GPU- UUID prefix). */
+static bool nvml_visible(nvmlDevice_t device)
+{
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    if (!vis) return true;
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = "";
+    unsigned index = ~0u;
+    nvml_uuid_fn uuid_of = (nvml_uuid_fn)nvml_real("nvmlDeviceGetUUID");
+    __typeof__(&nvmlDeviceGetIndex) index_of = NVML_REAL(nvmlDeviceGetIndex);
+    if (uuid_of && uuid_of(device, uuid, sizeof uuid) != NVML_SUCCESS) uuid[0] = '\0';
+    if (index_of && index_of(device, &index) != NVML_SUCCESS) index = ~0u;
+    for (const char *p = vis; *p;) {
+        size_t n = strcspn(p, ",");
+        char e[128];
+        if (n == 0 || n >= sizeof e) return false;
+        memcpy(e, p, n);
+        e[n] = '\0';
+        char *end;
+        unsigned long i = strtoul(e, &end, 10);
+        if (e[0] >= '0' && e[0] <= '9' && *end == '\0') {
+            if (i == index) return true;
+        } else if (strncasecmp(e, "GPU-", 4) == 0) {
+            if (uuid[0] && strncasecmp(uuid, e, n) == 0) return true;
+        } else {
+            return false;
+        }
+        p += n;
+        if (*p == ',') p++;
+    }
+    return false;
+}
+
+/* Before CUDA is initialised: the process's own limit on a device it will see; false where none applies. */
+static bool nvml_view_early(nvmlDevice_t device, unsigned long long *total, unsigned long long *free_bytes)
+{
+    int n;
+    if (rota_steady_mode() != ROTA_MODE_ACTIVE || ROTA_REAL(cuDeviceGetCount)(&n) != CUDA_ERROR_NOT_INITIALIZED)
+        return false;
+    uint64_t lim = rota_options()->mem_limit;
+    if (!lim || !nvml_visible(device)) return false;
+    if (lim < *total) *total = lim;
+    if (*free_bytes > *total) *free_bytes = *total;
+    return true;
+}
+
 /* NVML's total and free as this process sees them; false if the device is not one of its CUDA devices. */
 static bool nvml_view(nvmlDevice_t device, unsigned long long *total, unsigned long long *free_bytes)
 {
     rota_driver_init();
     int d = nvml_cuda_device(device);
-    if (d < 0) return false;
+    if (d < 0) return nvml_view_early(device, total, free_bytes);
     size_t t = (size_t)*total, f = (size_t)*free_bytes;
     client_mem_view(d, &f, &t);
     *total = t;

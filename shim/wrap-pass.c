@@ -24,12 +24,15 @@
 #define ROTA_PASS_CTX(...) __VA_ARGS__
 /* A synchronisation is when the driver gives a pool's memory above its release threshold back: the ledger follows,
  * and under pressure rota trims the pools (client_mempool_sync_idle, cheap when the process allocated from no pool). */
-#define ROTA_WRAP_SYNC(name, params, args)        \
+/* A synchronisation that returned (not a query) also accounts the device time of the uncontended launches
+ * not sampled yet (client_launch_synced, one load when there are none). */
+#define ROTA_WRAP_SYNC(name, base, params, args)  \
     CUresult CUDAAPI name params                  \
     {                                             \
         ROTA_ENTER(name, args);                   \
         CUresult rc = ROTA_REAL(name) args;       \
-        client_mempool_sync_idle();                   \
+        client_mempool_sync_idle();               \
+        if (rc == CUDA_SUCCESS && __builtin_strcmp(#base, "cuStreamQuery") != 0) client_launch_synced(); \
         ROTA_LEAVE();                             \
         return rc;                                \
     }                                             \
@@ -46,7 +49,7 @@
 #define ROTA_FN(fam, name, base, ver, pt, params, args, stream) ROTA_PASS_##fam(ROTA_WRAP_PASS(name, params, args))
 #include "shim/wrappers.def"
 #undef ROTA_FN
-#define ROTA_FN(fam, name, base, ver, pt, params, args, stream) ROTA_SYNC_##fam(ROTA_WRAP_SYNC(name, params, args))
+#define ROTA_FN(fam, name, base, ver, pt, params, args, stream) ROTA_SYNC_##fam(ROTA_WRAP_SYNC(name, base, params, args))
 #define ROTA_SYNC_SYNC(...) __VA_ARGS__
 #define ROTA_SYNC_INIT(...)
 #define ROTA_SYNC_PROC(...)

@@ -7,3 +7,9 @@ __global__ void scale_f32(float *x, float a, unsigned long long n)
     unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
     if (i < n) x[i] *= a;
 }
+
+// C linkage and launch bounds: the cubin records 128 as its most threads per block (tests/simcuda/image-t).
+extern "C" __global__ void __launch_bounds__(128) bounded_fill(unsigned *p, unsigned v)
+{
+    p[blockIdx.x * blockDim.x + threadIdx.x] = v;
+}

@@ -361,6 +361,34 @@ int main(void)
     th_finish(&a);
     th_finish(&b);
 
+    /* 9. ROTA_MEM_RETRY=auto follows PyTorch's allocator configuration: with PYTORCH_NO_CUDA_MEMORY_CACHING or
+     *    backend:cudaMallocAsync PyTorch raises OutOfMemoryError at its first refusal (no retry), so a request from
+     *    libc10_cuda queues; with backend:native (the caching allocator, among other settings) it is refused once */
+    static const char *const torchconf[][3] = {
+        {"ROTA_MEM_WAIT=10", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", NULL},
+        {"ROTA_MEM_WAIT=10", "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False, backend: cudaMallocAsync", NULL},
+        {"ROTA_MEM_WAIT=10", "PYTORCH_ALLOC_CONF=backend:cudaMallocAsync", NULL},
+        {"ROTA_MEM_WAIT=10", "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128,backend:native", NULL},
+    };
+    for (int k = 0; k < 4; k++) {
+        bool retries = k == 3;
+        spawn(&a, (const char **)torchconf[k]);
+        spawn(&b, plain);
+        is_int(say_code(&a, "c10load", 5000), 0, "%s: A loads a libc10_cuda.so", torchconf[k][1]);
+        is_int(say_rc(&a, "c10alloc 100M", 5000, NULL, NULL), 0, "  A holds 100M through libc10_cuda");
+        is_int(say_rc(&b, "alloc 800M", 5000, NULL, NULL), 0, "  B holds 800M");
+        fprintf(a.to, "c10torch 300M\n");
+        fflush(a.to);
+        usleep(300000);
+        if (!retries) is_str(th_say(&a, NULL, 100), "", "  A's 300M through libc10_cuda waits (not refused: no retry)");
+        is_int(say_code(&b, "freeall", 5000), 0, "  B frees");
+        is_int(say_rc(&a, NULL, 5000, NULL, &attempts), 0, "  A's 300M is granted");
+        is_int(attempts, retries ? 2 : 1, "  %s", retries ? "at its second attempt (the caching allocator retries)"
+                                                           : "at its first attempt");
+        th_finish(&a);
+        th_finish(&b);
+    }
+
     /* 10. refused at its own limit, a caching allocator's released cache serves its retry, not a queued job */
     spawn(&a, (const char *[]){"ROTA_MEM_WAIT=10", "ROTA_MEM_RETRY=on", "ROTA_MEM_LIMIT=256M", NULL});
     spawn(&b, plain);

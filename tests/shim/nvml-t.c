@@ -7,7 +7,8 @@
  * Under librota with ROTA_MEM_LIMIT=256M on a 1 GiB simcuda device, after a 64 MiB allocation: NVML reached as
  * PyTorch and vLLM reach it (dlopen("libnvidia-ml.so.1") + dlsym) gives librota's wrappers, and they report
  * total 256 MiB with the same free as cuMemGetInfo, and a process list of this process alone holding 64 MiB.
- * A program linked with -lnvidia-ml gets the same wrappers from the global scope (librota's exports).
+ * A program linked with -lnvidia-ml gets the same wrappers from the global scope (librota's exports). Asked before
+ * CUDA's first call, NVML already reports the limit (ROTA_MEM_LIMIT is known from the start).
  * Skipped on a real driver (its NVML is NVIDIA's, the device sizes are not the test's).
  */
 #define MIB (1024ull * 1024ull)
@@ -26,13 +27,6 @@ int main(int argc, char **argv)
     shim_preload_self(argv, "nvml");
     atexit(shim_cleanup);
     alarm(30);
-    shim_dev_t d;
-    shim_dev_init(&d);
-    if (!d.simcuda) {
-        shim_dev_fini(&d);
-        skip_all("not simcuda: the real NVML and device sizes");
-    }
-    plan(14);
     void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (h == NULL) bail("dlopen libnvidia-ml.so.1: %s", dlerror());
     __typeof__(&nvmlInit_v2) init = (__typeof__(&nvmlInit_v2))dlsym(h, "nvmlInit_v2");
@@ -46,6 +40,21 @@ int main(int argc, char **argv)
     __typeof__(&nvmlDeviceGetComputeRunningProcesses) procs1 =
         (__typeof__(&nvmlDeviceGetComputeRunningProcesses))dlsym(h, "nvmlDeviceGetComputeRunningProcesses");
     if (!init || !by_index || !meminfo || !meminfo2 || !procs3 || !procs1) bail("NVML symbols missing");
+    /* before any CUDA call */
+    nvmlMemory_t early = {0};
+    nvmlDevice_t edev;
+    nvmlReturn_t early_rc = init();
+    if (early_rc == NVML_SUCCESS) early_rc = by_index(0, &edev);
+    if (early_rc == NVML_SUCCESS) early_rc = meminfo(edev, &early);
+    shim_dev_t d;
+    shim_dev_init(&d);
+    if (!d.simcuda) {
+        shim_dev_fini(&d);
+        skip_all("not simcuda: the real NVML and device sizes");
+    }
+    plan(15);
+    ok(early_rc == NVML_SUCCESS && early.total == 256 * MIB && early.free <= 256 * MIB,
+       "before cuInit, NVML already reports the limit (total %llu MiB)", early.total / MIB);
     ok(in_lib((void *)meminfo, "librota") && in_lib((void *)meminfo2, "librota") && in_lib((void *)procs3, "librota") &&
            in_lib((void *)procs1, "librota"),
        "dlsym on libnvidia-ml.so.1's handle gives librota's wrappers of the memory and process queries");

@@ -24,7 +24,7 @@
 /* ---- handle registry: every live handle, so a stale or foreign one gives CUDA_ERROR_INVALID_HANDLE ---- */
 enum api_kind {
     API_KIND_CTX = 1, API_KIND_STREAM, API_KIND_EVENT, API_KIND_MODULE, API_KIND_FUNC, API_KIND_LIBRARY,
-    API_KIND_POOL, API_KIND_GRAPH, API_KIND_GRAPHEXEC, API_KIND_MEMHANDLE,
+    API_KIND_POOL, API_KIND_GRAPH, API_KIND_GRAPHEXEC, API_KIND_MEMHANDLE, API_KIND_LINK,
 };
 int api_handle_add(const void *h, int kind);    /* 0 or -ENOMEM */
 void api_handle_del(const void *h);

@@ -133,6 +133,63 @@ CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNod
     return api_cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
+/* Instantiation with a parameter block (cuda.core's GraphBuilder.complete): the flags of WithFlags, the
+ * upload done at once on hUploadStream (simcuda keeps nothing on the device to upload), the result reported. */
+static CUresult graph_instantiate_params(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                         CUDA_GRAPH_INSTANTIATE_PARAMS *p, bool ptds)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    p->hErrNode_out = NULL;
+    if ((p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) && p->hUploadStream) {
+        api_stream_t *s;
+        CUresult rc = api_ready();
+        if (rc == CUDA_SUCCESS)
+            rc = api_stream_resolve(p->hUploadStream, ptds, &s);
+        if (rc != CUDA_SUCCESS) {
+            p->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+            return rc;
+        }
+    }
+    CUresult rc = api_cuGraphInstantiateWithFlags(phGraphExec, hGraph, p->flags);
+    p->result_out = rc == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+    return rc;
+}
+
+CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    return graph_instantiate_params(phGraphExec, hGraph, instantiateParams, false);
+}
+
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    return graph_instantiate_params(phGraphExec, hGraph, instantiateParams, true);
+}
+
+/* An upload checks its exec and stream; the graph is already "on the device" once instantiated. */
+static CUresult graph_upload(CUgraphExec x, CUstream h, bool ptds)
+{
+    CUresult rc = check_handle(x, API_KIND_GRAPHEXEC);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    api_stream_t *s;
+    if ((rc = api_stream_resolve(h, ptds, &s)) != CUDA_SUCCESS)
+        return rc;
+    return s->ctx == x->ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return graph_upload(hGraphExec, hStream, false);
+}
+
+CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return graph_upload(hGraphExec, hStream, true);
+}
+
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
     CUresult rc = check_handle(hGraphExec, API_KIND_GRAPHEXEC);
@@ -202,4 +259,6 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 /* Hidden aliases of this file's entry points (see API_ALIAS in api-internal.h). */
 API_ALIAS(cuGraphCreate); API_ALIAS(cuGraphDestroy); API_ALIAS(cuGraphExecDestroy); API_ALIAS(cuGraphGetNodes);
 API_ALIAS(cuGraphInstantiate); API_ALIAS(cuGraphInstantiateWithFlags); API_ALIAS(cuGraphInstantiate_v2);
+API_ALIAS(cuGraphInstantiateWithParams); API_ALIAS(cuGraphInstantiateWithParams_ptsz); API_ALIAS(cuGraphUpload);
+API_ALIAS(cuGraphUpload_ptsz);
 API_ALIAS(cuGraphLaunch); API_ALIAS(cuGraphLaunch_ptsz); API_ALIAS(cuGraphNodeGetType);

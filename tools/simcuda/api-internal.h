@@ -204,7 +204,12 @@ struct CUfunc_st {
     bool is_kernel;              /* a CUkernel of a library (context-independent) */
     CUcontext ctx;               /* owning context of a module's function */
     _Atomic int max_dyn_smem;    /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (set while others launch) */
+    int regs, max_threads;       /* per thread; per block: from its cubin where it records them (image.c) */
+    int local_bytes, binary_version;
 };
+#define API_FUNC_REGS 16         /* registers per thread of a kernel whose image does not say (PTX) */
+/* JIT options (api-module.c): each one CUDA defines, the outputs filled as after a JIT that logged nothing. */
+CUresult api_jit_options(unsigned int n, CUjit_option *opts, void **vals);
 int api_kernel_lookup(const char *name);          /* -1 if unknown */
 size_t api_kernel_arg_count(int id);
 

@@ -1,6 +1,7 @@
-/* api-module.c - modules and libraries: images are accepted uninterpreted, but for PTX newer than the simulated
- * driver; spin_ns, fill_u32 and add_f32 resolve in every one of them, any other name is CUDA_ERROR_NOT_FOUND. */
+/* api-module.c - modules and libraries: an image's kernels are the names it defines (image.c reads it), with the
+ * resources it records; spin_ns, fill_u32 and add_f32 run as simcuda's built-in kernels. */
 #include "tools/simcuda/api-internal.h"
+#include "tools/simcuda/image.h"
 
 #include "runtime/lib/ptxver.h"
 
@@ -35,10 +36,10 @@ size_t api_kernel_arg_count(int id)
 
 /*
  * A module or library holds the functions looked up in it, one handle per name, created at the first lookup:
- * the built-in kernels resolve in every image; any other name resolves in an image simcuda cannot read (a
- * cubin, an nvcc fatbin, a library file) and in PTX text that declares it (.entry NAME), and runs as
- * API_KERNEL_OTHER. Each function is an allocation of its own, so no kernel handle ever equals the handle of
- * its library or module. funcs_lock guards every owner's list (lookups are not on a hot path).
+ * a name resolves when the image defines it (a PTX .entry, a cubin's entry symbol, in any usable entry of a
+ * fatbin), else CUDA_ERROR_NOT_FOUND; a name other than the built-in kernels runs as API_KERNEL_OTHER. Each
+ * function is an allocation of its own, so no kernel handle ever equals the handle of its library or module.
+ * funcs_lock guards every owner's list (lookups are not on a hot path).
  */
 /* A __device__ variable (cuLibraryGetGlobal, cuModuleGetGlobal): API_GLOBAL_BYTES of zeroed device memory per
  * name, since simcuda does not read variable sizes out of images; not charged to the device's memory. */
@@ -52,7 +53,8 @@ typedef struct api_global {
 typedef struct api_funcs {
     api_func_t *head;
     api_global_t *globals;
-    char *ptx;                   /* a copy of a PTX text image, NULL for a binary one (any name resolves) */
+    char *ptx;                   /* a copy of a PTX text image (its .global variables), NULL for a binary one */
+    image_t img;                 /* its kernels (image.c) */
 } api_funcs_t;
 
 struct CUmod_st {
@@ -90,6 +92,7 @@ static void funcs_fini(api_funcs_t *fs)
     }
     free(fs->ptx);
     fs->ptx = NULL;
+    image_free(&fs->img);
 }
 
 /* Whether PTX text declares a .global variable called name. */
@@ -147,39 +150,35 @@ static CUresult globals_get(api_funcs_t *fs, const char *name, int dev, CUdevice
     return rc;
 }
 
-/* PTX text (starts, after blanks and comments, like PTX does: a directive), copied; NULL for anything else. */
-static int funcs_set_image(api_funcs_t *fs, const void *image)
+/* The image's kernels (img, parsed by image_check, is moved into fs); PTX text is also copied (its globals). */
+static int funcs_set_image(api_funcs_t *fs, const void *image, image_t *img)
 {
-    if (image == NULL || ptxver_of_image(image) <= 0)
+    fs->img = *img;
+    memset(img, 0, sizeof(*img));
+    if (fs->img.kind != IMAGE_PTX)
         return 0;
     fs->ptx = strdup(image);
     return fs->ptx ? 0 : -ENOMEM;
 }
 
-/* Whether PTX text declares an entry called name (".entry name" followed by '(' or a blank). */
-static bool ptx_has_entry(const char *ptx, const char *name)
+/* The image's record of a function's resources, or simcuda's defaults where it has none. */
+static void func_resources(api_func_t *f, const image_kernel_t *k)
 {
-    size_t n = strlen(name);
-    for (const char *p = strstr(ptx, ".entry"); p; p = strstr(p + 6, ".entry")) {
-        const char *q = p + 6;
-        while (*q == ' ' || *q == '\t')
-            q++;
-        if (strncmp(q, name, n) == 0 && (q[n] == '(' || q[n] == ' ' || q[n] == '\t' || q[n] == '\n' ||
-                                          q[n] == '\r'))
-            return true;
-    }
-    return false;
+    f->regs = k && k->regs > 0 ? k->regs : API_FUNC_REGS;
+    f->max_threads = k && k->max_threads > 0 ? k->max_threads : 1024;
+    f->local_bytes = k && k->local_bytes > 0 ? k->local_bytes : 0;
+    f->binary_version = k && k->arch > 0 ? k->arch : 90;
 }
 
 /* The function called name in fs (created on first use): CUDA_SUCCESS, NOT_FOUND or OUT_OF_MEMORY. */
 static CUresult funcs_get(api_funcs_t *fs, const char *name, CUcontext ctx, bool is_kernel, api_func_t **out)
 {
+    const image_kernel_t *k = image_kernel_find(&fs->img, name);
+    if (!k && fs->img.names_known)
+        return CUDA_ERROR_NOT_FOUND;
     int id = api_kernel_lookup(name);
-    if (id < 0) {
-        if (fs->ptx && !ptx_has_entry(fs->ptx, name))
-            return CUDA_ERROR_NOT_FOUND;
+    if (id < 0)
         id = API_KERNEL_OTHER;
-    }
     CUresult rc = CUDA_SUCCESS;
     pthread_mutex_lock(&funcs_lock);
     api_func_t *f;
@@ -200,6 +199,7 @@ static CUresult funcs_get(api_funcs_t *fs, const char *name, CUcontext ctx, bool
             f->ctx = ctx;
             f->is_kernel = is_kernel;
             f->max_dyn_smem = DEFAULT_DYN_SMEM;
+            func_resources(f, k);
             f->next = fs->head;
             fs->head = f;
         }
@@ -209,11 +209,13 @@ static CUresult funcs_get(api_funcs_t *fs, const char *name, CUcontext ctx, bool
     return rc;
 }
 
-/* Registers obj (a module or library) as a handle of kind with a copy of its image: 0 or -ENOMEM. */
-static int funcs_owner_add(void *obj, int kind, api_funcs_t *fs, const void *image)
+/* Registers obj (a module or library) as a handle of kind with its parsed image: 0 or -ENOMEM. */
+static int funcs_owner_add(void *obj, int kind, api_funcs_t *fs, const void *image, image_t *img)
 {
-    if (funcs_set_image(fs, image) < 0)
+    if (funcs_set_image(fs, image, img) < 0) {
+        funcs_fini(fs);
         return -ENOMEM;
+    }
     if (api_handle_add(obj, kind) < 0) {
         funcs_fini(fs);
         return -ENOMEM;
@@ -252,11 +254,7 @@ static CUresult funcs_count(unsigned int *count, const void *owner, int kind, co
         return CUDA_ERROR_INVALID_VALUE;
     if (!owner || !api_handle_is(owner, kind))
         return CUDA_ERROR_INVALID_HANDLE;
-    unsigned n = 0;
-    if (fs->ptx)
-        for (const char *p = strstr(fs->ptx, ".entry"); p; p = strstr(p + 6, ".entry"))
-            n++;
-    *count = n > API_KERNEL_COUNT ? n : API_KERNEL_COUNT;
+    *count = (unsigned)fs->img.n;
     return CUDA_SUCCESS;
 }
 
@@ -265,21 +263,60 @@ static CUresult options_ok(unsigned int n, const void *opts, void *const *vals)
     return n > 0 && (!opts || !vals) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
-/* An image this driver would not JIT: PTX text whose .version is newer than the ISA of SIMCUDA_DRIVER_VERSION
- * (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, as a real driver refuses it), or whose directive is malformed. Anything else
- * (a cubin, a fatbin, text without the directive) is accepted uninterpreted. */
-static CUresult image_check(const void *image)
+/* JIT options (cuModuleLoadDataEx, cuLinkCreate): every option must be one CUDA defines; the outputs a driver
+ * fills are filled as after a JIT that logged nothing (empty logs, their sizes 0, a wall time of 0 ms). */
+CUresult api_jit_options(unsigned int n, CUjit_option *opts, void **vals)
 {
+    CUresult rc = options_ok(n, opts, vals);
+    for (unsigned i = 0; i < n && rc == CUDA_SUCCESS; i++)
+        if ((unsigned)opts[i] >= CU_JIT_NUM_OPTIONS)
+            rc = CUDA_ERROR_INVALID_VALUE;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    for (unsigned i = 0; i < n; i++) {
+        switch (opts[i]) {
+        case CU_JIT_WALL_TIME: { float ms = 0; memcpy(&vals[i], &ms, sizeof(ms)); break; }
+        case CU_JIT_INFO_LOG_BUFFER:
+        case CU_JIT_ERROR_LOG_BUFFER:
+            for (unsigned j = 0; j < n; j++)
+                if (vals[i] && ((opts[i] == CU_JIT_INFO_LOG_BUFFER && opts[j] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES) ||
+                                (opts[i] == CU_JIT_ERROR_LOG_BUFFER && opts[j] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)) &&
+                    (uintptr_t)vals[j] > 0)
+                    ((char *)vals[i])[0] = '\0';
+            break;
+        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: vals[i] = (void *)(uintptr_t)0; break;
+        default: break;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* The simulated device's SM version (90): which cubins it runs and which PTX it JITs. */
+#define DEVICE_SM 90
+
+/* Whether this driver loads image (len bytes, SIZE_MAX if not known): img holds its kernels on success.
+ * Not an image: CUDA_ERROR_INVALID_IMAGE; nothing for an sm_90: NO_BINARY_FOR_GPU; PTX whose .version is newer
+ * than the ISA of SIMCUDA_DRIVER_VERSION: UNSUPPORTED_PTX_VERSION (as a real driver refuses it); a malformed
+ * directive: INVALID_PTX. */
+static CUresult image_check(const void *image, size_t len, image_t *img)
+{
+    memset(img, 0, sizeof(*img));
     int isa = ptxver_of_image(image);
     if (isa == -EINVAL)
         return CUDA_ERROR_INVALID_PTX;
     const simnode_config_t *cfg = simnode_config();
     if (isa > 0 && cfg && isa > ptxver_for_driver((int)cfg->driver_version))
         return CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
-    return CUDA_SUCCESS;
+    switch (image_parse(image, len, DEVICE_SM, img)) {
+    case 0: return CUDA_SUCCESS;
+    case -ENOMEM: return CUDA_ERROR_OUT_OF_MEMORY;
+    case IMAGE_ERR_NO_BINARY: return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    default: return CUDA_ERROR_INVALID_IMAGE;
+    }
 }
 
-static CUresult module_new(CUmodule *module, const void *image)
+static CUresult module_new(CUmodule *module, const void *image, image_t *img)
 {
     CUcontext c;
     CUresult rc = api_ctx_current(&c);
@@ -289,7 +326,7 @@ static CUresult module_new(CUmodule *module, const void *image)
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
     m->ctx = c;
-    if (funcs_owner_add(m, API_KIND_MODULE, &m->funcs, image) < 0) {
+    if (funcs_owner_add(m, API_KIND_MODULE, &m->funcs, image, img) < 0) {
         free(m);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -310,11 +347,13 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int nu
         return rc;
     if (!module || !image)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = options_ok(numOptions, options, optionValues)) != CUDA_SUCCESS)
+    if ((rc = api_jit_options(numOptions, options, optionValues)) != CUDA_SUCCESS)
         return rc;
-    if ((rc = image_check(image)) != CUDA_SUCCESS)
-        return rc;
-    return module_new(module, image);
+    image_t img;
+    if ((rc = image_check(image, SIZE_MAX, &img)) == CUDA_SUCCESS)
+        rc = module_new(module, image, &img);
+    image_free(&img);
+    return rc;
 }
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image)
@@ -327,13 +366,31 @@ CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
     return api_cuModuleLoadData(module, fatCubin);
 }
 
-static CUresult file_readable(const char *fname)
+/* The contents of an image file (NUL-terminated, as PTX text must be), read for image_check. */
+#define IMAGE_FILE_MAX (1L << 30)
+static CUresult file_read(const char *fname, char **buf, size_t *len)
 {
     FILE *f = fopen(fname, "rb");
     if (!f)
         return CUDA_ERROR_FILE_NOT_FOUND;
+    CUresult rc = CUDA_ERROR_FILE_NOT_FOUND;
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (size < 0 || size > IMAGE_FILE_MAX || fseek(f, 0, SEEK_SET) != 0)
+        goto out_close;
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!(*buf = malloc((size_t)size + 1)))
+        goto out_close;
+    rc = CUDA_SUCCESS;
+    if (fread(*buf, 1, (size_t)size, f) != (size_t)size) {
+        free(*buf);
+        rc = CUDA_ERROR_FILE_NOT_FOUND;
+        goto out_close;
+    }
+    (*buf)[size] = '\0';
+    *len = (size_t)size;
+out_close:
     fclose(f);
-    return CUDA_SUCCESS;
+    return rc;
 }
 
 CUresult cuModuleLoad(CUmodule *module, const char *fname)
@@ -344,9 +401,16 @@ CUresult cuModuleLoad(CUmodule *module, const char *fname)
         return rc;
     if (!module || !fname)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = file_readable(fname)) != CUDA_SUCCESS)
+    char *buf;
+    size_t len;
+    if ((rc = file_read(fname, &buf, &len)) != CUDA_SUCCESS)
         return rc;
-    return module_new(module, NULL);
+    image_t img;
+    if ((rc = image_check(buf, len, &img)) == CUDA_SUCCESS)
+        rc = module_new(module, buf, &img);
+    image_free(&img);
+    free(buf);
+    return rc;
 }
 
 CUresult cuModuleUnload(CUmodule hmod)
@@ -397,19 +461,21 @@ CUresult cuModuleGetFunctionCount(unsigned int *count, CUmodule mod)
 }
 
 /* ---- libraries (context-independent) ------------------------------------------------------------------ */
-static CUresult library_new(CUlibrary *library, const void *image, unsigned int numJitOptions, CUjit_option *jitOptions,
-                            void **jitOptionsValues, unsigned int numLibraryOptions,
+static CUresult library_new(CUlibrary *library, const void *image, size_t len, unsigned int numJitOptions,
+                            CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numLibraryOptions,
                             CUlibraryOption *libraryOptions, void **libraryOptionValues)
 {
-    CUresult rc = options_ok(numJitOptions, jitOptions, jitOptionsValues);
+    CUresult rc = api_jit_options(numJitOptions, jitOptions, jitOptionsValues);
     if (rc == CUDA_SUCCESS)
         rc = options_ok(numLibraryOptions, libraryOptions, libraryOptionValues);
     if (rc != CUDA_SUCCESS)
         return rc;
+    image_t img;
+    if ((rc = image_check(image, len, &img)) != CUDA_SUCCESS)
+        return rc;
     struct CUlib_st *l = api_calloc(1, sizeof(*l));
-    if (!l)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    if (funcs_owner_add(l, API_KIND_LIBRARY, &l->funcs, image) < 0) {
+    if (!l || funcs_owner_add(l, API_KIND_LIBRARY, &l->funcs, image, &img) < 0) {
+        image_free(&img);
         free(l);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -426,9 +492,7 @@ CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *j
         return rc;
     if (!library || !code)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = image_check(code)) != CUDA_SUCCESS)
-        return rc;
-    return library_new(library, code, numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions, libraryOptions,
+    return library_new(library, code, SIZE_MAX, numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions, libraryOptions,
                        libraryOptionValues);
 }
 
@@ -442,10 +506,14 @@ CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_o
         return rc;
     if (!library || !fileName)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = file_readable(fileName)) != CUDA_SUCCESS)
+    char *buf;
+    size_t len;
+    if ((rc = file_read(fileName, &buf, &len)) != CUDA_SUCCESS)
         return rc;
-    return library_new(library, NULL, numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions, libraryOptions,
-                       libraryOptionValues);
+    rc = library_new(library, buf, len, numJitOptions, jitOptions, jitOptionsValues, numLibraryOptions,
+                     libraryOptions, libraryOptionValues);
+    free(buf);
+    return rc;
 }
 
 CUresult cuLibraryUnload(CUlibrary library)
@@ -540,13 +608,13 @@ CUresult cuKernelGetName(const char **name, CUkernel hfunc)
 static CUresult func_attribute(int *pi, CUfunction_attribute attrib, const api_func_t *f)
 {
     switch (attrib) {
-    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = f->max_threads; break;
     case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *pi = 0; break;
     case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *pi = 0; break;
-    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = 0; break;
-    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = 16; break;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *pi = f->local_bytes; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: *pi = f->regs; break;
     case CU_FUNC_ATTRIBUTE_PTX_VERSION: *pi = 75; break;
-    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = 90; break;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *pi = f->binary_version; break;
     case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA: *pi = 0; break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = f->max_dyn_smem; break;
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *pi = -1; break;

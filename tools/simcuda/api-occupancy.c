@@ -6,18 +6,18 @@ API_INTERNAL(cuOccupancyMaxPotentialBlockSizeWithFlags);
 
 /*
  * An sm_90 multiprocessor as device_attribute() reports it: 2048 threads, 32 blocks, 65536 registers, 228 KiB
- * of shared memory of which each block reserves 1 KiB. Every simcuda kernel uses 16 registers per thread and
- * no static shared memory (cuFuncGetAttribute), so the limits are threads, blocks and dynamic shared memory.
+ * of shared memory of which each block reserves 1 KiB. A kernel uses the registers per thread and the most
+ * threads per block its cubin records (16 and 1024 where the image does not say: PTX) and no static shared
+ * memory, so the limits are threads, blocks, registers and dynamic shared memory.
  * PyTorch and cuBLAS size their grids with these; simcuda's device time does not depend on the answer.
  */
 #define SM_THREADS 2048
 #define SM_BLOCKS 32
 #define SM_REGS 65536
-#define FUNC_REGS 16
 #define SM_SMEM 233472
 #define BLOCK_SMEM_RESERVED 1024
 
-static int blocks_per_sm(int block_size, size_t smem)
+static int blocks_per_sm(int block_size, size_t smem, int regs)
 {
     if (block_size <= 0 || block_size > 1024)
         return 0;
@@ -25,7 +25,7 @@ static int blocks_per_sm(int block_size, size_t smem)
     int n = SM_THREADS / warps_threads;
     if (n > SM_BLOCKS)
         n = SM_BLOCKS;
-    int by_regs = SM_REGS / (warps_threads * FUNC_REGS);
+    int by_regs = SM_REGS / (warps_threads * (regs > 0 ? regs : API_FUNC_REGS));
     if (by_regs < n)
         n = by_regs;
     size_t per_block = smem + BLOCK_SMEM_RESERVED;
@@ -50,7 +50,7 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CU
         return rc;
     if (!numBlocks || blockSize <= 0 || blockSize > 1024 || dynamicSMemSize > (size_t)func->max_dyn_smem)
         return CUDA_ERROR_INVALID_VALUE;
-    *numBlocks = blocks_per_sm(blockSize, dynamicSMemSize);
+    *numBlocks = blockSize > func->max_threads ? 0 : blocks_per_sm(blockSize, dynamicSMemSize, func->regs);
     return CUDA_SUCCESS;
 }
 
@@ -74,11 +74,11 @@ CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockS
     if ((rc = api_ctx_current(&c)) != CUDA_SUCCESS)
         return rc;
     const simnode_devinfo_t *d = simnode_device(c->dev);
-    int limit = blockSizeLimit > 0 && blockSizeLimit < 1024 ? blockSizeLimit : 1024;
+    int limit = blockSizeLimit > 0 && blockSizeLimit < func->max_threads ? blockSizeLimit : func->max_threads;
     int best_bs = 0, best_threads = 0, best_blocks = 0;
     for (int bs = limit / 32 * 32; bs >= 32; bs -= 32) {
         size_t smem = blockSizeToDynamicSMemSize ? blockSizeToDynamicSMemSize(bs) : dynamicSMemSize;
-        int n = blocks_per_sm(bs, smem);
+        int n = blocks_per_sm(bs, smem, func->regs);
         if (n * bs > best_threads) {
             best_threads = n * bs;
             best_bs = bs;
@@ -106,7 +106,7 @@ CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunc
         return rc;
     if (!dynamicSmemSize || numBlocks <= 0 || blockSize <= 0 || blockSize > 1024)
         return CUDA_ERROR_INVALID_VALUE;
-    if (blocks_per_sm(blockSize, 0) < numBlocks) {
+    if (blocks_per_sm(blockSize, 0, func->regs) < numBlocks) {
         *dynamicSmemSize = 0;
         return CUDA_SUCCESS;
     }
