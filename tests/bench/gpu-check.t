@@ -133,7 +133,7 @@ trap 'rm -rf "$T" "/dev/shm/$GPUCHECK_T_NODE"' EXIT
 # gpu-share's phases on simcuda (the workload carries a RUNPATH to it here): one length, 1 s each
 export GPU_SHARE_ARGS="--long-us 20000 --seconds 1"
 
-echo 1..14
+echo 1..15
 "$SRC/scripts/gpu-check" 1x >/dev/null 2>"$T/err"; rc=$?
 [ $rc = 2 ] && grep -q "SECONDS must be a whole number" "$T/err"; ok $? "a bad SECONDS: usage error, exit 2"
 "$SRC/scripts/gpu-check" 1 2 >/dev/null 2>"$T/err"; rc=$?
