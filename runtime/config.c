@@ -54,6 +54,7 @@ static const config_num_t config_nums[] = {
     {"high-stall-ms", offsetof(config_t, high_stall_ms), 1000, 10, 3600000},
     {"doorbell-max-hz", offsetof(config_t, doorbell_max_hz), 2000, 10, 1000000},
     {"grace-ms", offsetof(config_t, grace_ms), 2000, 0, 60000},
+    {"max-waits-per-user", offsetof(config_t, max_waits_per_user), 256, 1, 65536},
 };
 
 void config_init(config_t *cfg)

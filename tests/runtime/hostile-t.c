@@ -1,0 +1,279 @@
+/* hostile-t.c - TAP tests for rotad under a hostile or careless user, round 2 (issue 32): floods of waiting
+ * requests, placement claims, the restart grace, trusted limits, per-user budgets, against a live rotad. */
+#include "runtime/abi.h"
+#include "runtime/lib/conn.h"
+#include "runtime/lib/proto.h"
+#include "tests/runtime/rotad-helpers.h"
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#define LD(p) atomic_load(p)
+
+static const uint8_t U0[16] = {0xaa, 1, 2, 3};
+static const uint64_t CAP = 1000;
+/* rotad keeps at most this many waiting PLACEs of one connection (runtime/place.h PLACE_MAX_WAITS_PER_CONN). */
+#define HOSTILE_WAITS_PER_CONN 4u
+
+/* ---- a raw client: the protocol without librota ---- */
+
+typedef struct raw_client {
+    int fd;
+    int fds[3];
+    int nfds;
+    rota_msg_welcome_t w;
+} raw_client_t;
+
+static int raw_connect(void)
+{
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    memcpy(sun.sun_path, th_sock, strlen(th_sock) + 1);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof sun) < 0) return -1;
+    return fd;
+}
+
+/* HELLO as role; 0 when welcomed (the descriptors in rc->fds), else the WELCOME's status (or -EIO). */
+static int raw_hello(raw_client_t *rc, unsigned role, unsigned prio, uint64_t limit)
+{
+    memset(rc, 0, sizeof *rc);
+    rc->fd = raw_connect();
+    if (rc->fd < 0) return -EIO;
+    rota_msg_hello_t h = {0};
+    proto_hdr_init(&h.h, ROTA_MSG_HELLO, sizeof h, 0);
+    h.role = role;
+    h.priority = prio;
+    h.weight = 1000;
+    h.mem_limit = limit;
+    snprintf(h.comm, sizeof h.comm, "hostile-t");
+    if (proto_send(rc->fd, &h, sizeof h, NULL, 0)) return -EIO;
+    char buf[ROTA_MSG_MAX];
+    rc->nfds = 3;
+    struct pollfd p = {.fd = rc->fd, .events = POLLIN};
+    if (poll(&p, 1, 5000) != 1) return -EIO;
+    ssize_t n = proto_recv(rc->fd, buf, sizeof buf, rc->fds, &rc->nfds, 0);
+    if (n != (ssize_t)sizeof rc->w) return -EIO;
+    memcpy(&rc->w, buf, sizeof rc->w);
+    return rc->w.status;
+}
+
+static void raw_register(raw_client_t *rc, unsigned prio, uint64_t limit)
+{
+    int rc_ = raw_hello(rc, ROTA_ROLE_CLIENT, prio, limit);
+    if (rc_) bail("registration refused (%d): %s", rc_, rc->w.reason);
+}
+
+static void raw_close(raw_client_t *rc)
+{
+    for (int i = 0; i < rc->nfds; i++) close(rc->fds[i]);
+    if (rc->fd >= 0) close(rc->fd);
+    rc->fd = -1;
+    rc->nfds = 0;
+}
+
+static void raw_mem(raw_client_t *rc, unsigned type, uint32_t seq, const uint8_t *uuid, uint64_t total,
+                    uint64_t bytes, uint32_t wait_ms)
+{
+    rota_msg_mem_t m = {0};
+    proto_hdr_init(&m.h, type, sizeof m, seq);
+    memcpy(m.uuid, uuid, ROTA_UUID_LEN);
+    m.total_mem = total;
+    m.bytes = bytes;
+    m.wait_ms = type == ROTA_MSG_RESERVE ? wait_ms : 0;
+    if (proto_send(rc->fd, &m, sizeof m, NULL, 0)) bail("send mem message");
+}
+
+/* The next RESULT within ms; 0 and *out, or -ETIMEDOUT. */
+static int raw_result(raw_client_t *rc, int ms, rota_msg_result_t *out)
+{
+    char buf[ROTA_MSG_MAX];
+    struct pollfd p = {.fd = rc->fd, .events = POLLIN};
+    if (poll(&p, 1, ms) != 1) return -ETIMEDOUT;
+    ssize_t n = proto_recv(rc->fd, buf, sizeof buf, NULL, NULL, 0);
+    if (n != (ssize_t)sizeof *out) return -EIO;
+    memcpy(out, buf, sizeof *out);
+    return 0;
+}
+
+/* RESERVE and its RESULT's status (-ETIMEDOUT: no answer within ms). */
+static int raw_reserve(raw_client_t *rc, const uint8_t *uuid, uint64_t bytes, uint32_t wait_ms, int ms)
+{
+    raw_mem(rc, ROTA_MSG_RESERVE, 7, uuid, CAP, bytes, wait_ms);
+    rota_msg_result_t r;
+    int e = raw_result(rc, ms, &r);
+    return e ? e : r.status;
+}
+
+static void raw_place(raw_client_t *rc, uint32_t seq, const uint8_t *uuid, uint64_t mem, uint32_t wait_ms)
+{
+    rota_msg_place_t m = {0};
+    proto_hdr_init(&m.h, ROTA_MSG_PLACE, sizeof m, seq);
+    m.ncand = 1;
+    memcpy(m.cand[0].uuid, uuid, ROTA_UUID_LEN);
+    m.cand[0].total_mem = CAP;
+    m.mem = mem;
+    m.wait_ms = wait_ms;
+    if (proto_send(rc->fd, &m, sizeof m, NULL, 0)) bail("send place");
+}
+
+/* Answers that arrive within ms. */
+static unsigned raw_count_results(raw_client_t *rc, int ms)
+{
+    unsigned n = 0;
+    rota_msg_result_t r;
+    while (!raw_result(rc, ms, &r)) n++;
+    return n;
+}
+
+static const rota_region_t *map_region(int fd)
+{
+    void *p = mmap(NULL, ROTA_REGION_MAP_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) bail("map region: %s", strerror(errno));
+    return p;
+}
+
+/* A config file in the test's directory (0644, root's or this user's) with these lines; returns its path. */
+static const char *write_conf(const char *name, const char *text)
+{
+    static char conf[160];
+    snprintf(conf, sizeof conf, "%s/%s", th_dir, name);
+    FILE *f = fopen(conf, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f)) bail("cannot write %s", conf);
+    chmod(conf, 0644);
+    return conf;
+}
+
+/* ---- a second user: a child as uid 65534 that runs an attack and holds it until told ---- */
+
+typedef struct other {
+    pid_t pid;
+    int go[2], done[2];
+} other_t;
+
+/* Forks a child that becomes uid 65534 and runs fn (which must not return before it read a byte from wait_fd),
+ * and waits until fn wrote its byte to ready_fd. Returns false when not root (nothing started). */
+static bool other_start(other_t *o, int (*fn)(int ready_fd, int wait_fd))
+{
+    if (geteuid() != 0) return false;
+    chmod(th_dir, 0755);
+    if (pipe(o->go) || pipe(o->done)) bail("pipe");
+    o->pid = fork();
+    if (o->pid < 0) bail("fork");
+    if (o->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(o->go[1]);
+        close(o->done[0]);
+        if (setgid(65534) < 0 || setuid(65534) < 0) _exit(100);
+        _exit(fn(o->done[1], o->go[0]));
+    }
+    close(o->go[0]);
+    close(o->done[1]);
+    char b;
+    struct pollfd p = {.fd = o->done[0], .events = POLLIN};
+    if (poll(&p, 1, 10000) != 1 || read(o->done[0], &b, 1) != 1) bail("the other user's process did not get ready");
+    return true;
+}
+
+/* Lets the child end; its exit status (0: its own checks held). */
+static int other_finish(other_t *o)
+{
+    char b = 1;
+    if (write(o->go[1], &b, 1) != 1) bail("write");
+    close(o->go[1]);
+    int st = 0;
+    waitpid(o->pid, &st, 0);
+    close(o->done[0]);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void other_ready(int ready_fd, int wait_fd)
+{
+    char b = 1;
+    if (write(ready_fd, &b, 1) != 1) _exit(101);
+    if (read(wait_fd, &b, 1) < 0) _exit(102);
+}
+
+/* ---- item 2: waiting PLACEs are capped per connection and per user; a job larger than every GPU never waits ---- */
+
+static void test_place_flood(void)
+{
+    const char *conf = write_conf("place.conf", "max-waits-per-user 6\ncredit 0\n");
+    const char *args[] = {"--config", conf, NULL};
+    pid_t rotad = th_rotad_start_args(args);
+    raw_client_t h, a, b;
+    raw_register(&h, ROTA_PRIO_NORMAL, 0);
+    is_int(raw_reserve(&h, U0, 500, 0, 5000), 0, "a client holds 500 of the GPU's 1000 bytes");
+    raw_register(&a, ROTA_PRIO_NORMAL, 0);
+    raw_register(&b, ROTA_PRIO_NORMAL, 0);
+    for (uint32_t i = 0; i < 50; i++) raw_place(&a, 100 + i, U0, 800, 3600000);
+    unsigned na = raw_count_results(&a, 1000);
+    is_uint(na, 50 - HOSTILE_WAITS_PER_CONN, "50 waiting PLACEs on one connection: all but %u answered at once",
+            HOSTILE_WAITS_PER_CONN);
+    for (uint32_t i = 0; i < 5; i++) raw_place(&b, 200 + i, U0, 800, 3600000);
+    unsigned nb = raw_count_results(&b, 1000);
+    is_uint(nb, 5 - (6 - HOSTILE_WAITS_PER_CONN), "a second connection of the same user: %u of 5 wait (6 per user)",
+            6 - HOSTILE_WAITS_PER_CONN);
+    const rota_region_t *r = map_region(h.fds[0]);
+    is_uint(LD(&r->place_waiting), 6, "rotad holds 6 waiting PLACEs, not 55");
+    raw_place(&b, 300, U0, ROTA_MAX_BYTES, 3600000);
+    rota_msg_result_t res;
+    ok(!raw_result(&b, 1000, &res), "a PLACE for 2^56 bytes (more than any GPU) is answered at once, not kept");
+    ok(LD(&r->place_wait_bytes) <= 6 * CAP, "the waiting bytes published are bounded (%llu)",
+       (unsigned long long)LD(&r->place_wait_bytes));
+    munmap((void *)r, ROTA_REGION_MAP_SIZE);
+    raw_close(&a);
+    raw_close(&b);
+    raw_close(&h);
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+}
+
+/* ---- item 5: another user's placement claims never make a job wait ---- */
+
+static int other_poison(int ready_fd, int wait_fd)
+{
+    raw_client_t o;
+    if (raw_hello(&o, ROTA_ROLE_OBSERVER, ROTA_PRIO_NORMAL, 0)) return 1;
+    raw_place(&o, 1, U0, ROTA_MAX_BYTES, 0);
+    rota_msg_result_t r;
+    if (raw_result(&o, 5000, &r) || r.status) return 2;
+    raw_place(&o, 2, U0, ROTA_MAX_BYTES, 0);
+    if (raw_result(&o, 5000, &r) || r.status) return 3;
+    other_ready(ready_fd, wait_fd);
+    raw_close(&o);
+    return 0;
+}
+
+static void test_place_poison(void)
+{
+    other_t o;
+    pid_t rotad = th_rotad_start();
+    if (!other_start(&o, other_poison)) {
+        skip("not root: cannot run a second user");
+        skip("not root: cannot run a second user");
+        th_rotad_stop(rotad);
+        return;
+    }
+    raw_client_t v;
+    if (raw_hello(&v, ROTA_ROLE_OBSERVER, ROTA_PRIO_NORMAL, 0)) bail("observer");
+    double t0 = th_now_ms();
+    raw_place(&v, 5, U0, 100, 5000);
+    rota_msg_result_t res;
+    int e = raw_result(&v, 6000, &res);
+    double dt = th_now_ms() - t0;
+    ok(!e && !res.status && dt < 1000,
+       "another user's two PLACEs of 2^56 bytes do not make a 100-byte job wait its 5 s (%.0f ms)", dt);
+    is_int(other_finish(&o), 0, "the other user's placements were made");
+    raw_close(&v);
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+}
+
+int main(void)
+{
+    th_setup("hostile");
+    test_place_flood();
+    test_place_poison();
+    th_cleanup();
+    return done_testing();
+}
