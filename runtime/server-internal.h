@@ -66,6 +66,11 @@ struct server {
     unsigned nfresh;            /* connections that have not sent HELLO yet */
     bool stale;                 /* the socket was left by a rotad that did not stop cleanly: its clients return */
     uint64_t grace_end_ns;      /* until then, a RESERVE that fits waits (its clients re-register first) */
+    struct server_adopt {       /* ADOPTs of the grace, charged when it ends (server_adopt_settle) */
+        unsigned slot, gen, dev;
+        uint64_t bytes;
+    } *adopts;
+    uint32_t nadopts, adopt_cap;
     int reserve_fd;             /* spare descriptor: given up to accept-and-close when out of descriptors */
     config_t defcfg;            /* when the caller passed none */
     uint64_t log_window_ns;     /* server_log_limited: the current one-second window, its lines, those left out */
@@ -113,6 +118,8 @@ void server_serve(server_t *s, unsigned dev);
 void server_on_reserve(server_t *s, client_t *c, const void *msg);
 void server_on_release(server_t *s, client_t *c, const void *msg);
 void server_on_adopt(server_t *s, client_t *c, const void *msg);
+/* The restart grace ended: the ADOPTs it collected are charged, smallest first (docs/design/memory.md). */
+void server_adopt_settle(server_t *s);
 
 /* ---- server-place.c: GPU placement ---- */
 /* place_answer_fn: a waiting PLACE is answered (room appeared, its wait ran out, or rotad stops). */

@@ -230,5 +230,6 @@ void server_close(server_t *s)
     if (s->lock_fd >= 0) close(s->lock_fd);
     if (s->reserve_fd >= 0) close(s->reserve_fd);
     free(s->users);
+    free(s->adopts);
     free(s);
 }

@@ -185,6 +185,7 @@ static void server_grace(server_t *s)
 {
     if (!s->grace_end_ns || server_now_ns() < s->grace_end_ns) return;
     s->grace_end_ns = 0;
+    server_adopt_settle(s); /* what the clients of the rotad before hold, before anything new */
     for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++)
         if (waitq_count_dev(&s->q, d)) waitq_serve(&s->q, d, server_answer, s);
 }
@@ -302,6 +303,7 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
     }
     /* Drain: every queued thread gets an answer (it passes through), every waiting job a GPU, then every client
      * is let go. */
+    server_adopt_settle(s);
     waitq_flush(&s->q, -ESHUTDOWN, server_answer, s);
     place_wait_flush(&s->pl, s->rg.r, server_now_ns(), server_place_answer, s);
     place_wait_publish(&s->pl, s->rg.r);

@@ -269,11 +269,44 @@ static void test_place_poison(void)
     is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
 }
 
+/* ---- item 1: during the restart grace an ADOPT waits its turn; the smallest are charged first ---- */
+
+static uint64_t slot_used0(unsigned slot)
+{
+    rota_slot_t sv = th_slot(slot);
+    return LD(&sv.used[0]);
+}
+
+static void test_adopt_grace(void)
+{
+    const char *conf = write_conf("grace.conf", "credit 0\ngrace-ms 1000\n");
+    const char *args[] = {"--config", conf, NULL};
+    pid_t rotad = th_rotad_start_args(args);
+    kill(rotad, SIGKILL); /* its socket stays: the next rotad starts over a stale one, with the grace */
+    waitpid(rotad, NULL, 0);
+    rotad = th_rotad_start_args(args);
+    raw_client_t a, v, n;
+    raw_register(&a, ROTA_PRIO_NORMAL, 0);
+    raw_register(&v, ROTA_PRIO_NORMAL, 0);
+    raw_mem(&a, ROTA_MSG_ADOPT, 1, U0, CAP, CAP, 0); /* a claim of the whole GPU, first */
+    raw_mem(&v, ROTA_MSG_ADOPT, 1, U0, CAP, 600, 0); /* what the victim really holds */
+    usleep(1400 * 1000);
+    is_uint(slot_used0(v.w.slot), 600, "after the grace the victim's ADOPT of 600 is charged");
+    is_uint(slot_used0(a.w.slot), 0, "the earlier claim of the whole GPU gets what is left (nothing)");
+    raw_register(&n, ROTA_PRIO_NORMAL, 0);
+    is_int(raw_reserve(&n, U0, 600, 0, 5000), -ENOMEM, "a new client is not granted the memory the victim holds");
+    raw_close(&n);
+    raw_close(&a);
+    raw_close(&v);
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+}
+
 int main(void)
 {
     th_setup("hostile");
     test_place_flood();
     test_place_poison();
+    test_adopt_grace();
     th_cleanup();
     return done_testing();
 }
