@@ -134,6 +134,15 @@ void server_on_reserve(server_t *s, client_t *c, const void *msg)
             return;
         }
     }
+    /* Queued requests are capped per client and per user (issue 32, item 3: 40,000 of them cost rotad seconds of
+     * CPU); one over a cap is refused like a request that does not fit. */
+    unsigned mine, users;
+    waitq_count_owner(&s->q, slot, (uint32_t)c->uid, &mine, &users);
+    if (mine >= WAITQ_MAX_PER_CLIENT || users >= s->o.cfg->max_waits_per_user) {
+        server_log_client(s, c, "has too many memory requests queued: refused");
+        server_result(s, c, m->h.seq, -ENOMEM, dev);
+        return;
+    }
     /* Queue behind earlier requests of the same or a better class, then serve: this request may be the one
      * that fits now. */
     uint64_t deadline = now + (uint64_t)m->wait_ms * 1000000u;

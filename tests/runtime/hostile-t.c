@@ -301,12 +301,61 @@ static void test_adopt_grace(void)
     is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
 }
 
+/* ---- item 3: queued requests are capped; a giant request does not stall the small ones of others ---- */
+
+static int other_giant(int ready_fd, int wait_fd)
+{
+    raw_client_t g;
+    if (raw_hello(&g, ROTA_ROLE_CLIENT, ROTA_PRIO_NORMAL, 0)) return 1;
+    raw_mem(&g, ROTA_MSG_RESERVE, 1, U0, CAP, CAP, 3600000); /* the whole GPU, waiting an hour */
+    rota_msg_result_t r;
+    if (!raw_result(&g, 300, &r)) return 2; /* it must be queued, not answered */
+    other_ready(ready_fd, wait_fd);
+    raw_close(&g);
+    return 0;
+}
+
+static void test_reserve_giant(void)
+{
+    const char *conf = write_conf("giant.conf", "credit 0\nmax-waits-per-user 6\n");
+    const char *args[] = {"--config", conf, NULL};
+    pid_t rotad = th_rotad_start_args(args);
+    raw_client_t h, c, f;
+    raw_register(&h, ROTA_PRIO_NORMAL, 0);
+    is_int(raw_reserve(&h, U0, 4, 0, 5000), 0, "a client holds 4 bytes of 1000");
+    /* the cap: one client queues 10 requests that cannot fit now; 6 wait, 4 are refused at once */
+    raw_register(&f, ROTA_PRIO_NORMAL, 0);
+    for (uint32_t i = 0; i < 10; i++) raw_mem(&f, ROTA_MSG_RESERVE, 10 + i, U0, CAP, CAP - 1, 3600000);
+    unsigned n = 0;
+    rota_msg_result_t r;
+    while (!raw_result(&f, 500, &r)) n += r.status == -ENOMEM;
+    is_uint(n, 4, "10 queued requests of one user: 4 refused at once (max-waits-per-user 6)");
+    raw_close(&f);
+    other_t o;
+    if (!other_start(&o, other_giant)) {
+        skip("not root: cannot run a second user");
+        skip("not root: cannot run a second user");
+    } else {
+        raw_register(&c, ROTA_PRIO_NORMAL, 0);
+        double t0 = th_now_ms();
+        int rc = raw_reserve(&c, U0, 10, 3000, 5000);
+        double dt = th_now_ms() - t0;
+        ok(rc == 0 && dt < 1000, "another user's whole-GPU request waiting does not stall a 10-byte one (%d, %.0f ms)",
+           rc, dt);
+        raw_close(&c);
+        is_int(other_finish(&o), 0, "the other user's request stayed queued");
+    }
+    raw_close(&h);
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+}
+
 int main(void)
 {
     th_setup("hostile");
     test_place_flood();
     test_place_poison();
     test_adopt_grace();
+    test_reserve_giant();
     th_cleanup();
     return done_testing();
 }
