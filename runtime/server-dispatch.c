@@ -31,6 +31,8 @@ static const server_msg_t server_msgs[ROTA_MSG_TYPE_MAX + 1] = {
     [ROTA_MSG_PLACE] = {server_on_place, FROM_OBSERVER | FROM_CLIENT, 0}, /* rota run asks as an observer */
     /* A copy costs rotad a memfd and a pass over the table (server-observe.c). */
     [ROTA_MSG_LIST] = {server_on_list, FROM_OBSERVER | FROM_CLIENT, ROTA_LIST_MIN_MS},
+    /* An admin's scheduler, as root (its handler checks SO_PEERCRED): a connection of its own, or an observer. */
+    [ROTA_MSG_GRANT] = {server_on_grant, FROM_FRESH | FROM_OBSERVER, 0},
 };
 
 /* What the sender is told (in the log) when it sent what it may not: by what it is. */

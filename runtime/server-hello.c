@@ -29,16 +29,15 @@ void server_welcome(server_t *s, client_t *c, int status, const char *reason, co
     server_send(s, c, &w, sizeof w, fds, nfds);
 }
 
-/* Whether the client's user may run high priority (config.h: root, rotad's user, high-user and high-group lines). */
-static bool server_may_high(server_t *s, client_t *c)
+/* Whether the client's user may run high priority (config.h: root, rotad's user, high-user and high-group lines);
+ * cg: its cgroup v2 path, or NULL. */
+static bool server_may_high(server_t *s, client_t *c, const char *cg)
 {
     uint32_t gids[64];
     socklen_t len = sizeof gids;
     unsigned n = 0;
     if (getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, gids, &len) == 0) n = len / sizeof gids[0];
-    char cg[512];
-    bool have_cg = s->o.cfg->nhigh_cgroups && config_cgroup_of(c->pid, cg, sizeof cg) == 0;
-    return config_may_high(s->o.cfg, (uint32_t)c->uid, (uint32_t)c->gid, gids, n, have_cg ? cg : NULL);
+    return config_may_high(s->o.cfg, (uint32_t)c->uid, (uint32_t)c->gid, gids, n, cg);
 }
 
 void server_on_hello(server_t *s, client_t *c, const void *msg)
@@ -76,8 +75,19 @@ void server_on_hello(server_t *s, client_t *c, const void *msg)
             return;
         }
     }
+    /* The client's cgroup (rotad reads it: the client cannot choose it) decides its group, a grant, high-cgroup. */
+    char cg[512];
+    bool have_cg = (s->ngrants || cfg->ngroups || cfg->nhigh_cgroups) && config_cgroup_of(c->pid, cg, sizeof cg) == 0;
+    /* What an admin's scheduler granted (GRANT): the client's own HELLO may only ask for less. */
+    const server_grant_t *gr = have_cg ? server_grant_find(s, cg, (uint32_t)c->uid) : NULL;
     unsigned prio = h->priority;
-    if (prio == ROTA_PRIO_HIGH && !server_may_high(s, c)) {
+    uint64_t limit = h->mem_limit;
+    if (gr) {
+        if (prio < gr->max_prio) prio = gr->max_prio;
+        if (gr->mem_limit && (!limit || limit > gr->mem_limit)) limit = gr->mem_limit;
+    }
+    if (prio == ROTA_PRIO_HIGH && !(gr && gr->max_prio == ROTA_PRIO_HIGH) &&
+        !server_may_high(s, c, have_cg ? cg : NULL)) {
         prio = ROTA_PRIO_NORMAL; /* its board is read-only: librota sees it and says so once */
         server_log_client(s, c, "asked for high priority, which rotad's policy does not allow this user: runs as "
                           "normal");
@@ -102,8 +112,7 @@ void server_on_hello(server_t *s, client_t *c, const void *msg)
     s->by_slot[slot] = c;
     rota_slot_t *sl = &s->rg.t->slots[slot];
     int group = -1;
-    char cg[512];
-    if (cfg->ngroups && config_cgroup_of(c->pid, cg, sizeof cg) == 0) group = config_match(cfg, cg);
+    if (cfg->ngroups && have_cg) group = config_match(cfg, cg);
     int ug = group < 0 ? config_user_of(cfg, (uint32_t)c->uid) : -1;
     if (ug >= 0 && cfg->ngroups + (unsigned)ug < ROTA_MAX_GROUPS) group = (int)cfg->ngroups + ug;
     ST(&sl->gen, gen);
@@ -115,7 +124,7 @@ void server_on_hello(server_t *s, client_t *c, const void *msg)
     ST(&sl->group, group);
     ST(&sl->device, -1);
     ST(&sl->wait_dev, -1);
-    ST(&sl->limit, h->mem_limit);
+    ST(&sl->limit, limit);
     ST(&sl->waiting, 0);
     for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) ST(&sl->used[d], 0);
     ST(&sl->sched_state, 0);

@@ -45,6 +45,14 @@ typedef struct client {
     struct client *prev, *next;
 } client_t;
 
+/* A limit an admin's scheduler granted the processes of a cgroup (server-grant.c, abi.h GRANT). */
+typedef struct server_grant {
+    char cgroup[ROTA_GRANT_CGROUP_LEN];
+    uint32_t uid;          /* ROTA_GRANT_ANY_UID: any */
+    unsigned max_prio;
+    uint64_t mem_limit;    /* 0: none */
+} server_grant_t;
+
 struct server {
     server_opts_t o;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -71,6 +79,8 @@ struct server {
         uint64_t bytes;
     } *adopts;
     uint32_t nadopts, adopt_cap;
+    server_grant_t *grants;     /* ROTA_MAX_GRANTS entries once the first GRANT came */
+    uint32_t ngrants;
     int reserve_fd;             /* spare descriptor: given up to accept-and-close when out of descriptors */
     config_t defcfg;            /* when the caller passed none */
     uint64_t log_window_ns;     /* server_log_limited: the current one-second window, its lines, those left out */
@@ -125,6 +135,11 @@ void server_adopt_settle(server_t *s);
 /* place_answer_fn: a waiting PLACE is answered (room appeared, its wait ran out, or rotad stops). */
 void server_place_answer(void *ctx, const place_waiter_t *w, int i);
 void server_on_place(server_t *s, client_t *c, const void *msg);
+
+/* ---- server-grant.c: limits granted by an admin's scheduler ---- */
+void server_on_grant(server_t *s, client_t *c, const void *msg);
+/* The grant covering cgroup for uid (the longest path), or NULL. */
+const server_grant_t *server_grant_find(const server_t *s, const char *cgroup, uint32_t uid);
 
 /* ---- server-dispatch.c: the message table ---- */
 /* One message a client sent (n bytes): checked, then handed to its row's handler if the sender may send it. */

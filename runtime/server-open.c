@@ -231,5 +231,6 @@ void server_close(server_t *s)
     if (s->reserve_fd >= 0) close(s->reserve_fd);
     free(s->users);
     free(s->adopts);
+    free(s->grants);
     free(s);
 }

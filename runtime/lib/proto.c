@@ -27,6 +27,7 @@ static size_t proto_type_size(unsigned type)
     case ROTA_MSG_RESULT: return sizeof(rota_msg_result_t);
     case ROTA_MSG_PLACE: return sizeof(rota_msg_place_t);
     case ROTA_MSG_LIST: return sizeof(rota_msg_list_t);
+    case ROTA_MSG_GRANT: return sizeof(rota_msg_grant_t);
     default: return 0;
     }
 }
@@ -157,6 +158,15 @@ int proto_check(const void *buf, size_t n, uint32_t *abi, const char **why)
         const rota_msg_list_t *m = buf;
         if (m->flags || m->pad0) {
             *why = "list: reserved fields not zero";
+            return -EBADMSG;
+        }
+        break;
+    }
+    case ROTA_MSG_GRANT: {
+        const rota_msg_grant_t *m = buf;
+        if ((m->flags & ~ROTA_GRANT_REVOKE) || m->max_prio >= ROTA_PRIO_COUNT || m->mem_limit > ROTA_MAX_BYTES ||
+            m->pad0 || !proto_has_nul(m->cgroup, sizeof m->cgroup) || m->cgroup[0] != '/') {
+            *why = "grant: flags, class, memory or cgroup path out of range";
             return -EBADMSG;
         }
         break;

@@ -1,7 +1,9 @@
 /* hostile-t.c - TAP tests for rotad under a hostile or careless user, round 2 (issue 32): floods of waiting
  * requests, placement claims, the restart grace, trusted limits, per-user budgets, against a live rotad. */
 #include "runtime/abi.h"
+#include "runtime/config.h"
 #include "runtime/lib/conn.h"
+#include "runtime/lib/grant.h"
 #include "runtime/lib/proto.h"
 #include "tests/runtime/rotad-helpers.h"
 
@@ -349,6 +351,59 @@ static void test_reserve_giant(void)
     is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
 }
 
+/* ---- item 4: a limit an admin's scheduler grants comes from root (GRANT); the job may only lower it ---- */
+
+/* As uid 65534 in the granted cgroup: a HELLO asking for high and no limit, one asking for less; bits of what went
+ * wrong as the exit status. */
+static int other_granted(int ready_fd, int wait_fd)
+{
+    int bad = 0;
+    raw_client_t a, b;
+    if (raw_hello(&a, ROTA_ROLE_CLIENT, ROTA_PRIO_HIGH, 0)) return 64;
+    rota_slot_t sv = th_slot(a.w.slot);
+    if (LD(&sv.limit) != 300) bad |= 1;
+    if (LD(&sv.priority) != ROTA_PRIO_NORMAL) bad |= 2;
+    if (raw_reserve(&a, U0, 400, 0, 5000) != -EDQUOT) bad |= 4;
+    if (raw_hello(&b, ROTA_ROLE_CLIENT, ROTA_PRIO_LOW, 100)) return 65;
+    sv = th_slot(b.w.slot);
+    if (LD(&sv.limit) != 100 || LD(&sv.priority) != ROTA_PRIO_LOW) bad |= 8;
+    char err[256];
+    grant_t g = {.cgroup = "/", .uid = GRANT_ANY_UID, .mem_limit = 0, .max_prio = ROTA_PRIO_HIGH};
+    if (grant_set(th_sock, &g, err, sizeof err) != -ECONNRESET) bad |= 16; /* not root: refused */
+    raw_close(&a);
+    raw_close(&b);
+    other_ready(ready_fd, wait_fd);
+    return bad;
+}
+
+static void test_grant(void)
+{
+    char cg[400], err[256];
+    if (geteuid() != 0 || config_cgroup_of(getpid(), cg, sizeof cg)) {
+        skip("not root, or no cgroup v2 path: GRANT not testable");
+        return;
+    }
+    pid_t rotad = th_rotad_start();
+    grant_t g = {.cgroup = cg, .uid = 65534, .mem_limit = 300, .max_prio = ROTA_PRIO_NORMAL};
+    int rc = grant_set(th_sock, &g, err, sizeof err);
+    is_int(rc, 0, "root grants uid 65534 in %s 300 bytes per GPU, normal at best (%s)", cg, rc ? err : "ok");
+    other_t o;
+    if (!other_start(&o, other_granted)) bail("second user");
+    rc = other_finish(&o);
+    ok(rc < 64 && !(rc & 3), "the job's HELLO without a limit, asking for high, gets the grant (status %d)", rc);
+    ok(rc < 64 && !(rc & 4), "its RESERVE over the grant is refused");
+    ok(rc < 64 && !(rc & 8), "a HELLO asking for less (100 bytes, low) gets less");
+    ok(rc < 64 && !(rc & 16), "a GRANT from uid 65534 is refused");
+    raw_client_t r;
+    raw_register(&r, ROTA_PRIO_HIGH, 0);
+    rota_slot_t sv = th_slot(r.w.slot);
+    ok(LD(&sv.limit) == 0 && LD(&sv.priority) == ROTA_PRIO_HIGH, "root's process, another uid, is not bound by it");
+    raw_close(&r);
+    is_int(grant_revoke(th_sock, cg, err, sizeof err), 0, "the grant is revoked");
+    is_int(grant_revoke(th_sock, cg, err, sizeof err), -ENOENT, "a second revoke finds none (%s)", err);
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+}
+
 int main(void)
 {
     th_setup("hostile");
@@ -356,6 +411,7 @@ int main(void)
     test_place_poison();
     test_adopt_grace();
     test_reserve_giant();
+    test_grant();
     th_cleanup();
     return done_testing();
 }
