@@ -141,9 +141,14 @@ $(LIBROTA): $(call obj,$(SHIM_SRC)) $(COMMON_A) shim/librota.map
 	    -o $@ $(call obj,$(SHIM_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -ldl -lrt
 
 # ---- rotad and the rota tool ------------------------------------------------------------------------------
+# GNU libmicrohttpd serves rotad --metrics-listen (runtime/metrics.c); without it rotad builds and refuses the option.
+MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
+ifneq ($(MHD_LIBS),)
+$(O)/runtime/metrics.o: ROTA_CFLAGS += -DROTA_HAVE_MICROHTTPD $(shell pkg-config --cflags libmicrohttpd)
+endif
 $(B)/bin/rotad: $(call obj,$(ROTAD_SRC)) $(COMMON_A)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(call obj,$(ROTAD_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -lrt -lm
+	$(CC) -o $@ $(call obj,$(ROTAD_SRC)) $(COMMON_A) $(ALL_LDFLAGS) $(MHD_LIBS) -lrt -lm
 $(B)/bin/rota: $(call obj,$(ROTA_SRC)) $(COMMON_A)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(call obj,$(ROTA_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -lrt -lm
@@ -203,8 +208,8 @@ TEST_LIBS_clients := -L$(B)/lib -lcuda
 TEST_LIBS_simcuda := -L$(B)/lib -lcuda
 TEST_LIBS_shim    := -L$(B)/lib -lcuda
 TEST_LIBS_lib     :=
-TEST_LIBS_runtime := $(filter-out $(O)/runtime/rotad-main.o,$(call obj,$(ROTAD_SRC)))
-TEST_DEPS_runtime := $(TEST_LIBS_runtime)
+TEST_LIBS_runtime := $(filter-out $(O)/runtime/rotad-main.o,$(call obj,$(ROTAD_SRC))) $(MHD_LIBS)
+TEST_DEPS_runtime := $(filter-out -l%,$(TEST_LIBS_runtime))
 # The rota tool's rates (tests/tools/sample-t).
 TEST_LIBS_tools   := $(O)/tools/rota/sample.o
 TEST_DEPS_tools   := $(TEST_LIBS_tools)
