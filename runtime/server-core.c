@@ -87,7 +87,7 @@ struct server_user *server_user(server_t *s, uint32_t uid)
         if (s->users[i].uid == uid) return &s->users[i];
     for (uint32_t i = 0; i < s->uid_n; i++) /* reuse an entry nobody counts on any more */
         if (!s->users[i].conns && !s->users[i].slots) {
-            s->users[i].uid = uid;
+            s->users[i] = (struct server_user){.uid = uid};
             return &s->users[i];
         }
     if (s->uid_n == s->uid_cap) {

@@ -70,6 +70,7 @@ struct server {
     struct server_user {
         uint32_t uid;
         uint32_t conns, slots;
+        uint64_t list_ns, list_milli; /* LIST budget (server-observe.c): last refill, thousandths of copies */
     } *users;
     unsigned nfresh;            /* connections that have not sent HELLO yet */
     bool stale;                 /* the socket was left by a rotad that did not stop cleanly: its clients return */
@@ -111,6 +112,8 @@ struct server_user *server_user(server_t *s, uint32_t uid);
 bool server_privileged(uid_t uid);
 
 /* ---- server-observe.c: what observers read ---- */
+#define SERVER_LIST_USER_HZ 100    /* table copies a second one user gets, all its connections together */
+#define SERVER_LIST_USER_BURST 20
 /* Copies the validated statistics of every client's channel into the region (for rota status/top). */
 void server_refresh(server_t *s);
 void server_on_list(server_t *s, client_t *c, const void *msg);

@@ -404,6 +404,54 @@ static void test_grant(void)
     is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
 }
 
+/* ---- item 9: table copies (LIST) are budgeted per user, not per connection ---- */
+
+/* As uid 65534: 30 connections send LIST round after round for 1 s; the copies granted as the exit status / 10. */
+static int other_list(int ready_fd, int wait_fd)
+{
+    enum { N = 30 };
+    raw_client_t o[N];
+    for (int i = 0; i < N; i++)
+        if (raw_hello(&o[i], ROTA_ROLE_OBSERVER, ROTA_PRIO_NORMAL, 0)) return 255;
+    unsigned copies = 0;
+    double end = th_now_ms() + 1000;
+    while (th_now_ms() < end) {
+        for (int i = 0; i < N; i++) {
+            rota_msg_list_t m = {0};
+            proto_hdr_init(&m.h, ROTA_MSG_LIST, sizeof m, 3);
+            if (proto_send(o[i].fd, &m, sizeof m, NULL, 0)) return 254;
+        }
+        for (int i = 0; i < N; i++) {
+            char buf[ROTA_MSG_MAX];
+            int fd = -1, nfd = 1;
+            struct pollfd p = {.fd = o[i].fd, .events = POLLIN};
+            if (poll(&p, 1, 5000) != 1) return 253;
+            ssize_t n = proto_recv(o[i].fd, buf, sizeof buf, &fd, &nfd, 0);
+            if (n != (ssize_t)sizeof(rota_msg_result_t)) return 252;
+            if (((rota_msg_result_t *)buf)->status == 0) copies++;
+            if (nfd == 1 && fd >= 0) close(fd);
+        }
+    }
+    for (int i = 0; i < N; i++) raw_close(&o[i]);
+    fprintf(stderr, "# uid 65534 got %u table copies in 1 s over %d connections\n", copies, N);
+    other_ready(ready_fd, wait_fd);
+    return copies / 10 > 250 ? 250 : (int)(copies / 10);
+}
+
+static void test_list_user(void)
+{
+    pid_t rotad = th_rotad_start();
+    other_t o;
+    if (!other_start(&o, other_list)) {
+        skip("not root: cannot run a second user");
+    } else {
+        int rc = other_finish(&o);
+        ok(rc < 250 && rc * 10 <= 100 + 20 + 30, "a user's 30 connections get about 100 copies a second in all, not "
+           "100 each (%d0-%d9)", rc, rc);
+    }
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+}
+
 int main(void)
 {
     th_setup("hostile");
@@ -412,6 +460,7 @@ int main(void)
     test_adopt_grace();
     test_reserve_giant();
     test_grant();
+    test_list_user();
     th_cleanup();
     return done_testing();
 }
