@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROTA_ABI_VERSION 10u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
+#define ROTA_ABI_VERSION 11u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
                              * dev.normal_clients; 5: board.high_idle, region.high_idle_ns (direct release);
                              * 6: region.high_idle_learn, channel.idle_from_ns, channel.idle_win_ns, slot.idle_win_ns
                              * (the learned idle window); 7: place.wait_ms (a job that fits nowhere waits),
@@ -45,7 +45,8 @@
                              * 8: the region sealed against writes, the board read-only for normal and low
                              * clients (issue 21); 9: region.stats (operating statistics for rota metrics,
                              * appended); 10: the clients' details and the groups leave the region for rotad's
-                             * private table, served filtered per uid by LIST (issue 21, item 9) */
+                             * private table, served filtered per uid by LIST (issue 21, item 9); 11: 4096 slots
+                             * (was 512), region.client_limit, the GRANT message (issue 32) */
 #define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
 #define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
 #define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
@@ -53,7 +54,10 @@
 #define ROTA_TABLE_MAGIC 0x52545442u   /* "ROTT"+ */
 
 #define ROTA_MAX_DEVICES 16
-#define ROTA_MAX_CLIENTS 512
+/* Slots in the region's launch-gate words and rotad's table: a node with many small processes (dataloader workers
+ * that touch CUDA, MPI ranks, test farms) registers thousands. rotad's max-clients (config.h) may use fewer;
+ * region.client_limit says how many it does. */
+#define ROTA_MAX_CLIENTS 4096
 #define ROTA_MAX_GROUPS 32
 #define ROTA_GROUP_NAME 128
 #define ROTA_UUID_LEN 16
@@ -271,7 +275,9 @@ typedef struct rota_region {
     _Atomic uint32_t place_waiting;
     _Atomic uint64_t place_wait_bytes;
     _Atomic uint64_t place_wait_since_ns;
-    uint64_t reserved_abi[4];
+    _Atomic uint32_t client_limit;     /* ABI 11: slots rotad registers clients in (config max-clients) */
+    uint32_t pad0;
+    uint64_t reserved_abi[3];
     rota_dev_t devices[ROTA_MAX_DEVICES];
     rota_slot_sched_t sched[ROTA_MAX_CLIENTS]; /* ABI 10: a slot's launch-gate words, by slot index */
     rota_stats_t stats;                /* ABI 9: operating statistics (above), node and GPU totals */

@@ -55,6 +55,7 @@ static const config_num_t config_nums[] = {
     {"doorbell-max-hz", offsetof(config_t, doorbell_max_hz), 2000, 10, 1000000},
     {"grace-ms", offsetof(config_t, grace_ms), 2000, 0, 60000},
     {"max-waits-per-user", offsetof(config_t, max_waits_per_user), 256, 1, 65536},
+    {"max-clients", offsetof(config_t, max_clients), ROTA_MAX_CLIENTS, 1, ROTA_MAX_CLIENTS},
 };
 
 void config_init(config_t *cfg)

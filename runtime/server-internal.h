@@ -63,6 +63,7 @@ struct server {
     place_t pl;            /* pending GPU placements (issue 5) */
     client_t *clients;
     client_t *by_slot[ROTA_MAX_CLIENTS];
+    unsigned slot_hint;         /* no free slot below it (server_on_hello's search starts there) */
     uint32_t next_gen;
     bool stopping;
     int listen_tag, signal_tag; /* their addresses are the epoll tags */

@@ -64,6 +64,7 @@ void server_drop(server_t *s, client_t *c)
         atomic_store_explicit(&sl->state, ROTA_SLOT_FREE, memory_order_release);
         ST(&sl->pid, 0);
         s->by_slot[c->slot] = NULL;
+        if ((unsigned)c->slot < s->slot_hint) s->slot_hint = (unsigned)c->slot;
         ST(&r->nclients, LD(&r->nclients) - 1);
         server_log(s, 2, "client pid %d left slot %d", (int)c->pid, c->slot);
     }
@@ -203,6 +204,7 @@ static void server_reload(server_t *s)
         server_log(s, 0, "SIGHUP: config not reloaded, keeping the current one: %s", msg);
     else
         server_log(s, 1, "SIGHUP: reloaded %s: %s", s->o.config_path, msg);
+    ST(&s->rg.r->client_limit, s->o.cfg->max_clients);
     notify_send("READY=1");
 }
 
@@ -228,6 +230,7 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
     s->o.sched.doorbell_max_hz = s->o.cfg->doorbell_max_hz;
     int se = sched_start(s->rg.r, s->rg.t, s->rg.b, &s->o.sched, &s->sched);
     if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start the scheduler: %s", strerror(-se));
+    ST(&s->rg.r->client_limit, s->o.cfg->max_clients);
     se = s->o.metrics ? metrics_start(s->o.metrics, s->rg.r, s->o.metrics_clients ? s->rg.t : NULL) : 0;
     if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start serving metrics: %s", strerror(-se));
     server_log(s, 1, "listening on %s (pid %d, rota ABI %u)", s->path, (int)getpid(), ROTA_ABI_VERSION);
