@@ -95,6 +95,9 @@ struct server {
 void server_log(const server_t *s, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A warning some client caused, within the rate limit (SERVER_LOG_BURST a second). */
 void server_log_limited(server_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Once the second of rate-limited warnings is over, says how many were left out (then, not at the next warning);
+ * returns when it must be called again (UINT64_MAX: nothing left out). */
+uint64_t server_log_flush(server_t *s, uint64_t now);
 /* A rate-limited warning that names the client (its slot once it has one). */
 void server_log_client(server_t *s, const client_t *c, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Formats one message into err and returns code (an exit code of runtime/server.h). */

@@ -260,6 +260,8 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
         }
         uint64_t fnext = server_expire_fresh(s, server_now_ns());
         if (fnext < next) next = fnext;
+        uint64_t lnext = server_log_flush(s, server_now_ns());
+        if (lnext < next) next = lnext;
         server_grace(s);
         if (s->grace_end_ns && s->grace_end_ns < next) next = s->grace_end_ns;
         server_sweep(s);

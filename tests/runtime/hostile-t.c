@@ -566,6 +566,38 @@ static void test_load(void)
     is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
 }
 
+/* ---- nit: the count of warnings left out comes when their second is over, not with the next warning ---- */
+
+static void test_log_dropped(void)
+{
+    char logp[128];
+    snprintf(logp, sizeof logp, "%s/rotad.log", th_dir);
+    int lfd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), saved = dup(2);
+    if (lfd < 0 || saved < 0 || dup2(lfd, 2) < 0) bail("redirect rotad's log");
+    pid_t rotad = th_rotad_start(); /* inherits the log as its stderr */
+    dup2(saved, 2);
+    close(saved);
+    close(lfd);
+    for (int i = 0; i < 30; i++) { /* 30 connections whose first message is not a HELLO: 30 warnings at once */
+        int fd = raw_connect();
+        rota_msg_list_t m = {0};
+        proto_hdr_init(&m.h, ROTA_MSG_LIST, sizeof m, 1);
+        if (fd < 0 || proto_send(fd, &m, sizeof m, NULL, 0)) bail("send");
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        poll(&p, 1, 2000);
+        close(fd);
+    }
+    usleep(1600 * 1000);
+    char buf[8192] = "";
+    FILE *f = fopen(logp, "re");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+    ok(strstr(buf, "10 more warnings about clients in the last second left out") != NULL,
+       "30 warnings in a burst: 20 logged, and the 10 left out said once the second is over");
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+}
+
 int main(void)
 {
     th_setup("hostile");
@@ -576,6 +608,7 @@ int main(void)
     test_grant();
     test_list_user();
     test_load();
+    test_log_dropped();
     th_cleanup();
     return done_testing();
 }
