@@ -32,8 +32,8 @@
  *   max-clients-per-user N      registered clients (slots) of one user (default 64)
  *   hello-timeout-ms N          a connection that has not sent HELLO within N ms is dropped (default 2000)
  *   max-weight N                the largest ROTA_WEIGHT a client may claim; more is lowered (default 1000)
- *   high-stall-ms N             a high client holds lower classes at most N ms without progress (default 1000)
- *   doorbell-max-hz N           doorbell rings rotad acts on, per client and second (default 2000)
+ *   high-stall-ms N             a high client holds lower classes at most N ms without a completion (default 1000)
+ *   doorbell-max-hz N           doorbell rings rotad acts on, per client, per user and second (default 2000)
  *   grace-ms N                  after a restart over a stale socket, RESERVEs queue this long (default 2000)
  *   max-waits-per-user N        queued RESERVEs and waiting PLACEs of one user, each (default 256; root too)
  *

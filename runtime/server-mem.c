@@ -250,6 +250,7 @@ static int server_adopt_cmp(const void *a, const void *b)
 
 void server_adopt_settle(server_t *s)
 {
+    if (!s->nadopts) return;
     qsort(s->adopts, s->nadopts, sizeof *s->adopts, server_adopt_cmp);
     for (uint32_t i = 0; i < s->nadopts; i++) {
         const struct server_adopt *a = &s->adopts[i];

@@ -7,7 +7,9 @@
 #include "runtime/lib/proto.h"
 #include "tests/runtime/rotad-helpers.h"
 
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -566,6 +568,50 @@ static void test_load(void)
     is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
 }
 
+/* ---- item 8: doorbell wake-ups are budgeted per user, not only per client ---- */
+
+static pid_t bell_rotad;
+
+/* As uid 65534: 60 clients ring their doorbells in a loop for 1 s; rotad's CPU meanwhile (ms) as the status / 4. */
+static int other_bells(int ready_fd, int wait_fd)
+{
+    enum { N = 60 };
+    raw_client_t c[N];
+    rota_channel_t *ch[N];
+    for (int i = 0; i < N; i++) {
+        if (raw_hello(&c[i], ROTA_ROLE_CLIENT, ROTA_PRIO_NORMAL, 0)) return 255;
+        ch[i] = mmap(NULL, ROTA_CHANNEL_MAP_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, c[i].fds[1], 0);
+        if (ch[i] == MAP_FAILED) return 254;
+    }
+    double t0 = th_now_ms(), c0 = proc_cpu_s(bell_rotad);
+    while (th_now_ms() - t0 < 1000)
+        for (int i = 0; i < N; i++) {
+            atomic_fetch_add(&ch[i]->doorbell, 1);
+            syscall(SYS_futex, &ch[i]->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+        }
+    double cpu = proc_cpu_s(bell_rotad) - c0, wall = th_now_ms() - t0;
+    fprintf(stderr, "# 60 clients of one user ringing for %.0f ms: rotad %.3f s CPU\n", wall, cpu);
+    for (int i = 0; i < N; i++) raw_close(&c[i]);
+    other_ready(ready_fd, wait_fd);
+    int ms = (int)(cpu * 1000 / (wall / 1000));
+    return ms / 4 > 250 ? 250 : ms / 4;
+}
+
+static void test_doorbell_user(void)
+{
+    bell_rotad = th_rotad_start();
+    other_t o;
+    if (!other_start(&o, other_bells)) {
+        skip("not root: cannot run a second user");
+    } else {
+        int rc = other_finish(&o);
+        if (TH_SANITIZED) skip("sanitized build: no CPU goal");
+        else ok(rc < 25, "60 clients of one user ringing in a loop cost rotad under 0.1 of a core (%d-%d ms a second)",
+                rc * 4, rc * 4 + 3);
+    }
+    is_int(th_rotad_stop(bell_rotad), 0, "rotad stops cleanly");
+}
+
 /* ---- nit: the count of warnings left out comes when their second is over, not with the next warning ---- */
 
 static void test_log_dropped(void)
@@ -609,6 +655,7 @@ int main(void)
     test_list_user();
     test_load();
     test_log_dropped();
+    test_doorbell_user();
     th_cleanup();
     return done_testing();
 }

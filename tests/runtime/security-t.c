@@ -548,8 +548,17 @@ static void test_sched_bounds(void)
     double held = th_now_ms() - t0;
     ok(released && held < 1500, "without progress (inflight=UINT32_MAX, no launch, no completion) it holds nobody "
                                 "after high-stall-ms 300 (released after %.0f ms)", held);
-    atomic_fetch_add(&hc->launches, 1);
-    ok(WAIT_FOR_REGION(LD(&ls->hold) & ROTA_HOLD_PRIO), "a launch (progress) makes it hold again");
+    /* issue 32, item 7: bumping the launch counter every 5 ms (no launch reaches the device) is no progress */
+    double t1 = th_now_ms();
+    bool held_again = false;
+    while (th_now_ms() - t1 < 1200) {
+        atomic_fetch_add(&hc->launches, 1);
+        usleep(5000);
+        if (th_now_ms() - t1 > 600) held_again |= (LD(&ls->hold) & ROTA_HOLD_PRIO) != 0;
+    }
+    ok(!held_again, "bumping channel.launches every 5 ms without completing anything holds nobody");
+    atomic_fetch_add(&hc->busy_ns, 1000000);
+    ok(WAIT_FOR_REGION(LD(&ls->hold) & ROTA_HOLD_PRIO), "a completion (its device time grows) makes it hold again");
     atomic_store(&hc->inflight, 0);
     atomic_store(&hc->active, 0);
     conn_close(hi);
