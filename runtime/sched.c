@@ -54,6 +54,7 @@ typedef struct sched_client {
 
 /* Users whose doorbell wake-ups are counted apart (more share the node-wide budget only). */
 #define SCHED_BELL_USERS 64
+#define SCHED_KICK_MIN_NS 2000000u
 typedef struct sched_bell_user {
     uint32_t uid, count; /* doorbell wake-ups of its normal and low clients in their current windows */
 } sched_bell_user_t;
@@ -66,6 +67,11 @@ struct sched {
     pthread_t th;
     pthread_mutex_t mu;
     _Atomic uint32_t ctl; /* private futex word: bumped on add/remove/stop */
+    /* A registration needs the thread to watch one more doorbell, not at once: kicks for normal and low clients
+     * come at most every SCHED_KICK_MIN_NS (4,000 registrations at once woke it 4,000 times, each a pass over
+     * every client: more than a core), and a pending one shortens the thread's wait to that. */
+    _Atomic uint64_t kick_ns;
+    _Atomic bool kick_pending;
     _Atomic bool stop;
     bool waitv_ok;
     uint64_t last_tick;
@@ -78,6 +84,8 @@ struct sched {
     const sched_policy_t *policy;                  /* stage 2 (sched-policy.h) */
     uint64_t pstate[SCHED_POOLS][ROTA_PRIO_COUNT][SCHED_POLICY_STATE_MAX / 8]; /* its state per share group */
     sched_client_t c[ROTA_MAX_CLIENTS];
+    unsigned hwm;         /* no live client at or above this slot: every pass over the clients stops there (4096
+                           * slots, a few hundred used: a tick costs what the node runs, not the table's size) */
 };
 
 static uint64_t sched_now_ns(void)
@@ -168,7 +176,7 @@ static void sched_client_hold_stats(sched_t *s, sched_client_t *c, unsigned ndev
 
 static void sched_add_hold_stats(sched_t *s, unsigned ndev)
 {
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
+    for (unsigned i = 0; i < s->hwm; i++)
         if (s->c[i].live && s->c[i].prio == ROTA_PRIO_HIGH) sched_client_hold_stats(s, &s->c[i], ndev);
 }
 
@@ -331,7 +339,7 @@ static void sched_sample(sched_t *s, const sched_tick_t *tk)
             s->win_busy[p] = 0;
         }
     }
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+    for (unsigned i = 0; i < s->hwm; i++) {
         sched_client_t *c = &s->c[i];
         if (c->live && tk->inflight[i] && tk->nbusy[c->pool])
             c->vtime += dt * 1000 * (c->prio == ROTA_PRIO_LOW ? s->o.low_factor : 1) / tk->nbusy[c->pool] / c->weight;
@@ -374,7 +382,7 @@ static void sched_decide_group(sched_t *s, sched_tick_t *tk, unsigned p, unsigne
     sched_member_t m[ROTA_MAX_CLIENTS];
     unsigned idx[ROTA_MAX_CLIENTS], nm = 0, n = 0;
     uint64_t vmin = UINT64_MAX, vmin_old = UINT64_MAX;
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+    for (unsigned i = 0; i < s->hwm; i++) {
         sched_client_t *c = &s->c[i];
         if (!sched_in_group(s, c, p, k) || tk->hold[i]) continue;
         idx[nm++] = i;
@@ -399,7 +407,7 @@ static void sched_decide_group(sched_t *s, sched_tick_t *tk, unsigned p, unsigne
  * with low_factor > 1 the low group is empty). */
 static void sched_decide_gpu(sched_t *s, sched_tick_t *tk, unsigned p)
 {
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+    for (unsigned i = 0; i < s->hwm; i++) {
         sched_client_t *c = &s->c[i];
         if (c->live && c->pool == p) tk->hold[i] = sched_prio_hold(c->prio, tk->hi[p], LD(&s->r->sched[i].hold));
     }
@@ -456,7 +464,7 @@ static void sched_publish_gpus(sched_t *s, const sched_tick_t *tk, const unsigne
 /* Latency of priority holds: from the high client's activating launch to the holds being published (done). */
 static void sched_confirm_latency(sched_t *s, const sched_tick_t *tk, uint64_t done)
 {
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+    for (unsigned i = 0; i < s->hwm; i++) {
         sched_client_t *c = &s->c[i];
         if (!c->live || !tk->fresh[i] || c->prio != ROTA_PRIO_HIGH || s->hi[c->pool] || c->pool == 0) continue;
         uint64_t t0 = LD(&c->ch->active_since_ns);
@@ -477,8 +485,8 @@ static void sched_publish(sched_t *s, const sched_tick_t *tk)
 {
     unsigned held[SCHED_POOLS] = {0}, nlive = 0;
     bool changed[SCHED_POOLS] = {0};
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) nlive += s->c[i].live;
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
+    for (unsigned i = 0; i < s->hwm; i++) nlive += s->c[i].live;
+    for (unsigned i = 0; i < s->hwm; i++)
         if (s->c[i].live) sched_publish_client(s, tk, i, nlive, held, changed);
     uint64_t done = sched_now_ns();
     sched_publish_gpus(s, tk, held, changed);
@@ -492,7 +500,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
 {
     sched_tick_t tk = {.now = now};
     sched_tick_begin(s, &tk);
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
+    for (unsigned i = 0; i < s->hwm; i++)
         if (s->c[i].live) sched_refresh_client(s, &tk, i);
     sched_sample(s, &tk);
     for (unsigned p = 0; p < SCHED_POOLS; p++) sched_decide_gpu(s, &tk, p);
@@ -519,7 +527,7 @@ static void *sched_main(void *arg)
         sched_bell_user_t users[SCHED_BELL_USERS];
         unsigned nusers = 0;
         uint64_t node = 0;
-        for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        for (unsigned i = 0; i < s->hwm; i++) {
             sched_client_t *c = &s->c[i];
             if (!c->live) continue;
             uint32_t bell = atomic_load(&c->ch->doorbell);
@@ -539,7 +547,7 @@ static void *sched_main(void *arg)
         }
         bool node_over = node > 4ull * s->o.doorbell_max_hz;
         for (int pass = 0; pass < 2; pass++)
-            for (unsigned i = 0; i < ROTA_MAX_CLIENTS && n <= SCHED_WAITV_MAX; i++) {
+            for (unsigned i = 0; i < s->hwm && n <= SCHED_WAITV_MAX; i++) {
                 sched_client_t *c = &s->c[i];
                 if (!c->live || (pass == 0) != (c->prio == ROTA_PRIO_HIGH)) continue;
                 if (c->bell_count > s->o.doorbell_max_hz) continue;
@@ -559,6 +567,7 @@ static void *sched_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         if (atomic_load(&s->stop)) break;
         uint64_t wait = active ? s->o.tick_ns : 1000000000ull;
+        if (atomic_exchange(&s->kick_pending, false) && wait > SCHED_KICK_MIN_NS) wait = SCHED_KICK_MIN_NS;
         uint64_t after = sched_now_ns();
         if (next_idle && next_idle > after && next_idle - after < wait) wait = next_idle - after + 1000;
         if (!s->waitv_ok && n > 1 && wait > 200000) wait = 200000; /* no futex_waitv: poll the doorbells */
@@ -580,8 +589,16 @@ static void *sched_main(void *arg)
 
 static void sched_kick(sched_t *s)
 {
+    atomic_store(&s->kick_ns, sched_now_ns());
     atomic_fetch_add(&s->ctl, 1);
     syscall(SYS_futex, &s->ctl, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+}
+
+/* A kick unless one came within SCHED_KICK_MIN_NS (then the thread's next wait is at most that long). */
+static void sched_kick_soon(sched_t *s, bool urgent)
+{
+    if (urgent || sched_now_ns() - atomic_load(&s->kick_ns) >= SCHED_KICK_MIN_NS) sched_kick(s);
+    else atomic_store(&s->kick_pending, true);
 }
 
 int sched_start(rota_region_t *r, rota_table_t *t, rota_board_t *b, const sched_opts_t *o, sched_t **out)
@@ -620,7 +637,7 @@ void sched_stop(sched_t *s)
     atomic_store(&s->stop, true);
     sched_kick(s);
     pthread_join(s->th, NULL);
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
+    for (unsigned i = 0; i < s->hwm; i++)
         if (s->c[i].live) sched_set_hold(s, i, 0);
     for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) {
         if (atomic_exchange(&s->b->devices[d].high_pending, 0)) sched_wake_shared(&s->b->devices[d].high_pending);
@@ -636,27 +653,32 @@ void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, unsigned pr
     pthread_mutex_lock(&s->mu);
     s->c[slot] = (sched_client_t){.live = true, .ch = ch, .prio = prio < ROTA_PRIO_COUNT ? prio : ROTA_PRIO_NORMAL,
                                   .weight = weight ? weight : 1000, .track_on_ns = sched_now_ns()};
+    if (slot >= s->hwm) s->hwm = slot + 1;
     ST(&s->r->sched[slot].hold, 0);
     atomic_store(&s->r->sched[slot].track, 1); /* until the next tick knows better */
     ST(&s->t->slots[slot].sched_state, ROTA_SCHED_IDLE);
     ST(&s->t->slots[slot].idle_win_ns, UINT64_MAX); /* not known until its first idle check (abi.h) */
     pthread_mutex_unlock(&s->mu);
-    sched_kick(s);
+    sched_kick_soon(s, prio == ROTA_PRIO_HIGH);
 }
 
 void sched_client_remove(sched_t *s, unsigned slot)
 {
     if (!s || slot >= ROTA_MAX_CLIENTS) return;
     pthread_mutex_lock(&s->mu);
+    bool urgent = false;
     if (s->c[slot].live) {
+        /* Only a client that may hold someone (high, or active) needs a tick now; others leave at the next. */
+        urgent = s->c[slot].prio == ROTA_PRIO_HIGH || s->c[slot].active;
         unsigned ndev = LD(&s->r->ndevices);
         if (ndev > ROTA_MAX_DEVICES) ndev = ROTA_MAX_DEVICES;
         if (s->c[slot].prio == ROTA_PRIO_HIGH) sched_client_hold_stats(s, &s->c[slot], ndev); /* its last ones */
         s->c[slot].live = false;
         s->c[slot].ch = NULL;
         sched_set_hold(s, slot, 0);
-        sched_tick(s, sched_now_ns()); /* whom it held goes free now, not at the next tick */
+        while (s->hwm && !s->c[s->hwm - 1].live) s->hwm--;
+        if (urgent) sched_tick(s, sched_now_ns()); /* whom it held goes free now, not at the next tick */
     }
     pthread_mutex_unlock(&s->mu);
-    sched_kick(s);
+    sched_kick_soon(s, urgent);
 }

@@ -5,10 +5,74 @@
 #include "runtime/lib/proto.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+/* Grants outlive rotad: a restart (a crash included) must not give a running job back the limits its own
+ * environment names. They are saved beside the socket after every change, as a header and the entries. */
+#define SERVER_GRANTS_MAGIC 0x52544752u /* "RTGR" */
+
+typedef struct server_grants_hdr {
+    uint32_t magic, abi, entry_size, n;
+} server_grants_hdr_t;
+
+static void server_grant_path(const server_t *s, char *out, size_t n, const char *suffix)
+{
+    snprintf(out, n, "%s.grants%s", s->path, suffix);
+}
+
+/* Writes every grant to PATH.grants (through PATH.grants.tmp and a rename: never half a file). */
+static void server_grant_save(server_t *s)
+{
+    char path[sizeof s->path + 16], tmp[sizeof s->path + 16];
+    server_grant_path(s, path, sizeof path, "");
+    server_grant_path(s, tmp, sizeof tmp, ".tmp");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        server_log(s, 0, "unable to save the grants in %s: %s", tmp, strerror(errno));
+        return;
+    }
+    server_grants_hdr_t h = {SERVER_GRANTS_MAGIC, ROTA_ABI_VERSION, sizeof(server_grant_t), s->ngrants};
+    size_t len = s->ngrants * sizeof *s->grants;
+    bool ok = write(fd, &h, sizeof h) == (ssize_t)sizeof h && (!len || write(fd, s->grants, len) == (ssize_t)len);
+    if (close(fd) || !ok || rename(tmp, path)) {
+        server_log(s, 0, "unable to save the grants in %s: %s", path, strerror(errno));
+        unlink(tmp);
+    }
+}
+
+void server_grant_load(server_t *s)
+{
+    char path[sizeof s->path + 16];
+    server_grant_path(s, path, sizeof path, "");
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st;
+    server_grants_hdr_t h;
+    /* Only rotad's own file, which nobody else could have written. */
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) ||
+        read(fd, &h, sizeof h) != (ssize_t)sizeof h || h.magic != SERVER_GRANTS_MAGIC || h.abi != ROTA_ABI_VERSION ||
+        h.entry_size != sizeof(server_grant_t) || h.n > ROTA_MAX_GRANTS ||
+        !(s->grants = calloc(ROTA_MAX_GRANTS, sizeof *s->grants))) {
+        server_log(s, 0, "not loading the grants in %s: not rotad's own (mode 0600) or of another version", path);
+        close(fd);
+        return;
+    }
+    for (uint32_t i = 0; i < h.n; i++) {
+        server_grant_t g;
+        if (read(fd, &g, sizeof g) != (ssize_t)sizeof g) break;
+        if (g.cgroup[0] != '/' || !memchr(g.cgroup, 0, sizeof g.cgroup) || g.max_prio >= ROTA_PRIO_COUNT ||
+            g.mem_limit > ROTA_MAX_BYTES)
+            continue;
+        s->grants[s->ngrants++] = g;
+    }
+    close(fd);
+    if (s->ngrants) server_log(s, 1, "loaded %u grants from %s", s->ngrants, path);
+}
 
 /* Whether cgroup is path or lies below it. */
 static bool server_grant_covers(const char *path, const char *cgroup)
@@ -64,10 +128,11 @@ void server_on_grant(server_t *s, client_t *c, const void *msg)
         if (g) *g = s->grants[--s->ngrants];
         else status = -ENOENT;
         server_log(s, 1, "grant for %s revoked%s", m->cgroup, g ? "" : ": there was none");
+        if (g) server_grant_save(s);
         server_result(s, c, m->h.seq, status, -1);
         return;
     }
-    if (!g && s->ngrants == ROTA_MAX_GRANTS) server_grant_prune(s);
+    if (!g && s->ngrants == ROTA_MAX_GRANTS && server_grant_prune(s)) server_grant_save(s);
     if (!g && s->ngrants == ROTA_MAX_GRANTS) {
         server_log_limited(s, "grant for %s refused: %d grants held already", m->cgroup, ROTA_MAX_GRANTS);
         server_result(s, c, m->h.seq, -ENOSPC, -1);
@@ -88,5 +153,6 @@ void server_on_grant(server_t *s, client_t *c, const void *msg)
     g->max_prio = m->max_prio;
     server_log(s, 1, "grant for %s (uid %d): memory %llu bytes per GPU, class %u at best", g->cgroup,
                g->uid == ROTA_GRANT_ANY_UID ? -1 : (int)g->uid, (unsigned long long)g->mem_limit, g->max_prio);
+    server_grant_save(s);
     server_result(s, c, m->h.seq, 0, -1);
 }

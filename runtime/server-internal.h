@@ -145,6 +145,8 @@ void server_on_place(server_t *s, client_t *c, const void *msg);
 
 /* ---- server-grant.c: limits granted by an admin's scheduler ---- */
 void server_on_grant(server_t *s, client_t *c, const void *msg);
+/* Loads the grants the rotad before saved beside the socket (PATH.grants, rotad's own, mode 0600). */
+void server_grant_load(server_t *s);
 /* The grant covering cgroup for uid (the longest path), or NULL. */
 const server_grant_t *server_grant_find(const server_t *s, const char *cgroup, uint32_t uid);
 

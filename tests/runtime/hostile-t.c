@@ -402,6 +402,12 @@ static void test_grant(void)
     rota_slot_t sv = th_slot(r.w.slot);
     ok(LD(&sv.limit) == 0 && LD(&sv.priority) == ROTA_PRIO_HIGH, "root's process, another uid, is not bound by it");
     raw_close(&r);
+    kill(rotad, SIGKILL); /* a crash: the grant must outlive it */
+    waitpid(rotad, NULL, 0);
+    rotad = th_rotad_start();
+    if (!other_start(&o, other_granted)) bail("second user");
+    rc = other_finish(&o);
+    ok(rc < 64 && !(rc & 7), "after kill -9 of rotad, the next rotad still applies the grant (status %d)", rc);
     is_int(grant_revoke(th_sock, cg, err, sizeof err), 0, "the grant is revoked");
     is_int(grant_revoke(th_sock, cg, err, sizeof err), -ENOENT, "a second revoke finds none (%s)", err);
     is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
