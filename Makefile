@@ -157,9 +157,14 @@ $(LIBROTA): $(call obj,$(SHIM_SRC)) $(COMMON_A) shim/librota.map
 	    -o $@ $(call obj,$(SHIM_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -ldl -lrt
 
 # ---- rotad and the rota tool ------------------------------------------------------------------------------
+# GNU libmicrohttpd serves rotad --metrics-listen (runtime/metrics.c); without it rotad builds and refuses the option.
+MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
+ifneq ($(MHD_LIBS),)
+$(O)/runtime/metrics.o: ROTA_CFLAGS += -DROTA_HAVE_MICROHTTPD $(shell pkg-config --cflags libmicrohttpd)
+endif
 $(B)/bin/rotad: $(call obj,$(ROTAD_SRC)) $(COMMON_A)
 	@mkdir -p $(dir $@)
-	$(call quiet,LINK)$(CC) -o $@ $(call obj,$(ROTAD_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -lrt -lm
+	$(call quiet,LINK)$(CC) -o $@ $(call obj,$(ROTAD_SRC)) $(COMMON_A) $(ALL_LDFLAGS) $(MHD_LIBS) -lrt -lm
 $(B)/bin/rota: $(call obj,$(ROTA_SRC)) $(COMMON_A)
 	@mkdir -p $(dir $@)
 	$(call quiet,LINK)$(CC) -o $@ $(call obj,$(ROTA_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -lrt -lm
@@ -233,8 +238,8 @@ TEST_LIBS_clients := -L$(B)/lib -lcuda
 TEST_LIBS_simcuda := -L$(B)/lib -lcuda
 TEST_LIBS_shim    := -L$(B)/lib -lcuda
 TEST_LIBS_lib     :=
-TEST_LIBS_runtime := $(filter-out $(O)/runtime/rotad-main.o,$(call obj,$(ROTAD_SRC)))
-TEST_DEPS_runtime := $(TEST_LIBS_runtime)
+TEST_LIBS_runtime := $(filter-out $(O)/runtime/rotad-main.o,$(call obj,$(ROTAD_SRC))) $(MHD_LIBS)
+TEST_DEPS_runtime := $(filter-out -l%,$(TEST_LIBS_runtime))
 # The rota tool's rates (tests/tools/sample-t).
 TEST_LIBS_tools   := $(O)/tools/rota/sample.o
 TEST_DEPS_tools   := $(TEST_LIBS_tools)
@@ -385,11 +390,12 @@ clean:
 # sources (with the shared parsers), and without -z defs (they resolve its spank_* references when they load it).
 SPANK_H   ?= /usr/include/slurm/spank.h
 SPANK_SO  := $(B)/lib/rota-spank.so
-SPANK_SRC := contrib/slurm/rota-spank.c runtime/lib/parse.c runtime/lib/prio.c runtime/lib/preload.c
+SPANK_SRC := contrib/slurm/rota-spank.c runtime/lib/parse.c runtime/lib/prio.c runtime/lib/preload.c \
+             runtime/lib/grant.c runtime/lib/conn.c runtime/lib/proto.c runtime/lib/sockpath.c
 ifneq ($(wildcard $(SPANK_H)),)
 all: $(SPANK_SO)
 endif
-$(SPANK_SO): $(SPANK_SRC) | $(if $(wildcard $(SPANK_H)),,spank-h-missing) runtime/lib/parse.h runtime/lib/prio.h runtime/lib/preload.h runtime/abi.h
+$(SPANK_SO): $(SPANK_SRC) | $(if $(wildcard $(SPANK_H)),,spank-h-missing) runtime/lib/parse.h runtime/lib/prio.h runtime/lib/preload.h runtime/lib/grant.h runtime/abi.h
 	@mkdir -p $(dir $@)
 	$(call quiet,LINK)$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -fPIC $(ROTA_WARN) -I. -I$(CUDA_HOME)/include $(CFLAGS) \
 	    -DROTA_SPANK_LIBROTA='"$(LIBDIR)/librota.so"' -shared -o $@ $(SPANK_SRC) $(LDFLAGS) -lm

@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROTA_ABI_VERSION 10u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
+#define ROTA_ABI_VERSION 11u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
                              * dev.normal_clients; 5: board.high_idle, region.high_idle_ns (direct release);
                              * 6: region.high_idle_learn, channel.idle_from_ns, channel.idle_win_ns, slot.idle_win_ns
                              * (the learned idle window); 7: place.wait_ms (a job that fits nowhere waits),
@@ -45,7 +45,8 @@
                              * 8: the region sealed against writes, the board read-only for normal and low
                              * clients (issue 21); 9: region.stats (operating statistics for rota metrics,
                              * appended); 10: the clients' details and the groups leave the region for rotad's
-                             * private table, served filtered per uid by LIST (issue 21, item 9) */
+                             * private table, served filtered per uid by LIST (issue 21, item 9); 11: 4096 slots
+                             * (was 512), region.client_limit, the GRANT message, region.credit_keep */
 #define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
 #define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
 #define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
@@ -53,7 +54,10 @@
 #define ROTA_TABLE_MAGIC 0x52545442u   /* "ROTT"+ */
 
 #define ROTA_MAX_DEVICES 16
-#define ROTA_MAX_CLIENTS 512
+/* Slots in the region's launch-gate words and rotad's table: a node with many small processes (dataloader workers
+ * that touch CUDA, MPI ranks, test farms) registers thousands. rotad's max-clients (config.h) may use fewer;
+ * region.client_limit says how many it does. */
+#define ROTA_MAX_CLIENTS 4096
 #define ROTA_MAX_GROUPS 32
 #define ROTA_GROUP_NAME 128
 #define ROTA_UUID_LEN 16
@@ -275,7 +279,9 @@ typedef struct rota_region {
      * `credit SIZE`; 0, as a rotad before this field wrote it: every free goes back with a RELEASE). See
      * channel.credit. */
     _Atomic uint64_t credit_keep;
-    uint64_t reserved_abi[3];
+    _Atomic uint32_t client_limit;     /* ABI 11: slots rotad registers clients in (config max-clients) */
+    uint32_t pad0;
+    uint64_t reserved_abi[2];
     rota_dev_t devices[ROTA_MAX_DEVICES];
     rota_slot_sched_t sched[ROTA_MAX_CLIENTS]; /* ABI 10: a slot's launch-gate words, by slot index */
     rota_stats_t stats;                /* ABI 9: operating statistics (above), node and GPU totals */
@@ -382,7 +388,9 @@ enum rota_msg_type {
     ROTA_MSG_PLACE = 7,    /* client or observer -> rotad: choose a GPU among candidates; answered by RESULT */
     ROTA_MSG_LIST = 8,     /* client or observer -> rotad: a copy of the table for the asker's uid; answered by
                             * RESULT (status 0: the copy's descriptor comes with it) */
-    ROTA_MSG_TYPE_MAX = 8,
+    ROTA_MSG_GRANT = 9,    /* root or rotad's user -> rotad: the limits an admin's scheduler grants the processes of
+                            * a cgroup; answered by RESULT (see rota_msg_grant_t) */
+    ROTA_MSG_TYPE_MAX = 9,
 };
 
 enum rota_role {
@@ -486,6 +494,34 @@ typedef struct rota_msg_list {
     uint32_t pad0;         /* zero */
 } rota_msg_list_t;
 
+/* GRANT (issue 32, item 4): a limit an admin's scheduler grants reaches rotad from a trusted party, never from
+ * the job's own environment. The Slurm plugin (in slurmstepd, as root) and the Kubernetes device plugin send it
+ * (runtime/lib/grant.h); rotad takes it only from a peer (SO_PEERCRED) that is root or rotad's own user, as the
+ * first message of a connection or from an observer; anyone else is disconnected. It binds to a cgroup v2 path:
+ * every process whose cgroup (the 0:: line of /proc/PID/cgroup, read by rotad) is that path or below it, and whose
+ * uid is uid (ROTA_GRANT_ANY_UID: any), gets at its HELLO
+ *   - memory: at most mem_limit per GPU (0: the grant sets none); the HELLO's mem_limit (ROTA_MEM_LIMIT) may only
+ *     lower it: 0 or more in the HELLO is the grant's;
+ *   - class: at best max_prio: a HELLO asking for a better class runs at max_prio; max_prio ROTA_PRIO_HIGH lets
+ *     the processes run high as a high-cgroup line would.
+ * The longest matching path wins. A grant for a path replaces the one before; ROTA_GRANT_REVOKE removes it
+ * (clients registered already keep what they got). rotad keeps at most ROTA_MAX_GRANTS; when full it forgets those
+ * whose cgroup no longer exists (/sys/fs/cgroup/PATH). RESULT status: 0; -EINVAL (a path that is not absolute);
+ * -ENOENT (REVOKE of no grant); -ENOSPC (full). */
+#define ROTA_GRANT_CGROUP_LEN 256
+#define ROTA_GRANT_ANY_UID UINT32_MAX
+#define ROTA_GRANT_REVOKE 1u
+#define ROTA_MAX_GRANTS 4096
+typedef struct rota_msg_grant {
+    rota_msg_hdr_t h;
+    uint32_t flags;        /* ROTA_GRANT_REVOKE or 0 */
+    uint32_t max_prio;     /* rota_prio: the best class granted */
+    uint64_t mem_limit;    /* per process and GPU, bytes, 0..ROTA_MAX_BYTES (0: none) */
+    uint32_t uid;          /* the job's user, or ROTA_GRANT_ANY_UID */
+    uint32_t pad0;         /* zero */
+    char cgroup[ROTA_GRANT_CGROUP_LEN]; /* absolute cgroup v2 path, NUL-terminated */
+} rota_msg_grant_t;
+
 /* Largest message (PLACE); receive buffers have this size. 128 before PLACE existed: only rotad receives PLACE,
  * so a peer built with the smaller buffer never sees a longer packet. */
 #define ROTA_MSG_MAX 512
@@ -496,6 +532,7 @@ _Static_assert(sizeof(rota_msg_welcome_t) == 112, "welcome");
 _Static_assert(sizeof(rota_msg_mem_t) == 56, "mem message");
 _Static_assert(sizeof(rota_msg_result_t) == 40, "result");
 _Static_assert(sizeof(rota_msg_list_t) == 24, "list");
+_Static_assert(sizeof(rota_msg_grant_t) == 296 && sizeof(rota_msg_grant_t) <= ROTA_MSG_MAX, "grant");
 _Static_assert(sizeof(rota_msg_welcome_t) <= ROTA_MSG_MAX, "messages fit ROTA_MSG_MAX");
 _Static_assert(sizeof(rota_place_cand_t) == 24, "place candidate");
 _Static_assert(sizeof(rota_msg_place_t) == 40 + 24 * ROTA_MAX_DEVICES, "place");

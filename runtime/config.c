@@ -4,6 +4,7 @@
 #include "runtime/lib/parse.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <stddef.h>
@@ -23,6 +24,21 @@ static int config_fail(char *err, size_t n, const char *fmt, ...)
     return -EINVAL;
 }
 
+/* A word of the file as a message may quote it: only a plausible directive or value (letters, digits, ._/+-, at most
+ * 40 characters). rotad runs as root and logs what it refuses: a file that is not a config (a hard link to
+ * /etc/shadow) must not get its contents into the log. */
+static const char *config_shown(const char *w)
+{
+    size_t n = strlen(w);
+    if (n > 40) return "(not shown)";
+    for (size_t i = 0; i < n; i++) {
+        char c = w[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("._/+-", c)))
+            return "(not shown)";
+    }
+    return w;
+}
+
 /* The numeric directives: name, field, default, bounds. */
 typedef struct config_num {
     const char *name;
@@ -38,6 +54,8 @@ static const config_num_t config_nums[] = {
     {"high-stall-ms", offsetof(config_t, high_stall_ms), 1000, 10, 3600000},
     {"doorbell-max-hz", offsetof(config_t, doorbell_max_hz), 2000, 10, 1000000},
     {"grace-ms", offsetof(config_t, grace_ms), 2000, 0, 60000},
+    {"max-waits-per-user", offsetof(config_t, max_waits_per_user), 256, 1, 65536},
+    {"max-clients", offsetof(config_t, max_clients), ROTA_MAX_CLIENTS, 1, ROTA_MAX_CLIENTS},
 };
 
 void config_init(config_t *cfg)
@@ -79,7 +97,7 @@ static int config_policy(config_t *cfg, char **word, int nw, const char *path, u
         if (nw != 2) return config_fail(err, errlen, "%s:%u: expected '%s N'", path, lineno, n->name);
         int prc = parse_u64(word[1], n->min, n->max, &v);
         if (prc)
-            return config_fail(err, errlen, "%s:%u: bad %s '%s': %s %u..%u", path, lineno, n->name, word[1],
+            return config_fail(err, errlen, "%s:%u: bad %s '%s': %s %u..%u", path, lineno, n->name, config_shown(word[1]),
                                prc == -ERANGE ? "out of range" : "not a number in", n->min, n->max);
         *(uint32_t *)((char *)cfg + n->off) = (uint32_t)v;
         return 0;
@@ -91,7 +109,8 @@ static int config_policy(config_t *cfg, char **word, int nw, const char *path, u
         unsigned *cnt = hu ? &cfg->nhigh_uids : &cfg->nhigh_gids;
         if (nw != 2) return config_fail(err, errlen, "%s:%u: expected '%s NAME'", path, lineno, word[0]);
         if (config_id(word[1], hg, &id))
-            return config_fail(err, errlen, "%s:%u: no such %s '%s'", path, lineno, hu ? "user" : "group", word[1]);
+            return config_fail(err, errlen, "%s:%u: no such %s '%s'", path, lineno, hu ? "user" : "group",
+                               config_shown(word[1]));
         if (*cnt == CONFIG_MAX_IDS)
             return config_fail(err, errlen, "%s:%u: too many %s lines (at most %d)", path, lineno, word[0],
                                CONFIG_MAX_IDS);
@@ -101,8 +120,8 @@ static int config_policy(config_t *cfg, char **word, int nw, const char *path, u
     if (!strcmp(word[0], "high-cgroup")) {
         if (nw != 2) return config_fail(err, errlen, "%s:%u: expected 'high-cgroup CGROUP-PATH'", path, lineno);
         if (word[1][0] != '/' || strlen(word[1]) >= ROTA_GROUP_NAME)
-            return config_fail(err, errlen, "%s:%u: cgroup path '%s' must be absolute, at most %d characters", path,
-                               lineno, word[1], ROTA_GROUP_NAME - 1);
+            return config_fail(err, errlen, "%s:%u: a cgroup path must be absolute, at most %d characters", path,
+                               lineno, ROTA_GROUP_NAME - 1);
         if (cfg->nhigh_cgroups == CONFIG_MAX_IDS)
             return config_fail(err, errlen, "%s:%u: too many high-cgroup lines (at most %d)", path, lineno,
                                CONFIG_MAX_IDS);
@@ -118,14 +137,14 @@ static int config_policy(config_t *cfg, char **word, int nw, const char *path, u
         if (nw != 4 || strcmp(word[2], "limit"))
             return config_fail(err, errlen, "%s:%u: expected 'user NAME limit SIZE'", path, lineno);
         if (config_id(word[1], false, &uid))
-            return config_fail(err, errlen, "%s:%u: no such user '%s'", path, lineno, word[1]);
+            return config_fail(err, errlen, "%s:%u: no such user '%s'", path, lineno, config_shown(word[1]));
         int prc = parse_size(word[3], 1, ROTA_MAX_BYTES, &limit);
         if (prc)
-            return config_fail(err, errlen, "%s:%u: bad limit '%s': %s", path, lineno, word[3],
+            return config_fail(err, errlen, "%s:%u: bad limit '%s': %s", path, lineno, config_shown(word[3]),
                                prc == -ERANGE ? "out of range 1..2^56 bytes" : "not a size (use e.g. 40G)");
         int k = config_user_of(cfg, uid);
         if (k >= 0)
-            return config_fail(err, errlen, "%s:%u: user '%s' already limited on line %u", path, lineno, word[1],
+            return config_fail(err, errlen, "%s:%u: user '%s' already limited on line %u", path, lineno, config_shown(word[1]),
                                cfg->users[k].line);
         if (cfg->nusers == CONFIG_MAX_IDS)
             return config_fail(err, errlen, "%s:%u: too many user lines (at most %d)", path, lineno,
@@ -175,7 +194,7 @@ static int config_credit(config_t *cfg, char **word, int nw, const char *path, u
     int prc = nw == 2 ? parse_size(word[1], 0, ROTA_MAX_BYTES, &v) : -EINVAL;
     if (nw != 2) return config_fail(err, errlen, "%s:%u: expected 'credit SIZE'", path, lineno);
     if (prc)
-        return config_fail(err, errlen, "%s:%u: bad credit '%s': %s", path, lineno, word[1],
+        return config_fail(err, errlen, "%s:%u: bad credit '%s': %s", path, lineno, config_shown(word[1]),
                            prc == -ERANGE ? "out of range 0..2^56 bytes" : "not a size (use e.g. 64M)");
     cfg->credit = v;
     return 0;
@@ -189,14 +208,15 @@ static int config_group(config_t *cfg, char **word, int nw, const char *path, un
         return config_fail(err, errlen, "%s:%u: expected 'group CGROUP-PATH limit SIZE'", path, lineno);
     const char *gp = word[1];
     if (gp[0] != '/')
-        return config_fail(err, errlen, "%s:%u: group path '%s' must be an absolute cgroup path", path, lineno, gp);
+        return config_fail(err, errlen, "%s:%u: group path '%s' must be an absolute cgroup path", path, lineno,
+                           config_shown(gp));
     if (strlen(gp) >= ROTA_GROUP_NAME)
         return config_fail(err, errlen, "%s:%u: group path is longer than %d characters", path, lineno,
                            ROTA_GROUP_NAME - 1);
     uint64_t limit;
     int prc = parse_size(word[3], 1, ROTA_MAX_BYTES, &limit);
     if (prc)
-        return config_fail(err, errlen, "%s:%u: bad limit '%s': %s", path, lineno, word[3],
+        return config_fail(err, errlen, "%s:%u: bad limit '%s': %s", path, lineno, config_shown(word[3]),
                            prc == -ERANGE ? "out of range 1..2^56 bytes" : "not a size (use e.g. 40G)");
     char norm[ROTA_GROUP_NAME];
     snprintf(norm, sizeof norm, "%s", gp);
@@ -204,7 +224,8 @@ static int config_group(config_t *cfg, char **word, int nw, const char *path, un
     while (nl > 1 && norm[nl - 1] == '/') norm[--nl] = 0;
     for (unsigned i = 0; i < cfg->ngroups; i++)
         if (!strcmp(cfg->groups[i].path, norm))
-            return config_fail(err, errlen, "%s:%u: group '%s' already defined on line %u", path, lineno, norm,
+            return config_fail(err, errlen, "%s:%u: group '%s' already defined on line %u", path, lineno,
+                               config_shown(norm),
                                cfg->groups[i].line);
     if (cfg->ngroups == ROTA_MAX_GROUPS)
         return config_fail(err, errlen, "%s:%u: too many groups (at most %d)", path, lineno, ROTA_MAX_GROUPS);
@@ -224,7 +245,7 @@ static int config_line(config_t *cfg, char **word, int nw, const char *path, uns
     if (pol <= 0) return pol;
     if (strcmp(word[0], "group"))
         return config_fail(err, errlen, "%s:%u: unknown directive '%s' (expected 'group', 'credit' or a policy "
-                           "line, see rotad --help)", path, lineno, word[0]);
+                           "line, see rotad --help)", path, lineno, config_shown(word[0]));
     return config_group(cfg, word, nw, path, lineno, err, errlen);
 }
 
@@ -245,23 +266,75 @@ static int config_words(char *line, char **word)
     return nw;
 }
 
+/* Whether st (a config file or its directory) is safe to trust: owned by root or rotad's user, writable by nobody
+ * else (a directory with the sticky bit, like /tmp, keeps others from replacing a file they do not own). 0 or a
+ * message in err and -EPERM. */
+static int config_trusted(const char *path, const char *what, const struct stat *st, bool dir, char *err,
+                          size_t errlen)
+{
+    uid_t me = geteuid();
+    if (st->st_uid != 0 && st->st_uid != me) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s: refusing the config: %s is owned by uid %u, neither root nor rotad's user",
+                     path, what, (unsigned)st->st_uid);
+        return -EPERM;
+    }
+    if ((st->st_mode & 0022) && !(dir && (st->st_mode & S_ISVTX))) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s: refusing the config: %s is writable by %s (mode %04o)", path, what,
+                     st->st_mode & 0002 ? "every user" : "its group", (unsigned)(st->st_mode & 07777));
+        return -EPERM;
+    }
+    return 0;
+}
+
 int config_load(const char *path, config_t *cfg, char *err, size_t errlen)
 {
     config_init(cfg);
-    FILE *f = fopen(path, "re");
-    if (!f) {
+    /* O_NOFOLLOW: a symlink is refused (it could name any file root can read); O_NONBLOCK: a FIFO does not
+     * freeze rotad's event loop in open(2) (it is refused below, as not a regular file). */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
         int e = errno;
-        if (err && errlen) snprintf(err, errlen, "%s: unable to open: %s", path, strerror(e));
+        if (err && errlen)
+            snprintf(err, errlen, "%s: unable to open: %s", path,
+                     e == ELOOP ? "it is a symbolic link (name the file itself)" : strerror(e));
         return -e;
     }
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode)) {
-        fclose(f);
+    struct stat st, dst;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        close(fd);
+        if (err && errlen) snprintf(err, errlen, "%s: unable to stat: %s", path, strerror(e));
+        return -e;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
         return config_fail(err, errlen, "%s: not a regular file%s", path, S_ISDIR(st.st_mode) ? " (a directory)" : "");
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    int rc = config_trusted(path, "the file", &st, false, err, errlen);
+    if (!rc && stat(dir, &dst) < 0) rc = config_fail(err, errlen, "%s: unable to stat its directory", path);
+    if (!rc) rc = config_trusted(path, "its directory", &dst, true, err, errlen);
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        int e = errno;
+        close(fd);
+        if (err && errlen) snprintf(err, errlen, "%s: unable to read: %s", path, strerror(e));
+        return -e;
     }
     char line[1024];
     unsigned lineno = 0;
-    int rc = 0;
     long at = ftell(f);
     while (!rc && fgets(line, sizeof line, f)) {
         lineno++;

@@ -28,12 +28,14 @@
  * every name, default and bound):
  *
  *   max-connections-per-user N  connections one user (not root) may hold open at once (default 64)
- *   max-clients-per-user N      registered clients (slots) of one user (default 64; the table has 512)
+ *   max-clients N               registered clients (slots) in all (default and at most ROTA_MAX_CLIENTS, 4096)
+ *   max-clients-per-user N      registered clients (slots) of one user (default 64)
  *   hello-timeout-ms N          a connection that has not sent HELLO within N ms is dropped (default 2000)
  *   max-weight N                the largest ROTA_WEIGHT a client may claim; more is lowered (default 1000)
- *   high-stall-ms N             a high client holds lower classes at most N ms without progress (default 1000)
- *   doorbell-max-hz N           doorbell rings rotad acts on, per client and second (default 2000)
+ *   high-stall-ms N             a high client holds lower classes at most N ms without a completion (default 1000)
+ *   doorbell-max-hz N           doorbell rings rotad acts on, per client, per user and second (default 2000)
  *   grace-ms N                  after a restart over a stale socket, RESERVEs queue this long (default 2000)
+ *   max-waits-per-user N        queued RESERVEs and waiting PLACEs of one user, each (default 256; root too)
  *
  *   high-user USER              USER (name or uid) may run high priority; repeatable
  *   high-group GROUP            members of GROUP (name or gid) may; repeatable
@@ -63,7 +65,7 @@ typedef struct config {
     config_group_t groups[ROTA_MAX_GROUPS];
     /* admission and policy (above) */
     uint32_t max_conns_per_user, max_clients_per_user, hello_timeout_ms, max_weight, high_stall_ms,
-        doorbell_max_hz, grace_ms;
+        doorbell_max_hz, grace_ms, max_waits_per_user, max_clients;
     unsigned nhigh_uids, nhigh_gids, nusers;
     uint32_t high_uids[CONFIG_MAX_IDS];
     uint32_t high_gids[CONFIG_MAX_IDS];

@@ -1,4 +1,5 @@
-/* metrics.h - rotad --metrics-listen: GET /metrics over HTTP/1.x, served by a thread of its own that only reads. */
+/* metrics.h - rotad --metrics-listen: GET /metrics over HTTP/1.x (GNU libmicrohttpd), served by a thread of its own
+ * that only reads. */
 #ifndef ROTA_METRICS_H
 #define ROTA_METRICS_H
 
@@ -6,22 +7,25 @@
 
 #include <stddef.h>
 
-/* At most this many scrapes are served at once; a connection past it replaces the oldest one when that one has
- * been open METRICS_IDLE_MS, else is closed at once. */
-#define METRICS_MAX_CONNS 16
-#define METRICS_IDLE_MS 5000
+/* Connections served at once, in all and from one address (more are closed at once), and the seconds one may stay
+ * idle (a half-sent request included) before it is closed: libmicrohttpd's limits. */
+#define METRICS_MAX_CONNS 64
+#define METRICS_MAX_CONNS_PER_IP 8
+#define METRICS_TIMEOUT_S 5
+/* A rendering serves every scrape for this long (a scrape loop costs one rendering per window). */
+#define METRICS_CACHE_MS 500
 /* The serving thread's nice value: on a node short of CPU, scrapes wait, not launches. */
 #define METRICS_NICE 10
-/* A request (line and headers) longer than this is answered 431 and closed. */
-#define METRICS_REQ_MAX 4096
+/* Memory for one connection's request (line and headers): a longer one is answered 414 or 431 and closed. */
+#define METRICS_REQ_MAX 8192
 
 typedef struct metrics metrics_t;
 
 /* Parses "PORT", "ADDR:PORT" or "[ADDR6]:PORT" (no ADDR: 127.0.0.1) and listens there, non-blocking. 0 or -errno,
- * with one message in err (a bad address is -EINVAL). */
+ * with one message in err (a bad address is -EINVAL; a rotad built without libmicrohttpd: -ENOTSUP). */
 int metrics_open(const char *listen_spec, metrics_t **out, char *err, size_t errlen);
-/* Starts the thread that serves: it accepts, reads, answers and closes on non-blocking sockets and renders r and t
- * (prom_render) per request. t: rotad's table, for the per-client and per-group series; NULL leaves them out (the
+/* Starts the thread that serves (libmicrohttpd's): it renders r and t (prom_render) at most once per
+ * METRICS_CACHE_MS. t: rotad's table, for the per-client and per-group series; NULL leaves them out (the
  * endpoint has no notion of who asks: anyone who reaches the port reads what it serves). It only reads (atomics
  * and seqlocks), so neither rotad's event loop nor its scheduler thread ever waits for a scrape. After detaching
  * (a fork keeps no thread). 0 or -errno. */

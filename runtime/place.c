@@ -13,6 +13,12 @@
 
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
 
+/* Sums of what clients declare saturate: a claim of 2^56 bytes, many times over, never wraps to little. */
+static uint64_t place_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 /* Forgets placements that timed out or whose process is gone (kill(pid, 0) fails with ESRCH). */
 static void place_expire(place_t *pl, uint64_t now_ns)
 {
@@ -23,26 +29,29 @@ static void place_expire(place_t *pl, uint64_t now_ns)
     }
 }
 
-/* Pending placements on dev: their count, memory and how many are of class prio or above (rivals). */
-static unsigned place_pending_on(const place_t *pl, int dev, uint64_t *mem, enum rota_prio prio,
-                                 unsigned *rivals)
+/* Pending placements on dev: their count, memory and how many are of class prio or above (rivals); *others gets
+ * the memory of those of another user than uid (NULL: not asked). */
+static unsigned place_pending_on(const place_t *pl, int dev, uint64_t *mem, enum rota_prio prio, unsigned *rivals,
+                                 uid_t uid, uint64_t *others)
 {
     unsigned n = 0, h = 0;
-    uint64_t m = 0;
+    uint64_t m = 0, o = 0;
     for (unsigned i = 0; i < PLACE_MAX_PENDING; i++)
         if (pl->p[i].pid && pl->p[i].dev == dev) {
             n++;
             h += pl->p[i].prio <= prio;
-            m += pl->p[i].mem;
+            m = place_add(m, pl->p[i].mem);
+            if (pl->p[i].uid != uid) o = place_add(o, pl->p[i].mem);
         }
     if (mem) *mem = m;
     if (rivals) *rivals = h;
+    if (others) *others = o;
     return n;
 }
 
 unsigned place_pending_count(const place_t *pl, int dev, uint64_t *mem)
 {
-    return place_pending_on(pl, dev, mem, 0, NULL);
+    return place_pending_on(pl, dev, mem, 0, NULL, 0, NULL);
 }
 
 void place_settle(place_t *pl, pid_t pid)
@@ -51,16 +60,23 @@ void place_settle(place_t *pl, pid_t pid)
         if (pl->p[i].pid == pid) memset(&pl->p[i], 0, sizeof pl->p[i]);
 }
 
-/* The slot for pid's new placement: its old one, a free one, or the one that expires first. */
-static place_pending_t *place_slot(place_t *pl, pid_t pid)
+/* The slot for pid's new placement: its old one, a free one, or the one that expires first; once uid has
+ * PLACE_MAX_PENDING_PER_USER placements pending, one of its own (so one user's processes cannot evict everyone
+ * else's placements). */
+static place_pending_t *place_slot(place_t *pl, pid_t pid, uid_t uid)
 {
-    place_pending_t *best = NULL;
+    place_pending_t *best = NULL, *mine = NULL;
+    unsigned n = 0;
     for (unsigned i = 0; i < PLACE_MAX_PENDING; i++) {
         place_pending_t *e = &pl->p[i];
         if (e->pid == pid) return e;
+        if (e->pid && e->uid == uid) {
+            n++;
+            if (!mine || e->deadline_ns < mine->deadline_ns) mine = e;
+        }
         if (!best || (best->pid && (!e->pid || e->deadline_ns < best->deadline_ns))) best = e;
     }
-    return best;
+    return n >= PLACE_MAX_PENDING_PER_USER ? mine : best;
 }
 
 int place_add_known(place_t *pl, rota_region_t *r, const rota_place_cand_t *gpus, int n)
@@ -80,19 +96,20 @@ int place_add_known(place_t *pl, rota_region_t *r, const rota_place_cand_t *gpus
 typedef struct place_gpu {
     uint64_t cap;          /* capacity */
     uint64_t expect;       /* memory its jobs hold or will hold (place.h) */
+    uint64_t others;       /* of expect: pending placements of other users (claims, not yet memory) */
     unsigned load;         /* clients + pending placements */
     unsigned rivals;       /* clients at home here + pending placements of the job's class or above */
     unsigned busy;         /* busy fraction of the last >= 100 ms, permille (sched.c) */
 } place_gpu_t;
 
-static void place_measure(const place_t *pl, const rota_region_t *r, int dev, enum rota_prio prio,
+static void place_measure(const place_t *pl, const rota_region_t *r, int dev, enum rota_prio prio, uid_t uid,
                           place_gpu_t *g)
 {
     const rota_dev_t *d = &r->devices[dev];
     uint64_t pmem = 0, more = 0;
     g->cap = LD(&d->capacity);
     unsigned prival = 0;
-    g->load = LD(&d->clients) + place_pending_on(pl, dev, &pmem, prio, &prival);
+    g->load = LD(&d->clients) + place_pending_on(pl, dev, &pmem, prio, &prival, uid, &g->others);
     g->rivals = prival;
     g->busy = LD(&d->busy_permille);
     /* Beyond what is reserved: requests queued here, and the rest of the declared limit (ROTA_MEM_LIMIT, rota
@@ -105,15 +122,23 @@ static void place_measure(const place_t *pl, const rota_region_t *r, int dev, en
         if (home < 0) home = wdev;
         if (home == dev && lim > used + w) w = lim - used;
         if (home == dev && LD(&sl->priority) <= prio) g->rivals++;
-        more += w;
+        more = place_add(more, w);
     }
-    g->expect = LD(&d->reserved) + more + pmem;
+    g->expect = place_add(place_add(LD(&d->reserved), more), pmem);
 }
 
 /* Memory the GPU has left for a new job. */
 static uint64_t place_free(const place_gpu_t *g)
 {
     return g->expect < g->cap ? g->cap - g->expect : 0;
+}
+
+/* Memory the GPU has left for a new job of user uid, counting no other user's pending placements: what another
+ * user only claims may steer where a job goes, never make it wait (issue 32, item 5). */
+static uint64_t place_free_own(const place_gpu_t *g)
+{
+    uint64_t e = g->expect - (g->others < g->expect ? g->others : g->expect);
+    return e < g->cap ? g->cap - e : 0;
 }
 
 /* Whether a is a better home than b for a job of mem bytes (0: unknown): see place.h. */
@@ -138,7 +163,7 @@ static bool place_better(const place_gpu_t *a, const place_gpu_t *b, uint64_t me
     return db < -PLACE_BUSY_SLACK_PERMILLE;
 }
 
-int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns)
+int place_choose_as(place_t *pl, rota_region_t *r, pid_t pid, uid_t uid, const rota_msg_place_t *m, uint64_t now_ns)
 {
     place_expire(pl, now_ns);
     place_settle(pl, pid); /* a pid that asks again replaces its earlier placement */
@@ -162,41 +187,55 @@ int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_
     }
     int best = -1;
     place_gpu_t bg = {0};
+    uint64_t maxcap = 0;
+    bool fits_own = false;
     for (int i = 0; i < n; i++) {
         if (devs[i] < 0) continue;
         place_gpu_t g;
-        place_measure(pl, r, devs[i], prio, &g);
+        place_measure(pl, r, devs[i], prio, uid, &g);
+        if (g.cap > maxcap) maxcap = g.cap;
+        fits_own |= place_free_own(&g) >= m->mem;
         if (best < 0 || place_better(&g, &bg, m->mem)) {
             best = i;
             bg = g;
         }
     }
     if (best < 0) return known || pl->known ? -ENODEV : -ENOSPC;
-    if (m->wait_ms && place_free(&bg) < m->mem) return -EAGAIN; /* the best fits nowhere: wait for room */
-    place_pending_t *e = place_slot(pl, pid);
+    /* The best fits nowhere, even without other users' claims: wait for room, unless the job is larger than every
+     * candidate (it would wait for nothing, holding a waiter). */
+    if (m->wait_ms && !fits_own && m->mem <= maxcap) return -EAGAIN;
+    place_pending_t *e = place_slot(pl, pid, uid);
     e->pid = pid;
+    e->uid = uid;
     e->dev = devs[best];
-    e->mem = m->mem;
+    e->mem = m->mem < bg.cap ? m->mem : bg.cap; /* a claim counts at most its GPU */
     e->prio = prio;
     e->deadline_ns = now_ns + (uint64_t)ROTA_PLACE_PENDING_MS * 1000000u;
     return known ? devs[best] : best;
 }
 
-int place_choose_now(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns)
+int place_choose_now(place_t *pl, rota_region_t *r, pid_t pid, uid_t uid, const rota_msg_place_t *m,
+                     uint64_t now_ns)
 {
     rota_msg_place_t at_once = *m;
     at_once.wait_ms = 0;
-    return place_choose(pl, r, pid, &at_once, now_ns);
+    return place_choose_as(pl, r, pid, uid, &at_once, now_ns);
+}
+
+int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns)
+{
+    return place_choose_as(pl, r, pid, 0, m, now_ns);
 }
 
 /* ---- requests that wait for room ---------------------------------------------------------------------------- */
 
-int place_wait_add(place_t *pl, void *who, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns)
+int place_wait_add(place_t *pl, void *who, pid_t pid, uid_t uid, const rota_msg_place_t *m, uint64_t now_ns)
 {
     place_waiter_t *w = calloc(1, sizeof *w);
     if (!w) return -ENOMEM;
     w->who = who;
     w->pid = pid;
+    w->uid = uid;
     w->prio = prio_from_place_flags(m->flags);
     w->since_ns = now_ns;
     w->deadline_ns = now_ns + (uint64_t)m->wait_ms * 1000000u;
@@ -214,7 +253,7 @@ static void place_wait_give_up(place_t *pl, rota_region_t *r, place_waiter_t **p
 {
     place_waiter_t *w = *pp;
     *pp = w->next;
-    fn(ctx, w, place_choose_now(pl, r, w->pid, &w->m, now_ns));
+    fn(ctx, w, place_choose_now(pl, r, w->pid, w->uid, &w->m, now_ns));
     free(w);
 }
 
@@ -231,7 +270,7 @@ unsigned place_wait_serve(place_t *pl, rota_region_t *r, uint64_t now_ns, place_
     }
     place_waiter_t *w;
     while ((w = pl->waiters)) {
-        int i = place_choose(pl, r, w->pid, &w->m, now_ns);
+        int i = place_choose_as(pl, r, w->pid, w->uid, &w->m, now_ns);
         if (i == -EAGAIN) break; /* it still fits nowhere: those behind it wait too */
         pl->waiters = w->next;
         fn(ctx, w, i);
@@ -282,7 +321,7 @@ void place_wait_publish(const place_t *pl, rota_region_t *r)
     uint64_t bytes = 0, since = 0;
     for (const place_waiter_t *w = pl->waiters; w; w = w->next) {
         n++;
-        bytes += w->m.mem;
+        bytes = place_add(bytes, w->m.mem);
         if (!since || w->since_ns < since) since = w->since_ns;
     }
     atomic_store_explicit(&r->place_wait_since_ns, since, memory_order_relaxed);

@@ -45,12 +45,17 @@
  */
 
 #define PLACE_MAX_PENDING 256
+/* Pending placements one user holds at most: its next one replaces its own oldest (issue 32, item 5). */
+#define PLACE_MAX_PENDING_PER_USER 32
+/* Waiting PLACEs per connection (a rota run or librota's remap sends one at a time); per user: config.h. */
+#define PLACE_MAX_WAITS_PER_CONN 4
 #define PLACE_MEM_SLACK_PCT 2
 #define PLACE_BUSY_SLACK_PERMILLE 100
 #define PLACE_RECHECK_MS 100u /* rotad looks at waiting jobs at least this often (place_wait_serve) */
 
 typedef struct place_pending {
     pid_t pid;             /* 0 = free entry */
+    uid_t uid;             /* the asker's user (SO_PEERCRED): its claim never makes another user's job wait */
     int dev;               /* index in region->devices */
     uint64_t mem;          /* the job's expected memory (PLACE mem), counted against the GPU's free memory */
     enum rota_prio prio;   /* the job's class (from ROTA_PLACE_HIGH / ROTA_PLACE_LOW) */
@@ -61,6 +66,7 @@ typedef struct place_pending {
 typedef struct place_waiter {
     void *who;             /* the asker (rotad's connection); opaque here */
     pid_t pid;
+    uid_t uid;
     enum rota_prio prio;
     uint64_t since_ns, deadline_ns; /* CLOCK_MONOTONIC */
     rota_msg_place_t m;
@@ -86,8 +92,15 @@ typedef void place_answer_fn(void *ctx, const place_waiter_t *w, int idx);
  * may be another driver's or container's) and the answer is the region device index, or -ENODEV when pl->known is
  * empty. m must have passed proto_check. */
 int place_choose(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns);
-/* place_choose without waiting, whatever m->wait_ms says: the fits-nowhere rule for a job that fits nowhere. */
-int place_choose_now(place_t *pl, rota_region_t *r, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns);
+/* place_choose for a job of user uid (issue 32, item 5): pending placements of other users (claims a process
+ * made, not memory anyone holds) count for where the job goes but never make it wait: it waits only when it fits
+ * nowhere without them. A job larger than every candidate never waits (it could not fit). A pending placement
+ * counts at most its GPU's capacity; one user holds at most PLACE_MAX_PENDING_PER_USER of them. place_choose is
+ * place_choose_as for uid 0. */
+int place_choose_as(place_t *pl, rota_region_t *r, pid_t pid, uid_t uid, const rota_msg_place_t *m, uint64_t now_ns);
+/* place_choose_as without waiting, whatever m->wait_ms says: the fits-nowhere rule for a job that fits nowhere. */
+int place_choose_now(place_t *pl, rota_region_t *r, pid_t pid, uid_t uid, const rota_msg_place_t *m,
+                     uint64_t now_ns);
 /* Enters the node's GPUs (rotad's probe) in the ledger and marks them known. Returns how many were entered. */
 int place_add_known(place_t *pl, rota_region_t *r, const rota_place_cand_t *gpus, int n);
 /* pid reserved memory: its placement is no longer pending (the ledger counts it now). */
@@ -96,7 +109,7 @@ void place_settle(place_t *pl, pid_t pid);
 unsigned place_pending_count(const place_t *pl, int dev, uint64_t *mem);
 
 /* Queues a request that place_choose answered -EAGAIN, until now_ns + m->wait_ms. 0, or -ENOMEM. */
-int place_wait_add(place_t *pl, void *who, pid_t pid, const rota_msg_place_t *m, uint64_t now_ns);
+int place_wait_add(place_t *pl, void *who, pid_t pid, uid_t uid, const rota_msg_place_t *m, uint64_t now_ns);
 /* Answers every waiter whose time is up (the fits-nowhere rule), then, in order, every waiter that fits now,
  * stopping at the first that does not. Returns how many were answered. */
 unsigned place_wait_serve(place_t *pl, rota_region_t *r, uint64_t now_ns, place_answer_fn *fn, void *ctx);

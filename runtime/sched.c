@@ -55,6 +55,13 @@ typedef struct sched_client {
     uint32_t hold_hist[ROTA_LAT_BUCKETS];
 } sched_client_t;
 
+/* Users whose doorbell wake-ups are counted apart (more share the node-wide budget only). */
+#define SCHED_BELL_USERS 64
+#define SCHED_KICK_MIN_NS 2000000u
+typedef struct sched_bell_user {
+    uint32_t uid, count; /* doorbell wake-ups of its normal and low clients in their current windows */
+} sched_bell_user_t;
+
 struct sched {
     rota_region_t *r;
     rota_table_t *t;   /* the clients' details: statistics and the idle window rota status shows */
@@ -63,6 +70,11 @@ struct sched {
     pthread_t th;
     pthread_mutex_t mu;
     _Atomic uint32_t ctl; /* private futex word: bumped on add/remove/stop */
+    /* A registration needs the thread to watch one more doorbell, not at once: kicks for normal and low clients
+     * come at most every SCHED_KICK_MIN_NS (4,000 registrations at once woke it 4,000 times, each a pass over
+     * every client: more than a core), and a pending one shortens the thread's wait to that. */
+    _Atomic uint64_t kick_ns;
+    _Atomic bool kick_pending;
     _Atomic bool stop;
     bool waitv_ok;
     uint64_t last_tick;
@@ -75,6 +87,8 @@ struct sched {
     const sched_policy_t *policy;                  /* stage 2 (sched-policy.h) */
     uint64_t pstate[SCHED_POOLS][ROTA_PRIO_COUNT][SCHED_POLICY_STATE_MAX / 8]; /* its state per share group */
     sched_client_t c[ROTA_MAX_CLIENTS];
+    unsigned hwm;         /* no live client at or above this slot: every pass over the clients stops there (4096
+                           * slots, a few hundred used: a tick costs what the node runs, not the table's size) */
 };
 
 static uint64_t sched_now_ns(void)
@@ -165,7 +179,7 @@ static void sched_client_hold_stats(sched_t *s, sched_client_t *c, unsigned ndev
 
 static void sched_add_hold_stats(sched_t *s, unsigned ndev)
 {
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
+    for (unsigned i = 0; i < s->hwm; i++)
         if (s->c[i].live && s->c[i].prio == ROTA_PRIO_HIGH) sched_client_hold_stats(s, &s->c[i], ndev);
 }
 
@@ -260,18 +274,18 @@ static uint32_t sched_client_activity(sched_t *s, sched_tick_t *tk, unsigned i, 
     return act;
 }
 
-/* Progress of high client i: a launch or a completion. A high client that is active (or claims work in flight)
- * but neither launches nor completes anything for high_stall_ns (stopped, hung, or lying about inflight) holds
- * nobody until it moves again. */
+/* Progress of high client i: a completion (its device time grew). A high client that is active (or claims work in
+ * flight) but completes nothing for high_stall_ns (stopped, hung, or lying about inflight) holds nobody until it
+ * does. Launches alone are no progress (issue 32, item 7: a client that only bumped channel.launches every 5 ms
+ * held a low client 3.7 s): the launch counter costs a liar nothing, device time needs completions. busy_ns is
+ * the client's word too; rotad has no device counter of its own per process yet. */
 static void sched_high_progress(sched_t *s, sched_tick_t *tk, unsigned i, uint64_t la, uint64_t bu)
 {
     sched_client_t *c = &s->c[i];
     uint64_t now = tk->now;
-    if (la != c->seen_launches || bu != c->seen_busy || !c->active) {
-        c->seen_launches = la;
-        c->seen_busy = bu;
-        c->progress_ns = now;
-    }
+    if (bu > c->seen_busy || !c->active) c->progress_ns = now;
+    c->seen_launches = la;
+    c->seen_busy = bu;
     bool stalled = c->active && now - c->progress_ns >= s->o.high_stall_ns;
     if (stalled != c->stalled && s->o.log_level >= 1 && sched_log_ok(s, now))
         fprintf(stderr, "rotad: info: high client in slot %u %s\n", i,
@@ -342,7 +356,7 @@ static void sched_sample(sched_t *s, const sched_tick_t *tk)
             s->win_busy[p] = 0;
         }
     }
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+    for (unsigned i = 0; i < s->hwm; i++) {
         sched_client_t *c = &s->c[i];
         if (c->live && tk->inflight[i] && tk->nbusy[c->pool])
             c->vtime += dt * 1000 * (c->prio == ROTA_PRIO_LOW ? s->o.low_factor : 1) / tk->nbusy[c->pool] / c->weight;
@@ -385,7 +399,7 @@ static void sched_decide_group(sched_t *s, sched_tick_t *tk, unsigned p, enum ro
     sched_member_t m[ROTA_MAX_CLIENTS];
     unsigned idx[ROTA_MAX_CLIENTS], nm = 0, n = 0;
     uint64_t vmin = UINT64_MAX, vmin_old = UINT64_MAX;
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+    for (unsigned i = 0; i < s->hwm; i++) {
         sched_client_t *c = &s->c[i];
         if (!sched_in_group(s, c, p, k) || tk->hold[i]) continue;
         idx[nm++] = i;
@@ -410,7 +424,7 @@ static void sched_decide_group(sched_t *s, sched_tick_t *tk, unsigned p, enum ro
  * with low_factor > 1 the low group is empty). */
 static void sched_decide_gpu(sched_t *s, sched_tick_t *tk, unsigned p)
 {
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+    for (unsigned i = 0; i < s->hwm; i++) {
         sched_client_t *c = &s->c[i];
         if (c->live && c->pool == p) tk->hold[i] = sched_prio_hold(c->prio, tk->hi[p], LD(&s->r->sched[i].hold));
     }
@@ -467,7 +481,7 @@ static void sched_publish_gpus(sched_t *s, const sched_tick_t *tk, const unsigne
 /* Latency of priority holds: from the high client's activating launch to the holds being published (done). */
 static void sched_confirm_latency(sched_t *s, const sched_tick_t *tk, uint64_t done)
 {
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+    for (unsigned i = 0; i < s->hwm; i++) {
         sched_client_t *c = &s->c[i];
         if (!c->live || !tk->fresh[i] || c->prio != ROTA_PRIO_HIGH || s->hi[c->pool] || c->pool == 0) continue;
         uint64_t t0 = LD(&c->ch->active_since_ns);
@@ -488,8 +502,8 @@ static void sched_publish(sched_t *s, const sched_tick_t *tk)
 {
     unsigned held[SCHED_POOLS] = {0}, nlive = 0;
     bool changed[SCHED_POOLS] = {0};
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) nlive += s->c[i].live;
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
+    for (unsigned i = 0; i < s->hwm; i++) nlive += s->c[i].live;
+    for (unsigned i = 0; i < s->hwm; i++)
         if (s->c[i].live) sched_publish_client(s, tk, i, nlive, held, changed);
     uint64_t done = sched_now_ns();
     sched_publish_gpus(s, tk, held, changed);
@@ -503,7 +517,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
 {
     sched_tick_t tk = {.now = now};
     sched_tick_begin(s, &tk);
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
+    for (unsigned i = 0; i < s->hwm; i++)
         if (s->c[i].live) sched_refresh_client(s, &tk, i);
     sched_sample(s, &tk);
     for (unsigned p = 0; p < SCHED_POOLS; p++) sched_decide_gpu(s, &tk, p);
@@ -523,9 +537,14 @@ static void *sched_main(void *arg)
                                        .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG};
         /* High clients' doorbells first: they are what must be heard at once. A client whose doorbell woke us
          * more than doorbell_max_hz times this second is not listened to until the next: it is heard at the
-         * tick, and ringing in a loop costs rotad no more than that. */
+         * tick, and ringing in a loop costs rotad no more than that. The same budget holds for all the normal and
+         * low clients of one user together, and four times it for those of the whole node (issue 32, item 8:
+         * 60 clients of one user ringing cost a quarter of a core); high clients are only held to their own. */
         uint64_t t0 = sched_now_ns();
-        for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++) {
+        sched_bell_user_t users[SCHED_BELL_USERS];
+        unsigned nusers = 0;
+        uint64_t node = 0;
+        for (unsigned i = 0; i < s->hwm; i++) {
             sched_client_t *c = &s->c[i];
             if (!c->live) continue;
             uint32_t bell = atomic_load(&c->ch->doorbell);
@@ -535,12 +554,27 @@ static void *sched_main(void *arg)
             }
             if (bell != c->bell_seen && c->bell_count < UINT32_MAX) c->bell_count++;
             c->bell_seen = bell;
+            if (c->prio == ROTA_PRIO_HIGH || !c->bell_count) continue;
+            node += c->bell_count;
+            uint32_t uid = LD(&s->t->slots[i].uid);
+            unsigned k = 0;
+            while (k < nusers && users[k].uid != uid) k++;
+            if (k == nusers && nusers < SCHED_BELL_USERS) users[nusers++] = (sched_bell_user_t){uid, 0};
+            if (k < nusers) users[k].count += c->bell_count;
         }
+        bool node_over = node > 4ull * s->o.doorbell_max_hz;
         for (int pass = 0; pass < 2; pass++)
-            for (unsigned i = 0; i < ROTA_MAX_CLIENTS && n <= SCHED_WAITV_MAX; i++) {
+            for (unsigned i = 0; i < s->hwm && n <= SCHED_WAITV_MAX; i++) {
                 sched_client_t *c = &s->c[i];
                 if (!c->live || (pass == 0) != (c->prio == ROTA_PRIO_HIGH)) continue;
                 if (c->bell_count > s->o.doorbell_max_hz) continue;
+                if (pass == 1) {
+                    if (node_over) break;
+                    uint32_t uid = LD(&s->t->slots[i].uid);
+                    unsigned k = 0;
+                    while (k < nusers && users[k].uid != uid) k++;
+                    if (k < nusers && users[k].count > s->o.doorbell_max_hz) continue;
+                }
                 wv[n++] = (struct futex_waitv){.val = atomic_load(&c->ch->doorbell), .uaddr = (uintptr_t)&c->ch->doorbell,
                                                .flags = FUTEX_32};
             }
@@ -550,6 +584,7 @@ static void *sched_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         if (atomic_load(&s->stop)) break;
         uint64_t wait = active ? s->o.tick_ns : 1000000000ull;
+        if (atomic_exchange(&s->kick_pending, false) && wait > SCHED_KICK_MIN_NS) wait = SCHED_KICK_MIN_NS;
         uint64_t after = sched_now_ns();
         if (next_idle && next_idle > after && next_idle - after < wait) wait = next_idle - after + 1000;
         if (!s->waitv_ok && n > 1 && wait > 200000) wait = 200000; /* no futex_waitv: poll the doorbells */
@@ -571,8 +606,16 @@ static void *sched_main(void *arg)
 
 static void sched_kick(sched_t *s)
 {
+    atomic_store(&s->kick_ns, sched_now_ns());
     atomic_fetch_add(&s->ctl, 1);
     syscall(SYS_futex, &s->ctl, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
+}
+
+/* A kick unless one came within SCHED_KICK_MIN_NS (then the thread's next wait is at most that long). */
+static void sched_kick_soon(sched_t *s, bool urgent)
+{
+    if (urgent || sched_now_ns() - atomic_load(&s->kick_ns) >= SCHED_KICK_MIN_NS) sched_kick(s);
+    else atomic_store(&s->kick_pending, true);
 }
 
 int sched_start(rota_region_t *r, rota_table_t *t, rota_board_t *b, const sched_opts_t *o, sched_t **out)
@@ -615,7 +658,7 @@ void sched_stop(sched_t *s)
     atomic_store(&s->stop, true);
     sched_kick(s);
     pthread_join(s->th, NULL);
-    for (unsigned i = 0; i < ROTA_MAX_CLIENTS; i++)
+    for (unsigned i = 0; i < s->hwm; i++)
         if (s->c[i].live) sched_set_hold(s, i, 0);
     for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) {
         if (atomic_exchange(&s->b->devices[d].high_pending, 0)) sched_wake_shared(&s->b->devices[d].high_pending);
@@ -633,27 +676,32 @@ void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, enum rota_p
                                   .prio = (unsigned)prio < ROTA_PRIO_COUNT ? prio : ROTA_PRIO_NORMAL,
                                   .weight = weight ? weight : 1000, .track_on_ns = sched_now_ns(),
                                   .busy_seen = LD(&ch->busy_ns)};
+    if (slot >= s->hwm) s->hwm = slot + 1;
     ST(&s->r->sched[slot].hold, 0);
     atomic_store(&s->r->sched[slot].track, 1); /* until the next tick knows better */
     ST(&s->t->slots[slot].sched_state, ROTA_SCHED_IDLE);
     ST(&s->t->slots[slot].idle_win_ns, UINT64_MAX); /* not known until its first idle check (abi.h) */
     pthread_mutex_unlock(&s->mu);
-    sched_kick(s);
+    sched_kick_soon(s, prio == ROTA_PRIO_HIGH);
 }
 
 void sched_client_remove(sched_t *s, unsigned slot)
 {
     if (!s || slot >= ROTA_MAX_CLIENTS) return;
     pthread_mutex_lock(&s->mu);
+    bool urgent = false;
     if (s->c[slot].live) {
+        /* Only a client that may hold someone (high, or active) needs a tick now; others leave at the next. */
+        urgent = s->c[slot].prio == ROTA_PRIO_HIGH || s->c[slot].active;
         unsigned ndev = LD(&s->r->ndevices);
         if (ndev > ROTA_MAX_DEVICES) ndev = ROTA_MAX_DEVICES;
         if (s->c[slot].prio == ROTA_PRIO_HIGH) sched_client_hold_stats(s, &s->c[slot], ndev); /* its last ones */
         s->c[slot].live = false;
         s->c[slot].ch = NULL;
         sched_set_hold(s, slot, 0);
-        sched_tick(s, sched_now_ns()); /* whom it held goes free now, not at the next tick */
+        while (s->hwm && !s->c[s->hwm - 1].live) s->hwm--;
+        if (urgent) sched_tick(s, sched_now_ns()); /* whom it held goes free now, not at the next tick */
     }
     pthread_mutex_unlock(&s->mu);
-    sched_kick(s);
+    sched_kick_soon(s, urgent);
 }

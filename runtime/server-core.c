@@ -45,17 +45,21 @@ uint64_t server_now_ns(void)
  * client (or thousands of connections) cannot flood the log or spend rotad's time on it. */
 #define SERVER_LOG_BURST 20
 
+uint64_t server_log_flush(server_t *s, uint64_t now)
+{
+    if (now - s->log_window_ns < 1000000000u) return s->log_dropped ? s->log_window_ns + 1000000000u : UINT64_MAX;
+    if (s->log_dropped)
+        server_log(s, 0, "%lu more warnings about clients in the last second left out", s->log_dropped);
+    s->log_window_ns = now;
+    s->log_lines = 0;
+    s->log_dropped = 0;
+    return UINT64_MAX;
+}
+
 void server_log_limited(server_t *s, const char *fmt, ...)
 {
     if (s->o.log_level < 0) return;
-    uint64_t now = server_now_ns();
-    if (now - s->log_window_ns >= 1000000000u) {
-        if (s->log_dropped)
-            server_log(s, 0, "%lu more warnings about clients in the last second left out", s->log_dropped);
-        s->log_window_ns = now;
-        s->log_lines = 0;
-        s->log_dropped = 0;
-    }
+    server_log_flush(s, server_now_ns());
     if (s->log_lines >= SERVER_LOG_BURST) {
         s->log_dropped++;
         return;
@@ -87,7 +91,7 @@ struct server_user *server_user(server_t *s, uint32_t uid)
         if (s->users[i].uid == uid) return &s->users[i];
     for (uint32_t i = 0; i < s->uid_n; i++) /* reuse an entry nobody counts on any more */
         if (!s->users[i].conns && !s->users[i].slots) {
-            s->users[i].uid = uid;
+            s->users[i] = (struct server_user){.uid = uid};
             return &s->users[i];
         }
     if (s->uid_n == s->uid_cap) {

@@ -32,6 +32,8 @@ static const server_msg_t server_msgs[ROTA_MSG_TYPE_MAX + 1] = {
     [ROTA_MSG_PLACE] = {server_on_place, SERVER_FROM_OBSERVER | SERVER_FROM_CLIENT, 0},
     /* A copy costs rotad a memfd and a pass over the table (server-observe.c). */
     [ROTA_MSG_LIST] = {server_on_list, SERVER_FROM_OBSERVER | SERVER_FROM_CLIENT, ROTA_LIST_MIN_MS},
+    /* An admin's scheduler, as root (its handler checks SO_PEERCRED): a connection of its own, or an observer. */
+    [ROTA_MSG_GRANT] = {server_on_grant, SERVER_FROM_FRESH | SERVER_FROM_OBSERVER, 0},
 };
 
 /* What the sender is told (in the log) when it sent what it may not: by what it is. */

@@ -29,16 +29,15 @@ void server_welcome(server_t *s, client_t *c, int status, const char *reason, co
     server_send(s, c, &w, sizeof w, fds, nfds);
 }
 
-/* Whether the client's user may run high priority (config.h: root, rotad's user, high-user and high-group lines). */
-static bool server_may_high(server_t *s, client_t *c)
+/* Whether the client's user may run high priority (config.h: root, rotad's user, high-user and high-group lines);
+ * cg: its cgroup v2 path, or NULL. */
+static bool server_may_high(server_t *s, client_t *c, const char *cg)
 {
     uint32_t gids[64];
     socklen_t len = sizeof gids;
     unsigned n = 0;
     if (getsockopt(c->fd, SOL_SOCKET, SO_PEERGROUPS, gids, &len) == 0) n = len / sizeof gids[0];
-    char cg[512];
-    bool have_cg = s->o.cfg->nhigh_cgroups && config_cgroup_of(c->pid, cg, sizeof cg) == 0;
-    return config_may_high(s->o.cfg, (uint32_t)c->uid, (uint32_t)c->gid, gids, n, have_cg ? cg : NULL);
+    return config_may_high(s->o.cfg, (uint32_t)c->uid, (uint32_t)c->gid, gids, n, cg);
 }
 
 void server_on_hello(server_t *s, client_t *c, const void *msg)
@@ -53,13 +52,18 @@ void server_on_hello(server_t *s, client_t *c, const void *msg)
     }
     rota_region_t *r = s->rg.r;
     int slot = -1;
-    for (int i = 0; i < ROTA_MAX_CLIENTS; i++)
+    unsigned lim = s->o.cfg->max_clients;
+    /* Free slots are found from a hint (the lowest freed since): a burst of registrations costs a scan of the table
+     * once, not once per client. */
+    for (unsigned i = s->slot_hint; i < lim && i < ROTA_MAX_CLIENTS; i++)
         if (!s->by_slot[i]) {
-            slot = i;
+            slot = (int)i;
             break;
         }
     if (slot < 0) {
-        server_welcome(s, c, -EUSERS, "rotad's client table is full", NULL, 0);
+        char why[64];
+        snprintf(why, sizeof why, "rotad's client table is full (%u clients)", lim);
+        server_welcome(s, c, -EUSERS, why, NULL, 0);
         server_doom(s, c, "client table full");
         return;
     }
@@ -76,8 +80,19 @@ void server_on_hello(server_t *s, client_t *c, const void *msg)
             return;
         }
     }
+    /* The client's cgroup (rotad reads it: the client cannot choose it) decides its group, a grant, high-cgroup. */
+    char cg[512];
+    bool have_cg = (s->ngrants || cfg->ngroups || cfg->nhigh_cgroups) && config_cgroup_of(c->pid, cg, sizeof cg) == 0;
+    /* What an admin's scheduler granted (GRANT): the client's own HELLO may only ask for less. */
+    const server_grant_t *gr = have_cg ? server_grant_find(s, cg, (uint32_t)c->uid) : NULL;
     enum rota_prio prio = (enum rota_prio)h->priority; /* below ROTA_PRIO_COUNT: proto_check */
-    if (prio == ROTA_PRIO_HIGH && !server_may_high(s, c)) {
+    uint64_t limit = h->mem_limit;
+    if (gr) {
+        if (prio < gr->max_prio) prio = (enum rota_prio)gr->max_prio;
+        if (gr->mem_limit && (!limit || limit > gr->mem_limit)) limit = gr->mem_limit;
+    }
+    if (prio == ROTA_PRIO_HIGH && !(gr && gr->max_prio == ROTA_PRIO_HIGH) &&
+        !server_may_high(s, c, have_cg ? cg : NULL)) {
         prio = ROTA_PRIO_NORMAL; /* its board is read-only: librota sees it and says so once */
         server_log_client(s, c, "asked for high priority, which rotad's policy does not allow this user: runs as "
                           "normal");
@@ -100,10 +115,10 @@ void server_on_hello(server_t *s, client_t *c, const void *msg)
         c->slot_counted = true;
     }
     s->by_slot[slot] = c;
+    s->slot_hint = (unsigned)slot + 1;
     rota_slot_t *sl = &s->rg.t->slots[slot];
     int group = -1;
-    char cg[512];
-    if (cfg->ngroups && config_cgroup_of(c->pid, cg, sizeof cg) == 0) group = config_match(cfg, cg);
+    if (cfg->ngroups && have_cg) group = config_match(cfg, cg);
     int ug = group < 0 ? config_user_of(cfg, (uint32_t)c->uid) : -1;
     if (ug >= 0 && cfg->ngroups + (unsigned)ug < ROTA_MAX_GROUPS) group = (int)cfg->ngroups + ug;
     ST(&sl->gen, gen);
@@ -115,7 +130,7 @@ void server_on_hello(server_t *s, client_t *c, const void *msg)
     ST(&sl->group, group);
     ST(&sl->device, -1);
     ST(&sl->wait_dev, -1);
-    ST(&sl->limit, h->mem_limit);
+    ST(&sl->limit, limit);
     ST(&sl->waiting, 0);
     for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++) ST(&sl->used[d], 0);
     ST(&sl->sched_state, 0);

@@ -45,6 +45,14 @@ typedef struct client {
     struct client *prev, *next;
 } client_t;
 
+/* A limit an admin's scheduler granted the processes of a cgroup (server-grant.c, abi.h GRANT). */
+typedef struct server_grant {
+    char cgroup[ROTA_GRANT_CGROUP_LEN];
+    uint32_t uid;          /* ROTA_GRANT_ANY_UID: any */
+    unsigned max_prio;
+    uint64_t mem_limit;    /* 0: none */
+} server_grant_t;
+
 struct server {
     server_opts_t o;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
@@ -55,6 +63,7 @@ struct server {
     place_t pl;            /* pending GPU placements (issue 5) */
     client_t *clients;
     client_t *by_slot[ROTA_MAX_CLIENTS];
+    unsigned slot_hint;         /* no free slot below it (server_on_hello's search starts there) */
     uint32_t next_gen;
     bool stopping;
     int listen_tag, signal_tag; /* their addresses are the epoll tags */
@@ -62,10 +71,18 @@ struct server {
     struct server_user {
         uint32_t uid;
         uint32_t conns, slots;
+        uint64_t list_ns, list_milli; /* LIST budget (server-observe.c): last refill, thousandths of copies */
     } *users;
     unsigned nfresh;            /* connections that have not sent HELLO yet */
     bool stale;                 /* the socket was left by a rotad that did not stop cleanly: its clients return */
     uint64_t grace_end_ns;      /* until then, a RESERVE that fits waits (its clients re-register first) */
+    struct server_adopt {       /* ADOPTs of the grace, charged when it ends (server_adopt_settle) */
+        unsigned slot, gen, dev;
+        uint64_t bytes;
+    } *adopts;
+    uint32_t nadopts, adopt_cap;
+    server_grant_t *grants;     /* ROTA_MAX_GRANTS entries once the first GRANT came */
+    uint32_t ngrants;
     int reserve_fd;             /* spare descriptor: given up to accept-and-close when out of descriptors */
     config_t defcfg;            /* when the caller passed none */
     uint64_t log_window_ns;     /* server_log_limited: the current one-second window, its lines, those left out */
@@ -78,6 +95,9 @@ struct server {
 void server_log(const server_t *s, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A warning some client caused, within the rate limit (SERVER_LOG_BURST a second). */
 void server_log_limited(server_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Once the second of rate-limited warnings is over, says how many were left out (then, not at the next warning);
+ * returns when it must be called again (UINT64_MAX: nothing left out). */
+uint64_t server_log_flush(server_t *s, uint64_t now);
 /* A rate-limited warning that names the client (its slot once it has one). */
 void server_log_client(server_t *s, const client_t *c, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Formats one message into err and returns code (an exit code of runtime/server.h). */
@@ -96,6 +116,8 @@ struct server_user *server_user(server_t *s, uint32_t uid);
 bool server_privileged(uid_t uid);
 
 /* ---- server-observe.c: what observers read ---- */
+#define SERVER_LIST_USER_HZ 100    /* table copies a second one user gets, all its connections together */
+#define SERVER_LIST_USER_BURST 20
 /* Copies the validated statistics of every client's channel into the region (for rota status/top). */
 void server_refresh(server_t *s);
 void server_on_list(server_t *s, client_t *c, const void *msg);
@@ -113,11 +135,20 @@ void server_serve(server_t *s, unsigned dev);
 void server_on_reserve(server_t *s, client_t *c, const void *msg);
 void server_on_release(server_t *s, client_t *c, const void *msg);
 void server_on_adopt(server_t *s, client_t *c, const void *msg);
+/* The restart grace ended: the ADOPTs it collected are charged, smallest first (docs/design/memory.md). */
+void server_adopt_settle(server_t *s);
 
 /* ---- server-place.c: GPU placement ---- */
 /* place_answer_fn: a waiting PLACE is answered (room appeared, its wait ran out, or rotad stops). */
 void server_place_answer(void *ctx, const place_waiter_t *w, int i);
 void server_on_place(server_t *s, client_t *c, const void *msg);
+
+/* ---- server-grant.c: limits granted by an admin's scheduler ---- */
+void server_on_grant(server_t *s, client_t *c, const void *msg);
+/* Loads the grants the rotad before saved beside the socket (PATH.grants, rotad's own, mode 0600). */
+void server_grant_load(server_t *s);
+/* The grant covering cgroup for uid (the longest path), or NULL. */
+const server_grant_t *server_grant_find(const server_t *s, const char *cgroup, uint32_t uid);
 
 /* ---- server-dispatch.c: the message table ---- */
 /* One message a client sent (n bytes): checked, then handed to its row's handler if the sender may send it. */

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 
 /* Takes back every client's unused credit on dev (an exchange with 0 races exactly with a client's
  * compare-exchange: each byte ends up either used or returned). A client that inflated its credit word only
@@ -139,6 +140,15 @@ void server_on_reserve(server_t *s, client_t *c, const void *msg)
             return;
         }
     }
+    /* Queued requests are capped per client and per user (issue 32, item 3: 40,000 of them cost rotad seconds of
+     * CPU); one over a cap is refused like a request that does not fit. */
+    unsigned mine, users;
+    waitq_count_owner(&s->q, slot, (uint32_t)c->uid, &mine, &users);
+    if (mine >= WAITQ_MAX_PER_CLIENT || users >= s->o.cfg->max_waits_per_user) {
+        server_log_client(s, c, "has too many memory requests queued: refused");
+        server_result(s, c, m->h.seq, -ENOMEM, dev);
+        return;
+    }
     /* Queue behind earlier requests of the same or a better class, then serve: this request may be the one
      * that fits now. */
     uint64_t deadline = now + (uint64_t)m->wait_ms * 1000000u;
@@ -180,28 +190,80 @@ void server_on_release(server_t *s, client_t *c, const void *msg)
     else server_grant_credit(s, c, (unsigned)dev); /* refill: an alloc/free loop stays on the fast path */
 }
 
-/* ADOPT: memory the client already holds (re-registration after a reconnect, or a driver-chosen pitch above what
- * it reserved). It is bounded by the same rules as a RESERVE (capacity, process and group limits), after taking
- * back unused credit: what does not fit is not charged (the client only loses its own accounting: a later
- * RELEASE is clamped to what it holds), and cannot push the ledger past the GPU or a limit. */
-void server_on_adopt(server_t *s, client_t *c, const void *msg)
+/* Charges an ADOPT as far as the GPU and the client's limits allow, after taking back unused credit: what does not
+ * fit is not charged (the client only loses its own accounting: a later RELEASE is clamped to what it holds). */
+static void server_adopt_charge(server_t *s, client_t *c, unsigned d, uint64_t bytes)
 {
-    const rota_msg_mem_t *m = msg;
     rota_region_t *r = s->rg.r;
     rota_table_t *t = s->rg.t;
-    int dev = server_device(s, c, m);
-    if (dev < 0) return;
-    unsigned slot = (unsigned)c->slot, d = (unsigned)dev;
-    server_use_dev(s, c, dev);
-    int rc = ledger_check(r, t, slot, d, m->bytes);
+    unsigned slot = (unsigned)c->slot;
+    int rc = ledger_check(r, t, slot, d, bytes);
     if (rc) {
         server_revoke(s, d);
-        rc = ledger_check(r, t, slot, d, m->bytes);
+        rc = ledger_check(r, t, slot, d, bytes);
     }
     if (rc) {
         server_log_client(s, c, "re-registered more memory than its GPU or limits allow; not charged");
         return;
     }
-    ledger_charge(r, t, slot, d, m->bytes);
-    server_log(s, 2, "pid %d re-registered %llu bytes on GPU %d", (int)c->pid, (unsigned long long)m->bytes, dev);
+    ledger_charge(r, t, slot, d, bytes);
+    server_log(s, 2, "pid %d re-registered %llu bytes on GPU %u", (int)c->pid, (unsigned long long)bytes, d);
+}
+
+/* ADOPT: memory the client already holds (re-registration after a reconnect, or a driver-chosen pitch above what
+ * it reserved). It is bounded by the same rules as a RESERVE (capacity, process and group limits), and cannot
+ * push the ledger past the GPU or a limit. During the restart grace it waits its turn (issue 32, item 1): the
+ * clients of the rotad before re-register then, and the first to ADOPT must not take the GPU from the others
+ * (another user's claim of a whole GPU would leave the real holders uncounted). ADOPTs of the grace are summed
+ * per client and GPU and charged when it ends, smallest first: a real holder re-registers what it holds, a claim
+ * larger than that comes last and gets what is left. */
+void server_on_adopt(server_t *s, client_t *c, const void *msg)
+{
+    const rota_msg_mem_t *m = msg;
+    int dev = server_device(s, c, m);
+    if (dev < 0) return;
+    server_use_dev(s, c, dev);
+    if (!s->grace_end_ns || server_now_ns() >= s->grace_end_ns) {
+        server_adopt_charge(s, c, (unsigned)dev, m->bytes);
+        return;
+    }
+    for (uint32_t i = 0; i < s->nadopts; i++) {
+        struct server_adopt *a = &s->adopts[i];
+        if (a->slot == (unsigned)c->slot && a->gen == c->gen && a->dev == (unsigned)dev) {
+            a->bytes = a->bytes > UINT64_MAX - m->bytes ? UINT64_MAX : a->bytes + m->bytes;
+            return;
+        }
+    }
+    /* One entry per client and GPU: at most the table's slots times the GPUs. */
+    if (s->nadopts == s->adopt_cap) {
+        uint32_t cap = s->adopt_cap ? s->adopt_cap * 2 : 64;
+        void *p = realloc(s->adopts, cap * sizeof *s->adopts);
+        if (!p) {
+            server_log_client(s, c, "re-registered memory during the restart grace, out of memory to keep it");
+            return;
+        }
+        s->adopts = p;
+        s->adopt_cap = cap;
+    }
+    s->adopts[s->nadopts++] = (struct server_adopt){(unsigned)c->slot, c->gen, (unsigned)dev, m->bytes};
+}
+
+static int server_adopt_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const struct server_adopt *)a)->bytes, y = ((const struct server_adopt *)b)->bytes;
+    return x < y ? -1 : x > y;
+}
+
+void server_adopt_settle(server_t *s)
+{
+    if (!s->nadopts) return;
+    qsort(s->adopts, s->nadopts, sizeof *s->adopts, server_adopt_cmp);
+    for (uint32_t i = 0; i < s->nadopts; i++) {
+        const struct server_adopt *a = &s->adopts[i];
+        client_t *c = s->by_slot[a->slot];
+        if (c && c->gen == a->gen && !c->doomed) server_adopt_charge(s, c, a->dev, a->bytes);
+    }
+    free(s->adopts);
+    s->adopts = NULL;
+    s->nadopts = s->adopt_cap = 0;
 }

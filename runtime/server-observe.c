@@ -5,6 +5,7 @@
 #include "runtime/lib/proto.h"
 #include "runtime/region.h"
 
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -44,9 +45,30 @@ void server_refresh(server_t *s)
  * another user's pids, commands or memory from rotad). A copy costs rotad a memfd and a pass over the table, so one
  * connection gets one per ROTA_LIST_MIN_MS (server-dispatch.c's table); connections are capped per user
  * (max-connections-per-user). */
+/* Whether c's user may have another table copy now: SERVER_LIST_USER_HZ a second with a burst of
+ * SERVER_LIST_USER_BURST, per user (the per-connection limit alone let 60 connections of one user take about a
+ * core: issue 32, item 9). Root and rotad's user are not limited. */
+static bool server_list_allowed(server_t *s, const client_t *c)
+{
+    if (server_privileged(c->uid)) return true;
+    struct server_user *u = server_user(s, (uint32_t)c->uid);
+    if (!u) return false;
+    uint64_t now = server_now_ns(), full = (uint64_t)SERVER_LIST_USER_BURST * 1000u;
+    uint64_t add = u->list_ns ? (now - u->list_ns) * SERVER_LIST_USER_HZ / 1000000u : full; /* milli-copies */
+    u->list_ns = now;
+    u->list_milli = u->list_milli + add > full ? full : u->list_milli + add;
+    if (u->list_milli < 1000u) return false;
+    u->list_milli -= 1000u;
+    return true;
+}
+
 void server_on_list(server_t *s, client_t *c, const void *msg)
 {
     const rota_msg_list_t *m = msg;
+    if (!server_list_allowed(s, c)) {
+        server_result(s, c, m->h.seq, -EAGAIN, -1);
+        return;
+    }
     server_refresh(s); /* the clients' counters as of now, as an observer's HELLO gets them */
     int fd = region_table_copy(&s->rg, (uint32_t)c->uid, server_privileged(c->uid));
     if (fd < 0) {

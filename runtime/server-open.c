@@ -184,12 +184,14 @@ int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen
     }
     waitq_init(&s->q, s->rg.r, s->rg.t);
     s->pl.t = s->rg.t;
-    /* One descriptor per client: make room for a full client table. */
+    /* One descriptor per client: make room for a full client table, and connections besides. */
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 4096) {
-        rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
+    const rlim_t want = ROTA_MAX_CLIENTS + 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+    server_grant_load(s); /* what schedulers granted the rotad before (a restart keeps their jobs' limits) */
     *out = s;
     return ROTAD_EXIT_OK;
 
@@ -230,5 +232,7 @@ void server_close(server_t *s)
     if (s->lock_fd >= 0) close(s->lock_fd);
     if (s->reserve_fd >= 0) close(s->reserve_fd);
     free(s->users);
+    free(s->adopts);
+    free(s->grants);
     free(s);
 }

@@ -64,6 +64,7 @@ void server_drop(server_t *s, client_t *c)
         atomic_store_explicit(&sl->state, ROTA_SLOT_FREE, memory_order_release);
         ST(&sl->pid, 0);
         s->by_slot[c->slot] = NULL;
+        if ((unsigned)c->slot < s->slot_hint) s->slot_hint = (unsigned)c->slot;
         ST(&r->nclients, LD(&r->nclients) - 1);
         server_log(s, 2, "client pid %d left slot %d", (int)c->pid, c->slot);
     }
@@ -185,6 +186,7 @@ static void server_grace(server_t *s)
 {
     if (!s->grace_end_ns || server_now_ns() < s->grace_end_ns) return;
     s->grace_end_ns = 0;
+    server_adopt_settle(s); /* what the clients of the rotad before hold, before anything new */
     for (unsigned d = 0; d < ROTA_MAX_DEVICES; d++)
         if (waitq_count_dev(&s->q, d)) waitq_serve(&s->q, d, server_answer, s);
 }
@@ -204,6 +206,7 @@ static void server_reload(server_t *s)
         ST(&s->rg.r->credit_keep, s->o.cfg->credit);
         server_log(s, 1, "SIGHUP: reloaded %s: %s", s->o.config_path, msg);
     }
+    ST(&s->rg.r->client_limit, s->o.cfg->max_clients);
     notify_send("READY=1");
 }
 
@@ -232,6 +235,7 @@ static int server_start(server_t *s, const int *notify, int nnotify, char *err, 
     ST(&s->rg.r->credit_keep, s->o.cfg->credit); /* what clients may keep of their frees (abi.h) */
     int se = sched_start(s->rg.r, s->rg.t, s->rg.b, &s->o.sched, &s->sched);
     if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start the scheduler: %s", strerror(-se));
+    ST(&s->rg.r->client_limit, s->o.cfg->max_clients);
     se = s->o.metrics ? metrics_start(s->o.metrics, s->rg.r, s->o.metrics_clients ? s->rg.t : NULL) : 0;
     if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start serving metrics: %s", strerror(-se));
     server_log(s, 1, "listening on %s (pid %d, rota ABI %u)", s->path, (int)getpid(), ROTA_ABI_VERSION);
@@ -267,6 +271,8 @@ static int server_timeout(server_t *s)
     }
     uint64_t fnext = server_expire_fresh(s, server_now_ns());
     if (fnext < next) next = fnext;
+    uint64_t lnext = server_log_flush(s, server_now_ns());
+    if (lnext < next) next = lnext;
     server_grace(s);
     if (s->grace_end_ns && s->grace_end_ns < next) next = s->grace_end_ns;
     server_sweep(s);
@@ -332,6 +338,7 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
     }
     /* Drain: every queued thread gets an answer (it passes through), every waiting job a GPU, then every client
      * is let go. */
+    server_adopt_settle(s);
     waitq_flush(&s->q, -ESHUTDOWN, server_answer, s);
     place_wait_flush(&s->pl, s->rg.r, server_now_ns(), server_place_answer, s);
     place_wait_publish(&s->pl, s->rg.r);

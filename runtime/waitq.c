@@ -89,10 +89,28 @@ static bool waitq_stuck(const waitq_t *q, unsigned dev)
     return true;
 }
 
+/* A user's fair share of dev: its capacity over the users with memory or a request there (issue 32, item 3). */
+static uint64_t waitq_fair_share(const waitq_t *q, unsigned dev)
+{
+    uint32_t uids[64];
+    unsigned n = 0;
+    for (unsigned i = 0; i < ROTA_MAX_CLIENTS && n < 64; i++) {
+        const rota_slot_t *s = &q->t->slots[i];
+        if (LD(&s->state) != ROTA_SLOT_LIVE) continue;
+        if (!LD(&s->used[dev]) && !(LD(&s->waiting) && LD(&s->wait_dev) == (int32_t)dev)) continue;
+        uint32_t uid = LD(&s->uid);
+        bool seen = false;
+        for (unsigned k = 0; k < n && !seen; k++) seen = uids[k] == uid;
+        if (!seen) uids[n++] = uid;
+    }
+    return LD(&q->r->devices[dev].capacity) / (n ? n : 1);
+}
+
 unsigned waitq_serve(waitq_t *q, unsigned dev, waitq_answer_fn *fn, void *ctx)
 {
     unsigned granted = 0;
     int stuck = -1; /* unknown until a request is blocked by the capacity */
+    uint64_t share = 0; /* a user's fair share of dev; 0 until a request is blocked by the capacity */
     unsigned blocked[16], nblocked = 0; /* clients with a request blocked ahead: theirs never overtake it */
     waiter_t **pp = &q->head;
     while (*pp) {
@@ -113,10 +131,13 @@ unsigned waitq_serve(waitq_t *q, unsigned dev, waitq_answer_fn *fn, void *ctx)
             continue;
         }
         if (rc) {
-            /* Blocked by the capacity: the walk stops, unless every holder waits (a request behind that fits
-             * is then the only way anything moves). */
-            if (stuck < 0) stuck = waitq_stuck(q, dev);
-            if (!stuck || nblocked == 16) break;
+            /* Blocked by the capacity: the walk stops (a large request is not starved by smaller ones behind it),
+             * unless every holder waits (a request behind that fits is then the only way anything moves), or the
+             * request is larger than its user's fair share of the GPU: such a request waits for room without
+             * holding back the others (one user's whole-GPU request must not stall everyone's allocations). */
+            if (!share) share = waitq_fair_share(q, dev);
+            if (stuck < 0 && w->bytes <= share) stuck = waitq_stuck(q, dev);
+            if ((w->bytes <= share && !stuck) || nblocked == 16) break;
             blocked[nblocked++] = w->slot;
             pp = &w->next;
             continue;
@@ -185,4 +206,15 @@ unsigned waitq_count_dev(const waitq_t *q, unsigned dev)
     unsigned n = 0;
     for (const waiter_t *w = q->head; w; w = w->next) n += w->dev == dev;
     return n;
+}
+
+void waitq_count_owner(const waitq_t *q, unsigned slot, uint32_t uid, unsigned *of_slot, unsigned *of_uid)
+{
+    unsigned a = 0, b = 0;
+    for (const waiter_t *w = q->head; w; w = w->next) {
+        a += w->slot == slot;
+        b += LD(&q->t->slots[w->slot].uid) == uid;
+    }
+    *of_slot = a;
+    *of_uid = b;
 }

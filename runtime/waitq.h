@@ -8,6 +8,10 @@
 
 #include <stdint.h>
 
+/* Memory requests one client may have queued at once (librota queues one per allocating thread); per user:
+ * config.h max-waits-per-user. */
+#define WAITQ_MAX_PER_CLIENT 64
+
 typedef struct waiter {
     unsigned slot, gen;   /* who asked (gen guards against a reused slot) */
     uint32_t seq;         /* the client's request number, echoed in the answer */
@@ -44,7 +48,9 @@ bool waitq_contains(const waitq_t *q, const waiter_t *w);
  * limit is skipped; the first one blocked by the GPU's capacity stops the walk, so a large request is not
  * starved by smaller ones behind it, unless every client holding memory on dev is waiting there (nobody could
  * free for it: the requests of other clients behind it that fit are granted, or all would wait until they time
- * out; a client's own requests never overtake each other). Returns how many were granted. */
+ * out), or it asks for more than its user's fair share of dev (capacity / users with memory or a request there):
+ * the requests behind it that fit are granted then too (docs/design/memory.md, "Fairness"). A client's own
+ * requests never overtake each other. Returns how many were granted. */
 unsigned waitq_serve(waitq_t *q, unsigned dev, waitq_answer_fn *fn, void *ctx);
 /* Answers -ENOMEM to every request whose deadline is <= now; returns how many. */
 unsigned waitq_expire(waitq_t *q, uint64_t now_ns, waitq_answer_fn *fn, void *ctx);
@@ -54,6 +60,8 @@ uint64_t waitq_next_deadline(const waitq_t *q);
 void waitq_drop_slot(waitq_t *q, unsigned slot);
 /* Answers status to everything and empties the queue (shutdown). */
 void waitq_flush(waitq_t *q, int status, waitq_answer_fn *fn, void *ctx);
+/* Requests queued of slot, and of the slots whose uid is uid (rotad's caps on queued requests). */
+void waitq_count_owner(const waitq_t *q, unsigned slot, uint32_t uid, unsigned *of_slot, unsigned *of_uid);
 /* Requests queued on dev. */
 unsigned waitq_count_dev(const waitq_t *q, unsigned dev);
 

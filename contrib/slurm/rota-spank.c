@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "runtime/lib/grant.h"
 #include "runtime/lib/parse.h"
 #include "runtime/lib/preload.h"
 #include "runtime/lib/prio.h"
@@ -22,8 +24,8 @@
  *                   the list (a batch script's srun inherits the batch step's) is taken out first
  *   ROTA_PRIORITY   --rota-priority, else an inherited ROTA_PRIORITY (checked like an option), else the node's
  *   ROTA_WEIGHT     --rota-weight, else inherited, else the node's (plugstack weight=, if any)
- *   ROTA_MEM_LIMIT  --rota-mem, else the job's shards on the node x memory per shard (SLURM_SHARDS_ON_NODE),
- *                   else inherited
+ *   ROTA_MEM_LIMIT  the job's shards on the node x memory per shard (SLURM_SHARDS_ON_NODE), lowered by --rota-mem
+ *                   (never raised); without shards, --rota-mem, else inherited
  *   ROTA_GPU        --rota-gpu, else left alone: Slurm binds GPUs (CUDA_VISIBLE_DEVICES) and librota honours it;
  *                   with plugstack place=rotad, a shard job's binding is dropped instead (CUDA_VISIBLE_DEVICES
  *                   unset, ROTA_GPU=auto): Slurm's shards then only admit the job by memory, and rotad places it
@@ -31,13 +33,20 @@
  *   ROTA_SOCKET     plugstack socket=
  *
  * --rota=off (or plugstack default=off without --rota=on) takes librota.so out of LD_PRELOAD and sets nothing.
- * The allowed priorities (plugstack allow=) are a client-side courtesy: a user can always set ROTA_PRIORITY
- * himself, and rotad's own policy is what enforces who may run high.
+ *
+ * The environment is the job's to change (ROTA_MEM_LIMIT=0 in a batch script), so what the node grants reaches
+ * rotad from the plugin itself: slurm_spank_task_init_privileged (root, in the task before it drops privileges)
+ * sends rotad a GRANT (runtime/lib/grant.h) for the step's cgroup (the task's cgroup v2 path up to its step_*
+ * component, which the job's user cannot leave) and the job's uid: the memory limit above and the class as the
+ * ceiling. rotad applies it at every HELLO from that cgroup, whatever the environment says (the job may only ask
+ * for less); slurm_spank_exit revokes it. A job with a memory limit whose grant cannot be sent fails with the
+ * reason; so does a job that asked for rota where lib= does not exist on the node: it never runs unprotected.
  */
 
 SPANK_PLUGIN(rota, 1);
 
-#define ROTA_SPANK_MEM_MAX (UINT64_C(1) << 50) /* 1 PiB: librota's ROTA_MEM_LIMIT bound */
+#define ROTA_SPANK_MEM_MAX (UINT64_C(1) << 50) /* 1024T: librota's ROTA_MEM_LIMIT bound */
+#define ROTA_SPANK_ENV_MAX 65536 /* the longest LD_PRELOAD the plugin composes */
 #define ROTA_SPANK_WEIGHT_MAX 1e6
 #ifndef ROTA_SPANK_LIBROTA
 #define ROTA_SPANK_LIBROTA "/usr/local/lib/librota.so"
@@ -214,7 +223,7 @@ static int spank_opt_weight(int val, const char *v, int remote)
 static int spank_opt_mem(int val, const char *v, int remote)
 {
     if (!v || parse_size(v, 1, ROTA_SPANK_MEM_MAX, &job.mem)) {
-        slurm_error("rota: --rota-mem '%s': expected a size from 1 byte to 1P (e.g. 512M, 8G)", v ? v : "");
+        slurm_error("rota: --rota-mem '%s': expected a size from 1 byte to 1024T (e.g. 512M, 8G)", v ? v : "");
         return -1;
     }
     return 0;
@@ -282,12 +291,119 @@ static const char *spank_get(spank_t sp, const char *k, char *buf, int n)
     return spank_getenv(sp, k, buf, n) == ESPANK_SUCCESS ? buf : NULL;
 }
 
+/* The job's class: the option, else an inherited one (a batch script's srun), else the node's; -1 when the
+ * inherited one is not allowed (logged). */
+static int spank_job_prio(spank_t sp)
+{
+    char v[64];
+    int prio = job.priority;
+    if (prio < 0 && spank_get(sp, "ROTA_PRIORITY", v, sizeof v)) {
+        if ((prio = spank_class_parse(v)) < 0 || !(conf.allow & (1u << prio))) {
+            slurm_error("rota: ROTA_PRIORITY=%s in the job's environment is not an allowed class", v);
+            return -1;
+        }
+    }
+    return prio < 0 ? conf.priority : prio;
+}
+
+/* The job's memory limit per GPU: its shards on this node x memory per shard, lowered (never raised) by
+ * --rota-mem; without shards, --rota-mem; 0: none. */
+static uint64_t spank_job_mem(spank_t sp)
+{
+    char v[64];
+    uint64_t shards, granted = 0;
+    if (conf.shard_mem && spank_get(sp, "SLURM_SHARDS_ON_NODE", v, sizeof v) &&
+        parse_u64(v, 1, 1u << 20, &shards) == 0)
+        granted = shards > ROTA_SPANK_MEM_MAX / conf.shard_mem ? ROTA_SPANK_MEM_MAX : shards * conf.shard_mem;
+    if (!granted) return job.mem;
+    return job.mem && job.mem < granted ? job.mem : granted;
+}
+
+/* The cgroup the grant binds: the task's cgroup v2 path up to its step_* component (Slurm's task and user
+ * cgroups below it are the job's), or the whole path outside such a layout. 0 or -errno. */
+static int spank_step_cgroup(char *out, size_t n)
+{
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    if (!f) return -errno;
+    char line[4096];
+    int rc = -ENOENT;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "0::", 3)) {
+            line[strcspn(line, "\n")] = 0;
+            char *p = line + 3, *step = strstr(p, "/step_");
+            if (step) {
+                char *end = strchr(step + 1, '/');
+                if (end) *end = 0;
+            }
+            rc = strlen(p) < n ? (memcpy(out, p, strlen(p) + 1), 0) : -ENAMETOOLONG;
+            break;
+        }
+    fclose(f);
+    return rc;
+}
+
+static bool spank_on(void)
+{
+    return job.on >= 0 ? job.on : conf.on;
+}
+
+/* Root, in each task before it drops privileges: librota must exist, and rotad learns what the job is granted. */
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+    if (!spank_remote(sp) || !spank_on()) return 0;
+    char host[256] = "this node";
+    gethostname(host, sizeof host);
+    if (access(conf.lib, R_OK)) {
+        slurm_error("rota: %s does not exist on %s (plugstack.conf lib=): the job asked to share its GPUs through "
+                    "rota and is not run without it (ask the admin, or submit with --rota=off)",
+                    conf.lib, host);
+        return -1;
+    }
+    int prio = spank_job_prio(sp);
+    if (prio < 0) return -1;
+    uint64_t mem = spank_job_mem(sp);
+    char cg[ROTA_GRANT_CGROUP_LEN], err[256];
+    uid_t uid = 0;
+    spank_get_item(sp, S_JOB_UID, &uid);
+    int rc = spank_step_cgroup(cg, sizeof cg);
+    if (!rc) {
+        grant_t g = {.cgroup = cg, .uid = (uint32_t)uid, .mem_limit = mem, .max_prio = (unsigned)prio};
+        rc = grant_set(conf.socket[0] ? conf.socket : NULL, &g, err, sizeof err);
+    } else {
+        snprintf(err, sizeof err, "no cgroup v2 path for the task: %s", strerror(-rc));
+    }
+    if (rc && mem) {
+        slurm_error("rota: unable to tell rotad the job's memory limit on %s: %s; the job is not run without it", host,
+                    err);
+        return -1;
+    }
+    if (rc) slurm_info("rota: unable to tell rotad the job's class on %s: %s", host, err);
+    return 0;
+}
+
+/* slurmstepd (root) at the step's end: the grant goes. */
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+    if (!spank_remote(sp) || !spank_on()) return 0;
+    char cg[ROTA_GRANT_CGROUP_LEN], err[256];
+    /* slurmstepd itself is in the step's cgroup tree ("slurm" beside "user" under step_*). */
+    if (spank_step_cgroup(cg, sizeof cg) == 0 && strstr(cg, "/step_"))
+        grant_revoke(conf.socket[0] ? conf.socket : NULL, cg, err, sizeof err);
+    return 0;
+}
+
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     if (!spank_remote(sp)) return 0;
-    char old[8192], pre[8192 + 1024], v[64];
-    bool on = job.on >= 0 ? job.on : conf.on;
-    const char *cur = spank_get(sp, "LD_PRELOAD", old, sizeof old);
+    static char old[ROTA_SPANK_ENV_MAX], pre[ROTA_SPANK_ENV_MAX + 1024];
+    char v[64];
+    bool on = spank_on();
+    spank_err_t ge = spank_getenv(sp, "LD_PRELOAD", old, sizeof old);
+    if (ge == ESPANK_NOSPACE) {
+        slurm_error("rota: the job's LD_PRELOAD is longer than %d characters: rota cannot compose it", ROTA_SPANK_ENV_MAX - 1);
+        return -1;
+    }
+    const char *cur = ge == ESPANK_SUCCESS ? old : NULL;
     if (preload_compose(on ? conf.lib : NULL, cur, pre, sizeof pre)) {
         slurm_error("rota: LD_PRELOAD is too long");
         return -1;
@@ -300,15 +416,8 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     if (spank_set(sp, "LD_PRELOAD", pre)) return -1;
     if (conf.socket[0] && spank_set(sp, "ROTA_SOCKET", conf.socket)) return -1;
 
-    /* priority: the option, else an inherited one (a batch script's srun), else the node's */
-    int prio = job.priority;
-    if (prio < 0 && spank_get(sp, "ROTA_PRIORITY", v, sizeof v)) {
-        if ((prio = spank_class_parse(v)) < 0 || !(conf.allow & (1u << prio))) {
-            slurm_error("rota: ROTA_PRIORITY=%s in the job's environment is not an allowed class", v);
-            return -1;
-        }
-    }
-    if (prio < 0) prio = conf.priority;
+    int prio = spank_job_prio(sp);
+    if (prio < 0) return -1;
     if (spank_set(sp, "ROTA_PRIORITY", prio_name((unsigned)prio))) return -1;
 
     const char *w = job.weight[0] ? job.weight : spank_get(sp, "ROTA_WEIGHT", v, sizeof v);
@@ -318,11 +427,8 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         return -1;
     }
 
-    /* memory: the option, else the shards on this node x memory per shard, else what is inherited */
-    uint64_t mem = job.mem, shards;
-    if (!mem && conf.shard_mem && spank_get(sp, "SLURM_SHARDS_ON_NODE", v, sizeof v) &&
-        parse_u64(v, 1, 1u << 20, &shards) == 0)
-        mem = shards * conf.shard_mem > ROTA_SPANK_MEM_MAX ? ROTA_SPANK_MEM_MAX : shards * conf.shard_mem;
+    /* memory: what rotad was granted (slurm_spank_task_init_privileged); the environment only says it to librota */
+    uint64_t mem = spank_job_mem(sp);
     if (mem) {
         snprintf(v, sizeof v, "%llu", (unsigned long long)mem);
         if (spank_set(sp, "ROTA_MEM_LIMIT", v)) return -1;

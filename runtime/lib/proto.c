@@ -89,6 +89,15 @@ static const char *proto_check_result(const void *buf, unsigned type)
     return m->status > 0 || m->dev < -1 || m->dev >= ROTA_MAX_DEVICES ? "result: status or device out of range" : NULL;
 }
 
+static const char *proto_check_grant(const void *buf, unsigned type)
+{
+    const rota_msg_grant_t *m = buf;
+    if ((m->flags & ~ROTA_GRANT_REVOKE) || m->max_prio >= ROTA_PRIO_COUNT || m->mem_limit > ROTA_MAX_BYTES || m->pad0 ||
+        !proto_has_nul(m->cgroup, sizeof m->cgroup) || m->cgroup[0] != '/')
+        return "grant: flags, class, memory or cgroup path out of range";
+    return NULL;
+}
+
 /* The message types: each one's size and checks, by type (0: no such type). */
 static const struct proto_type {
     size_t size;
@@ -102,6 +111,7 @@ static const struct proto_type {
     [ROTA_MSG_ADOPT] = {sizeof(rota_msg_mem_t), proto_check_mem},
     [ROTA_MSG_PLACE] = {sizeof(rota_msg_place_t), proto_check_place},
     [ROTA_MSG_LIST] = {sizeof(rota_msg_list_t), proto_check_list},
+    [ROTA_MSG_GRANT] = {sizeof(rota_msg_grant_t), proto_check_grant},
 };
 
 int proto_check(const void *buf, size_t n, uint32_t *abi, const char **why)

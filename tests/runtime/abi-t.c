@@ -4,6 +4,7 @@
 #include "tests/tap/tap.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +79,7 @@ int main(void)
     OFF(rota_region_t, place_wait_bytes, 80);
     OFF(rota_region_t, place_wait_since_ns, 88);
     OFF(rota_region_t, credit_keep, 96);
+    OFF(rota_region_t, client_limit, 104);
     OFF(rota_channel_t, idle_from_ns, 80);
     OFF(rota_channel_t, idle_win_ns, 88);
     OFF(rota_slot_t, idle_win_ns, 240);
@@ -167,6 +169,28 @@ int main(void)
     lm.flags = 0;
     lm.pad0 = 1;
     is_int(proto_check(&lm, sizeof lm, NULL, &why), -EBADMSG, "a list with its pad set: %s", why);
+
+    /* GRANT (issue 32): an absolute, NUL-terminated cgroup path, a class, a bounded size, no unknown flags */
+    rota_msg_grant_t gm = {0};
+    proto_hdr_init(&gm.h, ROTA_MSG_GRANT, sizeof gm, 1);
+    snprintf(gm.cgroup, sizeof gm.cgroup, "/system.slice/slurmstepd.scope/job_7/step_0");
+    gm.mem_limit = ROTA_MAX_BYTES;
+    gm.max_prio = ROTA_PRIO_LOW;
+    gm.uid = ROTA_GRANT_ANY_UID;
+    is_int(proto_check(&gm, sizeof gm, NULL, &why), ROTA_MSG_GRANT, "a grant");
+    gm.mem_limit++;
+    is_int(proto_check(&gm, sizeof gm, NULL, &why), -EBADMSG, "a grant of more than 2^56 bytes: %s", why);
+    gm.mem_limit = 1;
+    gm.max_prio = ROTA_PRIO_COUNT;
+    is_int(proto_check(&gm, sizeof gm, NULL, &why), -EBADMSG, "a grant of no class: %s", why);
+    gm.max_prio = 0;
+    gm.flags = 2;
+    is_int(proto_check(&gm, sizeof gm, NULL, &why), -EBADMSG, "a grant with an unknown flag: %s", why);
+    gm.flags = ROTA_GRANT_REVOKE;
+    gm.cgroup[0] = 's';
+    is_int(proto_check(&gm, sizeof gm, NULL, &why), -EBADMSG, "a grant of a relative path: %s", why);
+    memset(gm.cgroup, '/', sizeof gm.cgroup);
+    is_int(proto_check(&gm, sizeof gm, NULL, &why), -EBADMSG, "a grant of a path without its NUL: %s", why);
 
     rota_msg_hello_t h = {0};
     proto_hdr_init(&h.h, ROTA_MSG_HELLO, sizeof h, 0);

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/rota-config-t.XXXXXX";
@@ -79,6 +81,57 @@ int main(void)
        "named clearly: %s", err);
     is_int(config_load("/nonexistent/rotad.conf", &cfg, err, sizeof err), -ENOENT, "missing file");
     ok(strstr(err, "/nonexistent/rotad.conf: unable to open") != NULL, "missing file message: %s", err);
+
+    /* issue 32, item 10: a config anyone else can write, a symlink, a FIFO; nothing of the file in messages */
+    {
+        char path[128], sub[128], link[160];
+        snprintf(path, sizeof path, "%s/rotad.conf", dir);
+        load("credit 1M\n", &cfg, err, sizeof err);
+        chmod(path, 0666);
+        is_int(config_load(path, &cfg, err, sizeof err), -EPERM, "a config writable by every user is refused");
+        ok(strstr(err, "writable by every user (mode 0666)") != NULL, "saying so: %s", err);
+        chmod(path, 0620);
+        is_int(config_load(path, &cfg, err, sizeof err), -EPERM, "a config writable by its group is refused");
+        chmod(path, 0644);
+        is_int(config_load(path, &cfg, err, sizeof err), 0, "a config only its owner writes loads");
+        snprintf(sub, sizeof sub, "%s/open", dir);
+        snprintf(link, sizeof link, "%s/rotad.conf", sub);
+        if (mkdir(sub, 0755) || rename(path, link)) bail("cannot set up %s", sub);
+        chmod(sub, 0777);
+        is_int(config_load(link, &cfg, err, sizeof err), -EPERM, "a config in a directory anyone can write is refused");
+        ok(strstr(err, "its directory is writable by every user") != NULL, "saying so: %s", err);
+        chmod(sub, 01777);
+        is_int(config_load(link, &cfg, err, sizeof err), 0, "unless the directory is sticky (like /tmp)");
+        if (geteuid() == 0) {
+            chown(link, 65534, 65534);
+            is_int(config_load(link, &cfg, err, sizeof err), -EPERM, "a config owned by another user is refused");
+        } else {
+            skip("not root: cannot give the file to another user");
+        }
+        if (rename(link, path)) bail("rename back");
+        rmdir(sub);
+        chown(path, geteuid(), getegid());
+        snprintf(link, sizeof link, "%s/link.conf", dir);
+        unlink(link);
+        if (symlink(path, link)) bail("symlink");
+        is_int(config_load(link, &cfg, err, sizeof err), -ELOOP, "a symbolic link is refused");
+        ok(strstr(err, "symbolic link") != NULL, "saying so: %s", err);
+        unlink(link);
+        if (mkfifo(link, 0600)) bail("mkfifo");
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        int rc = config_load(link, &cfg, err, sizeof err);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+        ok(rc == -EINVAL && strstr(err, "not a regular file") && ms < 500, "a FIFO is refused at once (%.1f ms): %s",
+           ms, err);
+        unlink(link);
+        load("root:$6$SECRETHASH:19000:0:99999:7:::\n", &cfg, err, sizeof err);
+        ok(!strstr(err, "SECRET") && strstr(err, "unknown directive '(not shown)'"),
+           "a line that is no directive is not quoted: %s", err);
+        load("credit $6$SECRETHASH\n", &cfg, err, sizeof err);
+        ok(!strstr(err, "SECRET"), "nor a value that is no size: %s", err);
+    }
 
     char cg[512];
     is_int(config_cgroup_of(getpid(), cg, sizeof cg), 0, "own cgroup v2 path is readable");

@@ -374,8 +374,8 @@ static void wait_unit_tests(void)
     b.mem = 2 * GIB;
     h.wait_ms = 5000;          /* k[2]: high 8G, arrives last */
     h.flags = ROTA_PLACE_HIGH;
-    ok(!place_wait_add(pl, (void *)1, k[0], &a, now) && !place_wait_add(pl, (void *)2, k[1], &b, now) &&
-           !place_wait_add(pl, (void *)3, k[2], &h, now + 1),
+    ok(!place_wait_add(pl, (void *)1, k[0], 0, &a, now) && !place_wait_add(pl, (void *)2, k[1], 0, &b, now) &&
+           !place_wait_add(pl, (void *)3, k[2], 0, &h, now + 1),
        "three requests wait");
     is_uint(place_wait_count(pl), 3, "three waiters");
     ok(pl->waiters->pid == k[2] && pl->waiters->next->pid == k[0] && pl->waiters->next->next->pid == k[1],
@@ -402,8 +402,8 @@ static void wait_unit_tests(void)
     atomic_store(&r->devices[0].reserved, 15 * GIB);
     atomic_store(&r->devices[1].reserved, 14 * GIB);
     a.wait_ms = 9000;
-    ok(!place_wait_add(pl, (void *)1, k[0], &a, now) && !place_wait_add(pl, (void *)2, k[1], &a, now) &&
-           !place_wait_add(pl, (void *)1, k[2], &a, now),
+    ok(!place_wait_add(pl, (void *)1, k[0], 0, &a, now) && !place_wait_add(pl, (void *)2, k[1], 0, &a, now) &&
+           !place_wait_add(pl, (void *)1, k[2], 0, &a, now),
        "three waiters, two of one connection");
     place_wait_drop(pl, (void *)1);
     is_uint(place_wait_count(pl), 1, "that connection's are forgotten");

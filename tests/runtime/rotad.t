@@ -34,7 +34,7 @@ echo "$out" | grep -q '^DEV *UUID *CAPACITY *RESERVED *WAITERS'; ok $? "text out
 echo "$out" | grep -q '^PID *UID *COMMAND *CLASS *DEV *USED *LIMIT *WAITING'; ok $? "and the clients header"
 json=$(ROTA_SOCKET=$S "$ROTA" status --json); ok $? "rota status --json (socket from ROTA_SOCKET)"
 ABI=$(sed -n 's/^#define ROTA_ABI_VERSION \([0-9]*\)u.*/\1/p' "${ROTA_SRCDIR:-.}/runtime/abi.h")
-echo "$json" | grep -q "^{\"abi\":$ABI,\"rotad_pid\":$RPID,\"devices\":\[\],\"place_waiting\":{\"jobs\":0,\"bytes\":0,\"oldest_s\":0.000},\"viewer_uid\":$(id -u),\"all_clients\":true,\"hidden_clients\":0,\"hidden_groups\":0,\"groups\":\[\],\"clients\":\[\]}\$"
+echo "$json" | grep -q "^{\"abi\":$ABI,\"rotad_pid\":$RPID,\"client_limit\":4096,\"devices\":\[\],\"place_waiting\":{\"jobs\":0,\"bytes\":0,\"oldest_s\":0.000},\"viewer_uid\":$(id -u),\"all_clients\":true,\"hidden_clients\":0,\"hidden_groups\":0,\"groups\":\[\],\"clients\":\[\]}\$"
 ok $? "JSON names rotad's pid, empty tables and nobody waiting for a GPU"
 if command -v python3 >/dev/null; then
     echo "$json" | python3 -c 'import json,sys; json.load(sys.stdin)'; ok $? "the JSON parses"

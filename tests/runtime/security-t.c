@@ -548,8 +548,17 @@ static void test_sched_bounds(void)
     double held = th_now_ms() - t0;
     ok(released && held < 1500, "without progress (inflight=UINT32_MAX, no launch, no completion) it holds nobody "
                                 "after high-stall-ms 300 (released after %.0f ms)", held);
-    atomic_fetch_add(&hc->launches, 1);
-    ok(WAIT_FOR_REGION(LD(&ls->hold) & ROTA_HOLD_PRIO), "a launch (progress) makes it hold again");
+    /* issue 32, item 7: bumping the launch counter every 5 ms (no launch reaches the device) is no progress */
+    double t1 = th_now_ms();
+    bool held_again = false;
+    while (th_now_ms() - t1 < 1200) {
+        atomic_fetch_add(&hc->launches, 1);
+        usleep(5000);
+        if (th_now_ms() - t1 > 600) held_again |= (LD(&ls->hold) & ROTA_HOLD_PRIO) != 0;
+    }
+    ok(!held_again, "bumping channel.launches every 5 ms without completing anything holds nobody");
+    atomic_fetch_add(&hc->busy_ns, 1000000);
+    ok(WAIT_FOR_REGION(LD(&ls->hold) & ROTA_HOLD_PRIO), "a completion (its device time grows) makes it hold again");
     atomic_store(&hc->inflight, 0);
     atomic_store(&hc->active, 0);
     conn_close(hi);
@@ -695,8 +704,8 @@ static void test_sigstop_high(void)
     th_node_remove(node);
 }
 
-/* Load: 1000 clients say HELLO at once (512 fit the table, the rest get a clear "table full"); every one is
- * answered. Then a connection storm (connect and close in a loop) while a well-behaved client registers. */
+/* Load: 1000 clients say HELLO at once (all fit the table: hostile-t.c tests 4000 and a smaller max-clients); every
+ * one is answered. Then a connection storm (connect and close in a loop) while a well-behaved client registers. */
 typedef struct storm_arg {
     _Atomic bool *stop;
     long n;
@@ -754,8 +763,8 @@ static void test_load(void)
         else other++;
     }
     double dt = th_now_ms() - t0;
-    ok(accepted == ROTA_MAX_CLIENTS && full == N - ROTA_MAX_CLIENTS && !other,
-       "1000 simultaneous HELLOs: %d registered, %d told the table is full, %d unanswered", accepted, full, other);
+    ok(accepted == N && !full && !other, "1000 simultaneous HELLOs: %d registered, %d told the table is full, %d "
+       "unanswered", accepted, full, other);
     diag("1000 simultaneous registrations answered in %.1f ms (goal < 1000 ms)", dt);
     if (TH_SANITIZED) skip("sanitized build: no timing goal");
     else ok(dt < 1000, "all answered within 1 s (%.1f ms)", dt);

@@ -25,7 +25,7 @@ MC=$ROTA_SRCDIR/contrib/slurm/minicluster
 NODE=rota-slurm-t-$$
 RPID=""
 cleanup() {
-    for c in "$T/c" "$T/c2" "$T/c3"; do "$MC" stop "$c" >/dev/null 2>&1; done
+    for c in "$T/c" "$T/c2" "$T/c3" "$T/c4"; do "$MC" stop "$c" >/dev/null 2>&1; done
     [ -z "$RPID" ] || { kill -TERM "$RPID" 2>/dev/null; sleep 0.2; kill -KILL "$RPID" 2>/dev/null; }
     rm -rf "$T" "/dev/shm/$NODE"
 }
@@ -113,6 +113,22 @@ out=$(LD_PRELOAD=/lib/x86_64-linux-gnu/libm.so.6 timeout 30 srun --gres=shard:1 
 out=$(LD_PRELOAD=$ROTA_BUILD/lib/librota.so timeout 30 srun --rota=off --gres=shard:1 sh -c 'echo "[${LD_PRELOAD-unset}]"' 2>&1)
 [ "$out" = "[unset]" ]; ok $? "--rota=off: no librota.so in the job ($out)"
 
+# 4b. issue 32: the limit the shards grant reaches rotad from the plugin, not from the job's environment; --rota-mem
+# only lowers it; a user LD_PRELOAD past 8,191 characters is kept
+timeout 60 srun --rota-mem=1024T --gres=shard:1 -o "$T/j4.out" $WL --out "$T/j4.json" &
+J=$!
+status_check "c['limit']==$G"
+ok $? "srun --rota-mem=1024T --gres=shard:1: the limit stays one shard's 1G"
+wait $J; ok $? "that job succeeded"
+timeout 60 srun --gres=shard:1 -o "$T/j5.out" sh -c "ROTA_MEM_LIMIT=0 ROTA_PRIORITY=high exec $WL --out $T/j5.json" &
+J=$!
+status_check "c['limit']==$G and c['priority']=='low'"
+ok $? "a job that sets ROTA_MEM_LIMIT=0 ROTA_PRIORITY=high itself still gets 1G and low from rotad"
+wait $J; ok $? "that job succeeded"
+long=$(printf '/lib/x86_64-linux-gnu/libm.so.6:%.0s' $(seq 300))/lib/x86_64-linux-gnu/libm.so.6
+out=$(LD_PRELOAD=$long timeout 30 srun --gres=shard:1 printenv LD_PRELOAD 2>&1)
+[ "$out" = "$ROTA_BUILD/lib/librota.so:$long" ]; ok $? "a user LD_PRELOAD of ${#long} characters is kept after librota.so"
+
 # 5. bad options refuse the job at submission, with one clear message and nothing run
 refused() { # expected-message options...
     want=$1; shift
@@ -157,6 +173,17 @@ export SLURM_CONF=$T/c3/slurm.conf
 timeout 30 srun touch "$T/ran" >/dev/null 2>"$T/err"; rc=$?
 [ $rc != 0 ] && grep -q "rota: plugstack.conf: bad argument 'allow=high,urgent'" "$T/err" && [ ! -e "$T/ran" ]
 ok $? "a bad plugstack.conf argument refuses jobs with its reason (rc $rc)"
+
+# 8. issue 32: lib= missing on the node fails a job that asked for rota, with the reason, never runs it unprotected
+"$MC" stop "$T/c3" >/dev/null 2>&1
+timeout 60 "$MC" start "$T/c4" --gpus 1 --plugin "$SPANK" --plugargs "lib=$T/nowhere/librota.so socket=$S" \
+    >/dev/null 2>"$T/mc.err" || bail "the fourth private cluster did not start: $(tail -3 "$T/mc.err")"
+export SLURM_CONF=$T/c4/slurm.conf
+timeout 30 srun --rota-mem=2G --rota-priority=high touch "$T/ran" >/dev/null 2>"$T/err"; rc=$?
+[ $rc != 0 ] && grep -q "rota: $T/nowhere/librota.so does not exist on" "$T/err" && [ ! -e "$T/ran" ]
+ok $? "lib= missing on the node: the job fails with the reason, nothing runs (rc $rc)"
+timeout 30 srun --rota=off touch "$T/ran" >/dev/null 2>"$T/err"; rc=$?
+[ $rc = 0 ] && [ -e "$T/ran" ]; ok $? "--rota=off still runs there (rc $rc)"
 
 echo "1..$n"
 exit $fail

@@ -59,7 +59,8 @@ static void status_print_json(FILE *f, const rota_region_t *r, const rota_table_
 {
     unsigned nd = LD(&r->ndevices);
     if (nd > ROTA_MAX_DEVICES) nd = ROTA_MAX_DEVICES;
-    fprintf(f, "{\"abi\":%u,\"rotad_pid\":%d,\"devices\":[", r->abi, r->rotad_pid);
+    fprintf(f, "{\"abi\":%u,\"rotad_pid\":%d,\"client_limit\":%u,\"devices\":[", r->abi, r->rotad_pid,
+            LD(&r->client_limit));
     for (unsigned i = 0; i < nd; i++) {
         const rota_dev_t *d = &r->devices[i];
         char u[PROTO_UUID_STR];
@@ -149,7 +150,8 @@ static void status_print_text(FILE *f, const rota_region_t *r, const rota_table_
 {
     unsigned nd = LD(&r->ndevices);
     if (nd > ROTA_MAX_DEVICES) nd = ROTA_MAX_DEVICES;
-    fprintf(f, "rotad pid %d, %u client(s)\n\n", r->rotad_pid, LD(&r->nclients));
+    fprintf(f, "rotad pid %d, %u client(s) of at most %u\n\n", r->rotad_pid, LD(&r->nclients),
+            LD(&r->client_limit));
     fprintf(f, "%-3s %-40s %10s %10s %7s\n", "DEV", "UUID", "CAPACITY", "RESERVED", "WAITERS");
     if (!nd) fprintf(f, "    (no GPU has been used yet)\n");
     for (unsigned i = 0; i < nd; i++) {
