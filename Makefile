@@ -164,7 +164,7 @@ $(O)/runtime/metrics.o: ROTA_CFLAGS += -DROTA_HAVE_MICROHTTPD $(shell pkg-config
 endif
 $(B)/bin/rotad: $(call obj,$(ROTAD_SRC)) $(COMMON_A)
 	@mkdir -p $(dir $@)
-	$(call quiet,LINK)$(CC) -o $@ $(call obj,$(ROTAD_SRC)) $(COMMON_A) $(ALL_LDFLAGS) $(MHD_LIBS) -lrt -lm
+	$(call quiet,LINK)$(CC) -o $@ $(call obj,$(ROTAD_SRC)) $(COMMON_A) $(ALL_LDFLAGS) $(MHD_LIBS) -ldl -lrt -lm
 $(B)/bin/rota: $(call obj,$(ROTA_SRC)) $(COMMON_A)
 	@mkdir -p $(dir $@)
 	$(call quiet,LINK)$(CC) -o $@ $(call obj,$(ROTA_SRC)) $(COMMON_A) $(ALL_LDFLAGS) -lrt -lm

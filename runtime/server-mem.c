@@ -3,6 +3,7 @@
  * (runtime/waitq.c). */
 #include "runtime/server-internal.h"
 
+#include "runtime/devmem.h"
 #include "runtime/ledger.h"
 #include "runtime/lib/proto.h"
 #include "runtime/place.h"
@@ -190,6 +191,29 @@ void server_on_release(server_t *s, client_t *c, const void *msg)
     else server_grant_credit(s, c, (unsigned)dev); /* refill: an alloc/free loop stays on the fast path */
 }
 
+/* An ADOPT is memory the process holds in the driver: where NVML says what that is (devmem.h), the client's charge
+ * in use there (outside its unused credit) never exceeds it (issue 32, item 1: a client claiming a whole GPU it
+ * does not hold). Where NVML cannot tell, rotad says so once and the ledger's own bounds are all there is; a rotad
+ * that did not probe its GPUs asks the driver nothing. */
+static uint64_t server_adopt_cap(server_t *s, client_t *c, unsigned d, uint64_t bytes)
+{
+    char why[192];
+    uint64_t drv = 0;
+    if (!s->pl.known) return bytes; /* GPUs learnt from clients (--no-probe): rotad asks the driver nothing */
+    int rc = devmem_proc_bytes(s->rg.r->devices[d].uuid, c->pid, bytes, &drv, why, sizeof why);
+    if (rc) {
+        if (why[0]) server_log(s, 1, "cannot check re-registered memory against the driver (%s): ADOPTs are bounded "
+                                     "by the GPU and the limits only", why);
+        return bytes;
+    }
+    uint64_t held = LD(&s->rg.t->slots[c->slot].used[d]), credit = c->ch ? LD(&c->ch->credit[d]) : 0;
+    uint64_t in_use = held > credit ? held - credit : 0, room = drv > in_use ? drv - in_use : 0;
+    if (bytes <= room) return bytes;
+    server_log_client(s, c, "re-registered %llu bytes on GPU %u, the driver says it holds %llu; charged %llu",
+                      (unsigned long long)bytes, d, (unsigned long long)drv, (unsigned long long)room);
+    return room;
+}
+
 /* Charges an ADOPT as far as the GPU and the client's limits allow, after taking back unused credit: what does not
  * fit is not charged (the client only loses its own accounting: a later RELEASE is clamped to what it holds). */
 static void server_adopt_charge(server_t *s, client_t *c, unsigned d, uint64_t bytes)
@@ -197,6 +221,8 @@ static void server_adopt_charge(server_t *s, client_t *c, unsigned d, uint64_t b
     rota_region_t *r = s->rg.r;
     rota_table_t *t = s->rg.t;
     unsigned slot = (unsigned)c->slot;
+    bytes = server_adopt_cap(s, c, d, bytes);
+    if (!bytes) return;
     int rc = ledger_check(r, t, slot, d, bytes);
     if (rc) {
         server_revoke(s, d);

@@ -306,6 +306,97 @@ static void test_adopt_grace(void)
     is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
 }
 
+/* ---- item 1: an ADOPT never exceeds what the driver (NVML) says the process holds ---- */
+
+#define MIB (1024ull * 1024u)
+
+/* The holder: 100 MiB allocated through the driver (simcuda, no librota), then, as a raw client of the rotad that
+ * restarted meanwhile, ADOPTs of 1 GiB. Tells its slot on out, waits for a byte on in between the ADOPTs. */
+static void drv_holder(int in, int out)
+{
+    uint8_t slot = 0xff;
+    CUdevice dev;
+    CUdeviceptr p;
+    CUuuid u;
+    if (!th_cuda_load() || th_cuda_ctx(&dev)) _exit(2);
+    CUresult (*alloc)(CUdeviceptr *, size_t) = th_sym("cuMemAlloc_v2");
+    CUresult (*uuid)(CUuuid *, CUdevice) = th_sym("cuDeviceGetUuid_v2");
+    if (alloc(&p, 100 * MIB) || uuid(&u, dev)) _exit(3);
+    raw_client_t a;
+    if (write(out, &slot, 1) != 1 || read(in, &slot, 1) != 1) _exit(4); /* allocated; rotad restarted */
+    raw_register(&a, ROTA_PRIO_NORMAL, 0);
+    slot = (uint8_t)a.w.slot;
+    raw_mem(&a, ROTA_MSG_ADOPT, 1, (const uint8_t *)u.bytes, 2048 * MIB, 1024 * MIB, 0);
+    if (write(out, &slot, 1) != 1 || read(in, &slot, 1) != 1) _exit(5);
+    raw_mem(&a, ROTA_MSG_ADOPT, 2, (const uint8_t *)u.bytes, 2048 * MIB, 1024 * MIB, 0);
+    if (write(out, &slot, 1) != 1 || read(in, &slot, 1) != 1) _exit(6);
+    raw_close(&a);
+    _exit(0);
+}
+
+/* One round: rotad (with NVML, or with ROTA_REAL_NVML=none) killed and started again over its stale socket; the
+ * holder ADOPTs 1 GiB in the grace and once more after it; what the ledger charged it after each. */
+static void drv_round(const char *const *args, bool nvml, uint64_t *grace, uint64_t *after)
+{
+    int to[2], from[2];
+    if (pipe(to) || pipe(from)) bail("pipe");
+    pid_t h = fork();
+    if (h < 0) bail("fork");
+    if (h == 0) {
+        close(to[1]);
+        close(from[0]);
+        drv_holder(to[0], from[1]);
+    }
+    close(to[0]);
+    close(from[1]);
+    uint8_t b = 0;
+    if (read(from[0], &b, 1) != 1) bail("the holder did not allocate");
+    if (!nvml) setenv("ROTA_REAL_NVML", "none", 1);
+    th_rotad_probe = true;
+    pid_t rotad = th_rotad_start_args(args);
+    kill(rotad, SIGKILL); /* its socket stays: the next rotad starts over a stale one, with the grace */
+    waitpid(rotad, NULL, 0);
+    rotad = th_rotad_start_args(args);
+    th_rotad_probe = false;
+    unsetenv("ROTA_REAL_NVML");
+    if (write(to[1], &b, 1) != 1 || read(from[0], &b, 1) != 1) bail("the holder did not re-register");
+    usleep(900 * 1000); /* past the grace of 500 ms: settled */
+    *grace = slot_used0(b);
+    if (write(to[1], &b, 1) != 1 || read(from[0], &b, 1) != 1) bail("the holder did not ADOPT again");
+    usleep(100 * 1000);
+    *after = slot_used0(b);
+    if (write(to[1], &b, 1) != 1) bail("the holder is gone");
+    close(to[1]);
+    close(from[0]);
+    int st = 0;
+    waitpid(h, &st, 0);
+    is_int(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 0, "the holder (100 MiB through simcuda) ran its part");
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+}
+
+static void test_adopt_driver(void)
+{
+    char node[80];
+    snprintf(node, sizeof node, "hostile-t-drv-%d", (int)getpid());
+    setenv("SIMCUDA_NODE", node, 1);
+    setenv("SIMCUDA_DEVICES", "1", 1);
+    setenv("SIMCUDA_MEM", "2G", 1);
+    unsetenv("ROTA_REAL_LIBCUDA");
+    const char *conf = write_conf("drv.conf", "credit 0\ngrace-ms 500\n");
+    const char *args[] = {"--config", conf, NULL};
+    uint64_t grace = 0, after = 0;
+    drv_round(args, true, &grace, &after);
+    is_uint(grace, 100 * MIB, "an ADOPT of 1 GiB in the restart grace by a process holding 100 MiB: 100 MiB charged");
+    is_uint(after, 100 * MIB, "another ADOPT of 1 GiB after the grace: still 100 MiB (what the driver says)");
+    drv_round(args, false, &grace, &after);
+    is_uint(grace, 1024 * MIB, "without NVML (ROTA_REAL_NVML=none) the grace charges the ADOPT as the GPU allows");
+    is_uint(after, 2048 * MIB, "and the second one too (the old rule: the GPU and the limits)");
+    unsetenv("SIMCUDA_NODE");
+    unsetenv("SIMCUDA_DEVICES");
+    unsetenv("SIMCUDA_MEM");
+    th_node_remove(node);
+}
+
 /* ---- item 3: queued requests are capped; a giant request does not stall the small ones of others ---- */
 
 static int other_giant(int ready_fd, int wait_fd)
@@ -656,6 +747,7 @@ int main(void)
     test_place_flood();
     test_place_poison();
     test_adopt_grace();
+    test_adopt_driver();
     test_reserve_giant();
     test_grant();
     test_list_user();
