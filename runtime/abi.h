@@ -93,7 +93,9 @@ enum rota_prio {
  *
  * Priority holds take effect without waiting for rotad: a high client's activating launch (after setting
  * channel.active) bumps board.devices[d].high_pending (d: its GPU's region index) before ringing its doorbell.
- * A normal/low launch on GPU d that reads high_pending != 0 is held as if sched.hold had ROTA_HOLD_PRIO, waiting on
+ * A normal/low launch on GPU d that reads high_pending != 0, while region.devices[d].high_clients != 0 (a high
+ * client there that rotad has not judged stalled: a client's mark is trusted no further), is held as if sched.hold
+ * had ROTA_HOLD_PRIO, waiting on
  * that futex word, until rotad has read the activation, published the slot holds it implies (or none), and
  * zeroed the word (compare-exchange with the value it read at the start of its tick, then FUTEX_WAKE). So "lower
  * classes held" is one store after the high launch enters the gate; the high client measures that time itself
@@ -175,7 +177,8 @@ typedef struct rota_dev {
     _Atomic uint64_t confirm_lat_max_ns;
     _Atomic uint64_t hold_lat_hist[ROTA_LAT_BUCKETS]; /* hold_events by latency: <= ROTA_LAT_BOUNDS_US[i] us */
     _Atomic uint32_t flags;        /* rota_dev_flags */
-    _Atomic uint32_t high_clients; /* high-priority clients registered on this GPU, active or not (sched.c) */
+    _Atomic uint32_t high_clients; /* high-priority clients registered on this GPU, active or not, less those
+                                    * rotad judged stalled (sched.c); 0: the board's mark is ignored here */
     _Atomic uint32_t normal_clients; /* normal-priority clients registered on this GPU, active or not */
     uint32_t pad1;
 } rota_dev_t;

@@ -44,7 +44,8 @@ typedef struct sched_client {
     uint64_t contended_ns; /* last tick that found it contended (slot.track) */
     uint64_t track_on_ns;  /* when slot.track last went to 1: its in-flight count is live after its next launch */
     /* progress of a high client (issue 21): the counters last seen and when they last moved */
-    uint64_t seen_launches, seen_busy, progress_ns;
+    uint64_t seen_launches, seen_busy;
+    uint64_t unproved_ns;  /* time it claimed work (active, or its GPU's board marked) since its last completion */
     uint64_t busy_seen;    /* channel.busy_ns as last seen by the tick */
     bool stalled;          /* active without progress for high_stall_ns: holds nobody until it moves again */
     /* doorbell rate limit: the value last heard, wake-ups in the current one-second window */
@@ -81,6 +82,7 @@ struct sched {
     uint64_t log_window_ns;  /* sched_log_ok's one-second window and its lines */
     unsigned log_lines;
     uint64_t next_idle;   /* earliest time an active client with nothing in flight turns idle (0: none) */
+    uint64_t mark_ns;     /* a tick last found a board mark (high_pending) set */
     bool hi[SCHED_POOLS];
     uint64_t win_start[SCHED_POOLS], win_busy[SCHED_POOLS];
     uint64_t vfloor[SCHED_POOLS][ROTA_PRIO_COUNT]; /* per share group: the least-served virtual time seen, rising */
@@ -217,6 +219,7 @@ typedef struct sched_tick_state {
     bool devbusy[SCHED_POOLS]; /* the GPU had work: tracked launches in flight, or an untracked client active */
     uint64_t reported[SCHED_POOLS];       /* device time uncontended clients reported this tick */
     unsigned nhigh[SCHED_POOLS], nbusylow[SCHED_POOLS]; /* for slot.track */
+    unsigned nhigh_ok[SCHED_POOLS];       /* high clients not stalled: dev.high_clients, the board's trust */
     unsigned nnormal[SCHED_POOLS];        /* for the gates' in-flight bound */
     bool fresh[ROTA_MAX_CLIENTS];         /* active since this tick */
     uint32_t inflight[ROTA_MAX_CLIENTS];
@@ -236,7 +239,13 @@ static void sched_tick_begin(sched_t *s, sched_tick_t *tk)
     s->last_tick = now;
     tk->ndev = atomic_load_explicit(&s->r->ndevices, memory_order_acquire);
     if (tk->ndev > ROTA_MAX_DEVICES) tk->ndev = ROTA_MAX_DEVICES;
-    for (unsigned d = 0; d < tk->ndev; d++) tk->pending[d] = atomic_load(&s->b->devices[d].high_pending);
+    for (unsigned d = 0; d < tk->ndev; d++) {
+        tk->pending[d] = atomic_load(&s->b->devices[d].high_pending);
+        if (tk->pending[d]) s->mark_ns = now;
+    }
+    /* Ticks go on for high_stall_ns after a mark: a client that marks the board between ticks (each clears it)
+     * and rings nothing must not find rotad asleep, neither its claims unseen nor the gates it holds unanswered. */
+    tk->any_active = s->mark_ns && now - s->mark_ns < s->o.high_stall_ns;
 }
 
 /* Whether client i is still active (channel.active), after the idle check: an active client with nothing in
@@ -274,23 +283,36 @@ static uint32_t sched_client_activity(sched_t *s, sched_tick_t *tk, unsigned i, 
     return act;
 }
 
-/* Progress of high client i: a completion (its device time grew). A high client that is active (or claims work in
- * flight) but completes nothing for high_stall_ns (stopped, hung, or lying about inflight) holds nobody until it
- * does. Launches alone are no progress (issue 32, item 7: a client that only bumped channel.launches every 5 ms
- * held a low client 3.7 s): the launch counter costs a liar nothing, device time needs completions. busy_ns is
- * the client's word too; rotad has no device counter of its own per process yet. */
+/* Progress of high client i: a completion (its device time grew). A high client that claims work (active, work in
+ * flight, or its GPU's board marked) but completes nothing for high_stall_ns (stopped, hung, or lying) holds nobody
+ * until it does. Launches alone are no progress (issue 32, item 7: a client that only bumped channel.launches every
+ * 5 ms held a low client 3.7 s): the launch counter costs a liar nothing, device time needs completions. A board
+ * mark (high_pending) says "a high client of this GPU activated": one that bumps it without completing anything is
+ * judged like an active one, and a GPU whose high clients are all stalled has its marks ignored by the lower
+ * clients' gates (dev.high_clients counts only the others, sched_sample). The mark cannot name who wrote it, so
+ * every high client of that GPU answers for it; only one that completes work is trusted again. busy_ns is the
+ * client's word too; rotad has no device counter of its own per process yet. */
 static void sched_high_progress(sched_t *s, sched_tick_t *tk, unsigned i, uint64_t la, uint64_t bu)
 {
     sched_client_t *c = &s->c[i];
     uint64_t now = tk->now;
-    if (bu > c->seen_busy || !c->active) c->progress_ns = now;
+    bool marked = false;
+    for (unsigned d = 0; d < tk->ndev && !marked; d++)
+        marked = tk->pending[d] && (c->pool == 0 || c->pool == d + 1); /* pool 0: any GPU may be its own */
+    /* The time it claimed work adds up until a completion, over its idle gaps: a liar that pauses between its
+     * marks (or that marks between rotad's ticks, as the ticks clear the board) still reaches the bound, and once
+     * stalled only a completion counts. Only ticks count: rotad asleep (nothing active, no mark) is no claim. */
+    bool claims = c->active || marked;
+    if (bu > c->seen_busy) c->unproved_ns = 0;
+    else if (claims) c->unproved_ns += tk->dt;
     c->seen_launches = la;
     c->seen_busy = bu;
-    bool stalled = c->active && now - c->progress_ns >= s->o.high_stall_ns;
+    bool stalled = c->unproved_ns >= s->o.high_stall_ns;
     if (stalled != c->stalled && s->o.log_level >= 1 && sched_log_ok(s, now))
         fprintf(stderr, "rotad: info: high client in slot %u %s\n", i,
                 stalled ? "made no progress: lower classes are not held for it" : "makes progress again");
     c->stalled = stalled;
+    if (!stalled) tk->nhigh_ok[c->pool]++;
     if (c->active && !stalled) tk->hi[c->pool] = true;
 }
 
@@ -364,7 +386,7 @@ static void sched_sample(sched_t *s, const sched_tick_t *tk)
     for (unsigned p = 1; p < SCHED_POOLS && p <= tk->ndev; p++) {
         rota_dev_t *d = &r->devices[p - 1];
         /* unknown GPUs' clients: everywhere */
-        uint32_t nh = tk->nhigh[p] + tk->nhigh[0], nn = tk->nnormal[p] + tk->nnormal[0];
+        uint32_t nh = tk->nhigh_ok[p] + tk->nhigh_ok[0], nn = tk->nnormal[p] + tk->nnormal[0];
         if (LD(&d->high_clients) != nh) atomic_store(&d->high_clients, nh);
         if (LD(&d->normal_clients) != nn) atomic_store(&d->normal_clients, nn);
     }
@@ -471,10 +493,14 @@ static void sched_publish_gpus(sched_t *s, const sched_tick_t *tk, const unsigne
         ST(&d->held, held[p]);
         if (changed[p]) sched_wake_idle_word(s, p - 1);
         ST(&d->high_active, tk->hi[p] ? 1u : 0u);
-        /* The slot holds are out: the board's mark has done its job. A new mark since our read stays. */
+        /* The slot holds are out: the board's mark has done its job. A new mark since our read stays, unless no
+         * high client of this GPU is trusted (all stalled, or none: a mark written by a client for a GPU it does
+         * not run on): the gates ignore such a mark (dev.high_clients 0), and those waiting on it are woken. */
         uint32_t seen = tk->pending[p - 1];
-        if (seen && atomic_compare_exchange_strong(&s->b->devices[p - 1].high_pending, &seen, 0))
-            sched_wake_shared(&s->b->devices[p - 1].high_pending);
+        _Atomic uint32_t *mark = &s->b->devices[p - 1].high_pending;
+        bool cleared = tk->nhigh_ok[p] + tk->nhigh_ok[0] ? seen && atomic_compare_exchange_strong(mark, &seen, 0)
+                                                          : atomic_exchange(mark, 0) != 0;
+        if (cleared) sched_wake_shared(mark);
     }
 }
 

@@ -227,13 +227,22 @@ static bool launch_prio_over(const launch_gate_t *g, uint32_t h)
     return launch_direct(g, h) && (atomic_load(g->idle) & 1) && !LD(g->mark);
 }
 
+/* The board's mark of g's GPU, where it counts: rotad trusts a high client there (dev.high_clients != 0; a mark
+ * by a client rotad judged stalled, or for a GPU it does not run on, holds nobody: abi.h). Read only when the mark
+ * is set, so the passing path costs no more. */
+static uint32_t launch_mark(const launch_gate_t *g)
+{
+    uint32_t m = g->mark ? LD(g->mark) : 0;
+    return m && LD(&g->r->devices[g->key - 1].high_clients) ? m : 0;
+}
+
 /* Held: by rotad (slot.hold, unless the high client ended the priority hold itself), or by a high activation rotad
  * has not answered yet (the board). */
 static bool launch_held(const launch_gate_t *g)
 {
     uint32_t h = LD(&g->sl->hold);
     if (h) return !launch_prio_over(g, h);
-    return g->mark && LD(g->mark);
+    return launch_mark(g) != 0;
 }
 
 /* A launch of a high client: clear its GPU's idle bit (add 1 to an odd word; rotad adds 2 concurrently, hence the
@@ -296,7 +305,7 @@ static void launch_wait_hold(const launch_gate_t *g, rota_channel_t *ch)
     atomic_fetch_add(&ch->held_waiting, 1);
     /* ROTA_TRACE: a hold span, only for a launch that actually waits here (never on the passing path). */
     uint32_t h0 = atomic_load(&sl->hold);
-    bool marked = !h0 && mark && atomic_load(mark);
+    bool marked = !h0 && launch_mark(g);
     bool traced = (h0 || marked) && rota_trace_on();
     const char *why = h0 & ROTA_HOLD_PRIO || marked ? "\"reason\":\"prio\""
                       : h0 & ROTA_HOLD_QUANTUM ? "\"reason\":\"quantum\""
@@ -305,7 +314,7 @@ static void launch_wait_hold(const launch_gate_t *g, rota_channel_t *ch)
     if (traced) rota_trace_event("hold", dev, 0, why);
     bool direct = false;
     for (;;) {
-        uint32_t h = atomic_load(&sl->hold), m = h || !mark ? 0 : atomic_load(mark);
+        uint32_t h = atomic_load(&sl->hold), m = h ? 0 : launch_mark(g);
         if (!h && !m) break;
         /* The region is mapped read-only: FUTEX_WAIT only reads the word. rotad wakes the board's word once
          * the slot holds are out, so a marked wait turns into a slot wait (or ends) within one tick. A priority

@@ -704,6 +704,66 @@ static void test_sigstop_high(void)
     th_node_remove(node);
 }
 
+/* Item 7, the board: a high client that bumps its GPU's high_pending every millisecond (no launch, no completion)
+ * holds a real low client's launches only until rotad judges it stalled (high-stall-ms), not as long as it bumps. */
+static _Atomic bool bumping;
+
+static void *bump_loop(void *arg)
+{
+    _Atomic uint32_t *mark = arg;
+    double end = th_now_ms() + 4000;
+    while (atomic_load(&bumping) && th_now_ms() < end) {
+        atomic_fetch_add(mark, 1);
+        usleep(1000);
+    }
+    return NULL;
+}
+
+static void test_board_bump(void)
+{
+    const char *conf = write_conf("bump.conf", "high-stall-ms 300\n");
+    const char *args[] = {"--config", conf, NULL};
+    pid_t rotad = th_rotad_start_args(args);
+    char node[64];
+    snprintf(node, sizeof node, "security-t-bump-%d", (int)getpid());
+    th_child_t lo;
+    const char *el[] = {"ROTA_PRIORITY=low", NULL};
+    th_spawn(&lo, "SECURITY_T_CHILD", "security-t-low", node, "warn", el);
+    th_ready(&lo, "low client setup failed");
+    is_str(th_say(&lo, "alloc 16", 5000), "alloc 0", "the low client allocates (rotad learns its GPU)");
+    is_str(th_say(&lo, "spin 1 1000000", 5000), "spin 0", "the low client launches");
+    is_str(th_say(&lo, "sync", 5000), "sync 0", "and syncs");
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = ROTA_PRIO_HIGH, .weight = 1000};
+    conn_t *hi;
+    char err[256];
+    if (conn_open(&o, &hi, err, sizeof err)) bail("high client: %s", err);
+    rota_board_t *b = conn_board(hi);
+    atomic_store(&conn_channel(hi)->sched_dev, 1); /* it says it runs on GPU 0, the low client's */
+    atomic_store(&bumping, true);
+    pthread_t th;
+    pthread_create(&th, NULL, bump_loop, &b->devices[0].high_pending);
+    usleep(5000);
+    double t0 = th_now_ms();
+    const char *l = th_say(&lo, "spin 1 1000000", 6000);
+    bool launched = !strcmp(l, "spin 0");
+    double dt1 = th_now_ms() - t0;
+    usleep(100000);
+    t0 = th_now_ms();
+    l = th_say(&lo, "spin 1 1000000", 6000);
+    launched &= !strcmp(l, "spin 0");
+    double dt2 = th_now_ms() - t0;
+    atomic_store(&bumping, false);
+    pthread_join(th, NULL);
+    ok(launched && dt1 < 1500, "a high client bumping high_pending every 1 ms for 4 s holds the low client's launch "
+                               "%.0f ms (high-stall-ms 300; it held it while bumping before)", dt1);
+    ok(launched && dt2 < 250, "and the next launch is not held again (%.0f ms)", dt2);
+    conn_close(hi);
+    is_str(th_say(&lo, "sync", 5000), "sync 0", "the low client syncs");
+    th_finish(&lo);
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+    th_node_remove(node);
+}
+
 /* Load: 1000 clients say HELLO at once (all fit the table: hostile-t.c tests 4000 and a smaller max-clients); every
  * one is answered. Then a connection storm (connect and close in a loop) while a well-behaved client registers. */
 typedef struct storm_arg {
@@ -1131,6 +1191,7 @@ int main(void)
     test_emfile();
     test_sched_bounds();
     test_sigstop_high();
+    test_board_bump();
     test_reregister();
     test_fault_loop();
     test_message_fuzz();
