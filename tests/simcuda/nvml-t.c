@@ -126,12 +126,28 @@ int main(void)
     need_cu(cuModuleGetFunction(&spin, mod, "spin_ns"));
     nvmlUtilization_t ut;
     p_nvmlDeviceGetUtilizationRates(d0, &ut);
+    SYM(nvmlDeviceGetProcessUtilization);
+    nvmlProcessUtilizationSample_t smp[8];
+    unsigned ns_cnt = 8;
+    if (p_nvmlDeviceGetProcessUtilization) p_nvmlDeviceGetProcessUtilization(d0, smp, &ns_cnt, 0); /* consumed */
     uint64_t ns = 100000000;
     void *args[] = {&ns};
     need_cu(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
     need_cu(cuCtxSynchronize());
     is_int(p_nvmlDeviceGetUtilizationRates(d0, &ut), NVML_SUCCESS, "nvmlDeviceGetUtilizationRates");
     ok(ut.gpu >= 70 && ut.gpu <= 100, "gpu utilisation over the kernel: %u%%", ut.gpu);
+    /* per process: this process's sample since the previous query, its kernel's share of the period */
+    ns_cnt = 0;
+    is_int(p_nvmlDeviceGetProcessUtilization ? (int)p_nvmlDeviceGetProcessUtilization(d0, NULL, &ns_cnt, 0) : -1,
+           NVML_ERROR_INSUFFICIENT_SIZE, "process utilisation: NULL asks how many");
+    is_uint(ns_cnt, 1, "one process ran kernels since the last query");
+    ns_cnt = 8;
+    is_int(p_nvmlDeviceGetProcessUtilization(d0, smp, &ns_cnt, 0), NVML_SUCCESS, "nvmlDeviceGetProcessUtilization");
+    ok(ns_cnt == 1 && smp[0].pid == (unsigned)getpid() && smp[0].smUtil >= 50 && smp[0].timeStamp > 0,
+       "one sample, this process's, SM %u%% over the kernel", ns_cnt ? smp[0].smUtil : 0);
+    ns_cnt = 8;
+    is_int(p_nvmlDeviceGetProcessUtilization(d0, smp, &ns_cnt, smp[0].timeStamp), NVML_ERROR_NOT_FOUND,
+           "asked again with nothing run since: no sample (NVML_ERROR_NOT_FOUND)");
     usleep(100000);
     p_nvmlDeviceGetUtilizationRates(d0, &ut);
     ok(ut.gpu <= 10, "and over an idle 100 ms: %u%%", ut.gpu);

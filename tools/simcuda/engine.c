@@ -217,6 +217,7 @@ bool simnode_engine_advance(simnode_shm_t *shm, int fd, uint32_t d, uint64_t now
         any = true;
         uint64_t served = w->seg_end_ns - w->seg_start_ns;
         atomic_fetch_add(&dev->c.busy_ns, since_reset(dev, w->seg_start_ns, w->seg_end_ns));
+        atomic_fetch_add(&shm->procs[w->proc].busy_ns[d], served);
         /* Under the lock, so the lines of a device in one file stay in engine order; record makes no syscall.
          * Off, this is the one test. */
         if (simnode_g.cfg.timeline[0] &&

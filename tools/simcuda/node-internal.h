@@ -28,7 +28,7 @@
 #include <sys/types.h>
 
 #define SIMNODE_MAGIC 0x31454430444d4953ull /* "SIMD0DE1" little-endian */
-#define SIMNODE_ABI 4u
+#define SIMNODE_ABI 5u /* 5: procs[].busy_ns */
 #define SIMNODE_MAX_PROCS 256
 #define SIMNODE_MAX_CTX 256     /* per device */
 #define SIMNODE_MAX_WAITERS 512 /* threads inside simnode_kernel_exec, per device */
@@ -69,6 +69,9 @@ typedef struct simnode_proc {
     uint32_t pad0;
     uint64_t attach_ns;
     uint64_t charge[SIMNODE_MAX_DEVICES]; /* bytes reserved per device, under that device's lock */
+    /* compute-engine time its kernels were served per device (never reset: NVML's per-process utilisation reads
+     * its growth), added under that device's lock, atomic so readers need no lock */
+    _Atomic uint64_t busy_ns[SIMNODE_MAX_DEVICES];
 } simnode_proc_t;
 
 typedef struct simnode_ctx {
@@ -144,7 +147,7 @@ _Static_assert(offsetof(simnode_shm_t, cfg) == 32, "cfg at 32");
 _Static_assert(sizeof(simnode_shared_config_t) == 64, "config is 64 bytes");
 _Static_assert(sizeof(simnode_waiter_t) == 72, "waiter is 72 bytes");
 _Static_assert(sizeof(simnode_ctx_t) == 16, "ctx is 16 bytes");
-_Static_assert(sizeof(simnode_proc_t) == 24 + 8 * SIMNODE_MAX_DEVICES, "proc slot layout");
+_Static_assert(sizeof(simnode_proc_t) == 24 + 16 * SIMNODE_MAX_DEVICES, "proc slot layout");
 _Static_assert(offsetof(simnode_dev_t, seq) % 64 == 0, "futex word on its own line");
 _Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4, "atomics are plain width");
 _Static_assert(SIMNODE_MAX_CTX <= 256, "ctx ids keep the index in 8 bits");

@@ -244,6 +244,7 @@ static int proc_register(simnode_shm_t *shm, int fd, uint32_t *slot)
         if (ofd_lock(fd, SIMNODE_LOCK_BASE + (off_t)s, F_OFD_SETLK, F_WRLCK) != 0) continue;
         simnode_proc_t *p = &shm->procs[s];
         memset(p->charge, 0, sizeof p->charge);
+        for (unsigned d = 0; d < SIMNODE_MAX_DEVICES; d++) atomic_store(&p->busy_ns[d], 0);
         p->gen++;
         p->pid = (int32_t)getpid();
         p->attach_ns = simnode_now_ns();

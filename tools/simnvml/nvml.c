@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 /*
@@ -20,7 +21,9 @@
  *   memory        total = the device's, used = what its processes hold (the node's ledger), free = the rest;
  *   processes     each live process holding memory on the device, with the bytes it holds;
  *   utilisation   gpu = the compute engine's busy fraction since the previous query of this process (since the
- *                 counters' reset at the first), memory = the copy engine's, from the node's busy counters.
+ *                 counters' reset at the first), memory = the copy engine's, from the node's busy counters;
+ *   per process   one sample per live process whose kernels the compute engine served since this process's
+ *                 previous query (since its attach at the first): smUtil = that time over the period, at least 1.
  * Everything else NVML has is absent (a client that dlsyms it gets NULL, as from an older libnvidia-ml).
  */
 #define NVML_DRIVER_VERSION "580.65.06" /* a CUDA 13.0 driver's */
@@ -38,6 +41,11 @@ static struct nvmlDevice_st nvml_devs[SIMNODE_MAX_DEVICES];
 static struct {
     uint64_t at_ns, busy_ns, copy_ns;
 } nvml_last[SIMNODE_MAX_DEVICES];
+/* nvmlDeviceGetProcessUtilization: each process slot's served time as this process last read it */
+static struct {
+    uint32_t gen;
+    uint64_t at_ns, busy_ns;
+} nvml_plast[SIMNODE_MAX_DEVICES][SIMNODE_MAX_PROCS];
 
 static nvmlReturn_t node_open(void)
 {
@@ -469,4 +477,69 @@ nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device, void *gpuFabricInf
     (void)gpuFabricInfo;
     return dev_of(device) < 0 ? (nvml_refs ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED)
                               : NVML_ERROR_NOT_SUPPORTED;
+}
+
+static uint64_t wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* NVML: one sample per process with non-zero SM utilisation in the period; utilization NULL asks how many
+ * (NVML_ERROR_INSUFFICIENT_SIZE with the count); NVML_ERROR_NOT_FOUND when there is none. Samples carry the time
+ * of this query, so a caller's lastSeenTimeStamp from an earlier one never hides them. */
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t *utilization,
+                                             unsigned int *processSamplesCount, unsigned long long lastSeenTimeStamp)
+{
+    int d = dev_of(device);
+    if (d < 0 || !processSamplesCount) return nvml_refs ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED;
+    static nvmlProcessUtilizationSample_t smp[SIMNODE_MAX_PROCS]; /* under nvml_lock, with: */
+    static uint32_t slot[SIMNODE_MAX_PROCS];
+    static uint64_t seen[SIMNODE_MAX_PROCS];
+    simnode_dev_t *dev = &nvml_shm->dev[d];
+    unsigned n = 0;
+    uint64_t us = wall_us();
+    pthread_mutex_lock(&nvml_lock);
+    simnode_dev_lock(nvml_shm, nvml_fd, (uint32_t)d);
+    uint64_t now = simnode_now_ns();
+    simnode_dev_sweep(nvml_shm, nvml_fd, (uint32_t)d);
+    uint32_t running = dev->holder == SIMNODE_NONE ? SIMNODE_NONE : dev->w[dev->holder].proc;
+    for (uint32_t p = 0; p < SIMNODE_MAX_PROCS; p++) {
+        const simnode_proc_t *pr = &nvml_shm->procs[p];
+        if (atomic_load(&pr->state) != SIMNODE_SLOT_USED) continue;
+        uint64_t busy = atomic_load(&pr->busy_ns[d]);
+        if (p == running) { /* the segment in progress: served so far */
+            const simnode_waiter_t *w = &dev->w[dev->holder];
+            uint64_t end = now < w->seg_end_ns ? now : w->seg_end_ns;
+            if (end > w->seg_start_ns) busy += end - w->seg_start_ns;
+        }
+        if (nvml_plast[d][p].gen != pr->gen) { /* a new process in this slot: from its attach */
+            nvml_plast[d][p].gen = pr->gen;
+            nvml_plast[d][p].at_ns = pr->attach_ns;
+            nvml_plast[d][p].busy_ns = 0;
+        }
+        uint64_t b0 = nvml_plast[d][p].busy_ns, t0 = nvml_plast[d][p].at_ns;
+        if (busy <= b0 || lastSeenTimeStamp >= us) continue;
+        unsigned u = percent(busy - b0, now > t0 ? now - t0 : 1);
+        slot[n] = p;
+        seen[n] = busy;
+        smp[n++] = (nvmlProcessUtilizationSample_t){.pid = (unsigned)pr->pid, .timeStamp = us, .smUtil = u ? u : 1};
+    }
+    simnode_dev_unlock(nvml_shm, (uint32_t)d);
+    nvmlReturn_t rc = NVML_SUCCESS;
+    if (!n) {
+        rc = NVML_ERROR_NOT_FOUND;
+    } else if (!utilization || *processSamplesCount < n) {
+        rc = NVML_ERROR_INSUFFICIENT_SIZE; /* nothing consumed: the next call with room gets these */
+    } else {
+        memcpy(utilization, smp, n * sizeof smp[0]);
+        for (unsigned i = 0; i < n; i++) { /* consumed: the next period starts here */
+            nvml_plast[d][slot[i]].at_ns = now;
+            nvml_plast[d][slot[i]].busy_ns = seen[i];
+        }
+    }
+    *processSamplesCount = n;
+    pthread_mutex_unlock(&nvml_lock);
+    return rc;
 }
