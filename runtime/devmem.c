@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,9 @@ typedef nvmlReturn_t (*devmem_procs_fn)(nvmlDevice_t, unsigned int *, nvmlProces
 typedef nvmlReturn_t (*devmem_procs_v1_fn)(nvmlDevice_t, unsigned int *, nvmlProcessInfo_v1_t *);
 typedef nvmlReturn_t (*devmem_shutdown_fn)(void);
 typedef const char *(*devmem_error_fn)(nvmlReturn_t);
+typedef nvmlReturn_t (*devmem_util_fn)(nvmlDevice_t, nvmlProcessUtilizationSample_t *, unsigned int *,
+                                       unsigned long long);
+#define DEVMEM_SM_PIDS 256u /* processes whose device work is remembered per GPU (the oldest make way) */
 
 /* One GPU's process list as NVML last gave it. */
 typedef struct devmem_gpu {
@@ -31,6 +35,13 @@ typedef struct devmem_gpu {
     unsigned n;
     unsigned pid[DEVMEM_LIST_MIN * 4];
     uint64_t bytes[DEVMEM_LIST_MIN * 4];
+    /* device work: when asked, NVML's timestamp of that answer, and when each process was last seen on the SMs */
+    uint64_t util_at_ns;
+    unsigned long long util_seen_us;
+    bool util_ok;         /* the last question was answered */
+    unsigned nsm;
+    unsigned sm_pid[DEVMEM_SM_PIDS];
+    uint64_t sm_ns[DEVMEM_SM_PIDS];
 } devmem_gpu_t;
 
 static struct {
@@ -42,9 +53,14 @@ static struct {
     devmem_by_uuid_fn by_uuid;
     devmem_shutdown_fn shutdown;
     devmem_error_fn error;
+    devmem_util_fn util;  /* NULL: an NVML without per-process utilisation */
+    bool told_util;
     char why[160];
     devmem_gpu_t gpus[ROTA_MAX_DEVICES];
 } dm;
+
+/* rotad's event loop (memory) and its scheduler thread (device work) ask; NVML itself is thread-safe. */
+static pthread_mutex_t devmem_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t devmem_now_ns(void)
 {
@@ -78,6 +94,7 @@ static void devmem_load(void)
     dm.by_uuid = (devmem_by_uuid_fn)dlsym(dm.lib, "nvmlDeviceGetHandleByUUID");
     dm.shutdown = (devmem_shutdown_fn)dlsym(dm.lib, "nvmlShutdown");
     dm.error = (devmem_error_fn)dlsym(dm.lib, "nvmlErrorString");
+    dm.util = (devmem_util_fn)dlsym(dm.lib, "nvmlDeviceGetProcessUtilization");
     dm.procs = (devmem_procs_fn)dlsym(dm.lib, "nvmlDeviceGetComputeRunningProcesses_v3");
     if (!dm.procs) dm.procs = (devmem_procs_fn)dlsym(dm.lib, "nvmlDeviceGetComputeRunningProcesses_v2");
     if (!dm.procs) dm.procs_v1 = (devmem_procs_v1_fn)dlsym(dm.lib, "nvmlDeviceGetComputeRunningProcesses");
@@ -169,8 +186,8 @@ static int devmem_lookup(const devmem_gpu_t *g, pid_t pid, uint64_t *bytes)
     return 0;
 }
 
-int devmem_proc_bytes(const uint8_t uuid[ROTA_UUID_LEN], pid_t pid, uint64_t want, uint64_t *bytes, char *why,
-                      size_t whylen)
+static int devmem_proc_bytes_locked(const uint8_t uuid[ROTA_UUID_LEN], pid_t pid, uint64_t want, uint64_t *bytes,
+                                    char *why, size_t whylen)
 {
     if (whylen) why[0] = 0;
     if (dm.state == DEVMEM_UNTRIED) devmem_load();
@@ -193,9 +210,79 @@ out_nodata:
     return -ENODATA;
 }
 
+int devmem_proc_bytes(const uint8_t uuid[ROTA_UUID_LEN], pid_t pid, uint64_t want, uint64_t *bytes, char *why,
+                      size_t whylen)
+{
+    pthread_mutex_lock(&devmem_mu);
+    int rc = devmem_proc_bytes_locked(uuid, pid, want, bytes, why, whylen);
+    pthread_mutex_unlock(&devmem_mu);
+    return rc;
+}
+
+/* Notes that pid used the SMs at now (replacing the entry seen longest ago when the table is full). */
+static void devmem_sm_note(devmem_gpu_t *g, unsigned pid, uint64_t now)
+{
+    unsigned k = 0, old = 0;
+    while (k < g->nsm && g->sm_pid[k] != pid) {
+        if (g->sm_ns[k] < g->sm_ns[old]) old = k;
+        k++;
+    }
+    if (k == g->nsm && g->nsm < DEVMEM_SM_PIDS) g->nsm++;
+    else if (k == g->nsm) k = old;
+    g->sm_pid[k] = pid;
+    g->sm_ns[k] = now;
+}
+
+/* Asks NVML for g's process samples since the last answer. NVML_ERROR_NOT_FOUND is an answer: no process used
+ * the GPU in the period. Returns 0 or -ENODATA. */
+static int devmem_util_refresh(devmem_gpu_t *g, uint64_t now)
+{
+    enum { N = 256 };
+    static nvmlProcessUtilizationSample_t smp[N]; /* under devmem_mu */
+    unsigned n = N;
+    nvmlReturn_t rc = dm.util(g->dev, smp, &n, g->util_seen_us);
+    g->util_at_ns = now;
+    g->util_ok = rc == NVML_SUCCESS || rc == NVML_ERROR_NOT_FOUND;
+    if (rc != NVML_SUCCESS) return g->util_ok ? 0 : -ENODATA;
+    for (unsigned i = 0; i < n && i < N; i++) {
+        if (smp[i].timeStamp > g->util_seen_us) g->util_seen_us = smp[i].timeStamp;
+        if (smp[i].smUtil) devmem_sm_note(g, smp[i].pid, now);
+    }
+    return 0;
+}
+
+int devmem_proc_sm(const uint8_t uuid[ROTA_UUID_LEN], pid_t pid, uint64_t *seen_ns, char *why, size_t whylen)
+{
+    if (whylen) why[0] = 0;
+    pthread_mutex_lock(&devmem_mu);
+    if (dm.state == DEVMEM_UNTRIED) devmem_load();
+    devmem_gpu_t *g = dm.state == DEVMEM_ON ? devmem_gpu(uuid) : NULL;
+    int rc = -ENODATA;
+    if (!g || !dm.util) goto out_unlock;
+    uint64_t now = devmem_now_ns();
+    if (!g->util_at_ns || now - g->util_at_ns >= DEVMEM_UTIL_NS) devmem_util_refresh(g, now);
+    if (!g->util_ok) goto out_unlock;
+    *seen_ns = 0;
+    for (unsigned k = 0; k < g->nsm; k++)
+        if (g->sm_pid[k] == (unsigned)pid) *seen_ns = g->sm_ns[k];
+    rc = 0;
+out_unlock:
+    if (rc && !dm.told_util && whylen) {
+        snprintf(why, whylen, "%s", dm.state != DEVMEM_ON ? dm.why
+                                    : !g                  ? "NVML does not know this GPU"
+                                    : !dm.util            ? "NVML lacks per-process utilisation"
+                                                          : "NVML's per-process utilisation does not answer");
+        dm.told_util = true;
+    }
+    pthread_mutex_unlock(&devmem_mu);
+    return rc;
+}
+
 void devmem_close(void)
 {
+    pthread_mutex_lock(&devmem_mu);
     if (dm.state == DEVMEM_ON && dm.shutdown) dm.shutdown();
     if (dm.lib) dlclose(dm.lib);
     memset(&dm, 0, sizeof dm);
+    pthread_mutex_unlock(&devmem_mu);
 }

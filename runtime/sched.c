@@ -1,5 +1,6 @@
 /* sched.c - rotad's launch scheduler thread: activity, device time, the two stages of holds, publishing (sched.h). */
 #include "runtime/sched.h"
+#include "runtime/devmem.h"
 #include "runtime/stats.h"
 
 #include "runtime/sched-policy.h"
@@ -46,6 +47,7 @@ typedef struct sched_client {
     /* progress of a high client (issue 21): the counters last seen and when they last moved */
     uint64_t seen_launches, seen_busy;
     uint64_t unproved_ns;  /* time it claimed work (active, or its GPU's board marked) since its last completion */
+    uint64_t sm_seen_ns;   /* NVML last saw its process on the GPU's SMs then (devmem_proc_sm) */
     uint64_t busy_seen;    /* channel.busy_ns as last seen by the tick */
     bool stalled;          /* active without progress for high_stall_ns: holds nobody until it moves again */
     /* doorbell rate limit: the value last heard, wake-ups in the current one-second window */
@@ -283,15 +285,34 @@ static uint32_t sched_client_activity(sched_t *s, sched_tick_t *tk, unsigned i, 
     return act;
 }
 
-/* Progress of high client i: a completion (its device time grew). A high client that claims work (active, work in
- * flight, or its GPU's board marked) but completes nothing for high_stall_ns (stopped, hung, or lying) holds nobody
- * until it does. Launches alone are no progress (issue 32, item 7: a client that only bumped channel.launches every
- * 5 ms held a low client 3.7 s): the launch counter costs a liar nothing, device time needs completions. A board
- * mark (high_pending) says "a high client of this GPU activated": one that bumps it without completing anything is
- * judged like an active one, and a GPU whose high clients are all stalled has its marks ignored by the lower
- * clients' gates (dev.high_clients counts only the others, sched_sample). The mark cannot name who wrote it, so
- * every high client of that GPU answers for it; only one that completes work is trusted again. busy_ns is the
- * client's word too; rotad has no device counter of its own per process yet. */
+/* Progress of high client i: a completion. A high client that claims work (active, work in flight, or its GPU's
+ * board marked) but completes nothing for high_stall_ns (stopped, hung, or lying) holds nobody until it does.
+ * Launches alone are no progress (issue 32, item 7: a client that only bumped channel.launches every 5 ms held a
+ * low client 3.7 s): the launch counter costs a liar nothing. A board mark (high_pending) says "a high client of
+ * this GPU activated": one that bumps it without completing anything is judged like an active one, and a GPU whose
+ * high clients are all stalled has its marks ignored by the lower clients' gates (dev.high_clients counts only the
+ * others, sched_sample). The mark cannot name who wrote it, so every high client of that GPU answers for it; only
+ * one that completes work is trusted again. A completion is what the device did where rotad can know it: on a GPU
+ * of the node's own driver (probed) whose NVML answers, the process was seen on the SMs (sched_moved); elsewhere
+ * the device time the client reports (channel.busy_ns, its own word) grew. */
+static bool sched_moved(sched_t *s, sched_client_t *c, unsigned i, bool claims, uint64_t bu)
+{
+    bool reported = bu > c->seen_busy;
+    if (!c->pool || !(LD(&s->r->devices[c->pool - 1].flags) & ROTA_DEV_PROBED)) return reported;
+    if (!claims) return false; /* nothing to prove: NVML is asked while it claims work */
+    char why[192];
+    uint64_t seen = 0;
+    if (devmem_proc_sm(s->r->devices[c->pool - 1].uuid, (pid_t)LD(&s->t->slots[i].pid), &seen, why, sizeof why)) {
+        if (why[0] && s->o.log_level >= 1)
+            fprintf(stderr, "rotad: info: cannot judge high clients' progress by the driver (%s): by the device time "
+                            "they report\n", why);
+        return reported;
+    }
+    bool moved = seen > c->sm_seen_ns;
+    c->sm_seen_ns = seen;
+    return moved;
+}
+
 static void sched_high_progress(sched_t *s, sched_tick_t *tk, unsigned i, uint64_t la, uint64_t bu)
 {
     sched_client_t *c = &s->c[i];
@@ -303,7 +324,7 @@ static void sched_high_progress(sched_t *s, sched_tick_t *tk, unsigned i, uint64
      * marks (or that marks between rotad's ticks, as the ticks clear the board) still reaches the bound, and once
      * stalled only a completion counts. Only ticks count: rotad asleep (nothing active, no mark) is no claim. */
     bool claims = c->active || marked;
-    if (bu > c->seen_busy) c->unproved_ns = 0;
+    if (sched_moved(s, c, i, claims, bu)) c->unproved_ns = 0;
     else if (claims) c->unproved_ns += tk->dt;
     c->seen_launches = la;
     c->seen_busy = bu;

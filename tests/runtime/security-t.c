@@ -764,6 +764,130 @@ static void test_board_bump(void)
     th_node_remove(node);
 }
 
+/* Item 7, device time: a high client that reports device time (channel.busy_ns) its process never used holds a low
+ * client only until high-stall-ms where the node's NVML says what each process did on the GPU (a probing rotad on
+ * simcuda); without NVML (ROTA_REAL_NVML=none) its word is all rotad has. Returns how long the low client was held
+ * (3000: still held). */
+static _Atomic bool faking;
+
+static void *fake_busy_loop(void *arg)
+{
+    rota_channel_t *ch = arg;
+    while (atomic_load(&faking)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        atomic_store(&ch->last_launch_ns, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+        atomic_fetch_add(&ch->launches, 1);
+        atomic_fetch_add(&ch->busy_ns, 4000000); /* "4 ms of kernels completed" every 5 ms */
+        usleep(5000);
+    }
+    return NULL;
+}
+
+static double fake_busy_round(bool nvml)
+{
+    const char *conf = write_conf("busy.conf", "high-stall-ms 300\n");
+    const char *args[] = {"--config", conf, NULL};
+    if (!nvml) setenv("ROTA_REAL_NVML", "none", 1);
+    th_rotad_probe = true;
+    pid_t rotad = th_rotad_start_args(args);
+    th_rotad_probe = false;
+    unsetenv("ROTA_REAL_NVML");
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = ROTA_PRIO_HIGH, .weight = 1000};
+    conn_t *hi, *lo;
+    char err[256];
+    if (conn_open(&o, &hi, err, sizeof err)) bail("high client: %s", err);
+    o.priority = ROTA_PRIO_LOW;
+    if (conn_open(&o, &lo, err, sizeof err)) bail("low client: %s", err);
+    const rota_region_t *r = conn_region(lo);
+    const rota_slot_sched_t *ls = &r->sched[conn_slot(lo)];
+    rota_channel_t *hc = conn_channel(hi);
+    atomic_store(&conn_channel(lo)->sched_dev, 1); /* both on the node's GPU 0 */
+    atomic_store(&hc->sched_dev, 1);
+    atomic_store(&hc->inflight, 1);
+    atomic_store(&faking, true);
+    pthread_t th;
+    pthread_create(&th, NULL, fake_busy_loop, hc);
+    atomic_store(&hc->active, 1);
+    atomic_fetch_add(&hc->doorbell, 1);
+    syscall(SYS_futex, &hc->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+    bool holds = WAIT_FOR_REGION(LD(&ls->hold) & ROTA_HOLD_PRIO);
+    double t0 = th_now_ms(), held = 3000;
+    while (holds && th_now_ms() - t0 < 3000) {
+        if (!(LD(&ls->hold) & ROTA_HOLD_PRIO)) {
+            held = th_now_ms() - t0;
+            break;
+        }
+        usleep(1000);
+    }
+    ok(holds, "an active high client holds the low one (%s)", nvml ? "NVML" : "no NVML");
+    atomic_store(&faking, false);
+    pthread_join(th, NULL);
+    atomic_store(&hc->inflight, 0);
+    atomic_store(&hc->active, 0);
+    conn_close(hi);
+    conn_close(lo);
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+    return held;
+}
+
+/* The same rotad and NVML with an honest high client (librota, 1.5 s of kernels): judged by its SM use, it keeps
+ * holding the low client while its kernels run. */
+static void honest_high_round(const char *node)
+{
+    const char *conf = write_conf("busy.conf", "high-stall-ms 300\n");
+    const char *args[] = {"--config", conf, NULL};
+    th_rotad_probe = true;
+    pid_t rotad = th_rotad_start_args(args);
+    th_rotad_probe = false;
+    th_child_t hi;
+    const char *eh[] = {"ROTA_PRIORITY=high", NULL};
+    th_spawn(&hi, "SECURITY_T_CHILD", "security-t-high", node, "warn", eh);
+    th_ready(&hi, "high client setup failed");
+    is_str(th_say(&hi, "spin 1 1000000", 5000), "spin 0", "a real high client launches");
+    is_str(th_say(&hi, "sync", 5000), "sync 0", "and syncs");
+    conn_opts_t o = {.socket = th_sock, .role = ROTA_ROLE_CLIENT, .priority = ROTA_PRIO_LOW, .weight = 1000};
+    conn_t *lo;
+    char err[256];
+    if (conn_open(&o, &lo, err, sizeof err)) bail("low client: %s", err);
+    atomic_store(&conn_channel(lo)->sched_dev, 1);
+    const rota_slot_sched_t *ls = &conn_region(lo)->sched[conn_slot(lo)];
+    is_str(th_say(&hi, "spin 30 50000000", 5000), "spin 0", "it queues 30 kernels of 50 ms");
+    bool holds = WAIT_FOR_REGION(LD(&ls->hold) & ROTA_HOLD_PRIO);
+    unsigned free_ms = 0;
+    for (int k = 0; holds && k < 1000; k++) {
+        free_ms += !(LD(&ls->hold) & ROTA_HOLD_PRIO);
+        usleep(1000);
+    }
+    ok(holds && free_ms < 100, "judged by NVML, the honest high client holds the low one while its kernels run "
+                               "(not held %u of about 1,000 ms)", free_ms);
+    is_str(th_say(&hi, "sync", 10000), "sync 0", "its kernels complete");
+    conn_close(lo);
+    th_finish(&hi);
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+}
+
+static void test_fake_busy(void)
+{
+    char node[80];
+    snprintf(node, sizeof node, "security-t-busy-%d", (int)getpid());
+    setenv("SIMCUDA_NODE", node, 1);
+    setenv("SIMCUDA_DEVICES", "1", 1);
+    setenv("SIMCUDA_MEM", "1G", 1);
+    unsetenv("ROTA_REAL_LIBCUDA");
+    double with = fake_busy_round(true);
+    ok(with < 1000, "a high client reporting device time its process never used (NVML: no SM use) holds a low client "
+                    "%.0f ms (high-stall-ms 300)", with);
+    double without = fake_busy_round(false);
+    ok(without >= 2900, "without NVML (ROTA_REAL_NVML=none) its reported device time is progress: held %.0f ms "
+                        "(of 3000 watched)", without);
+    honest_high_round(node);
+    unsetenv("SIMCUDA_NODE");
+    unsetenv("SIMCUDA_DEVICES");
+    unsetenv("SIMCUDA_MEM");
+    th_node_remove(node);
+}
+
 /* Load: 1000 clients say HELLO at once (all fit the table: hostile-t.c tests 4000 and a smaller max-clients); every
  * one is answered. Then a connection storm (connect and close in a loop) while a well-behaved client registers. */
 typedef struct storm_arg {
@@ -1192,6 +1316,7 @@ int main(void)
     test_sched_bounds();
     test_sigstop_high();
     test_board_bump();
+    test_fake_busy();
     test_reregister();
     test_fault_loop();
     test_message_fuzz();
