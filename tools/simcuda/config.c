@@ -61,6 +61,13 @@ static const knob_t knobs[SIMNODE_K_COUNT] = {
     [SIMNODE_K_WAVE] = {"SIMCUDA_WAVE_NS", KNOB_UINT, "10000", 0, 1000000000, 1, CFG(wave_ns),
                         "nanoseconds, 0 to 1000000000",
                         "device time per wave (sm_count x 2048 threads) of a kernel simcuda does not model"},
+    /* A node knob: whether each device has an MPS server, whose clients run concurrently (engine.c). */
+    [SIMNODE_K_MPS] = {"SIMCUDA_MPS", KNOB_UINT, "0", 0, 1, 1, CFG(mps), "0 or 1",
+                       "1: an MPS server per device, clients run concurrently on their shares of the SMs"},
+    /* Per process, NVIDIA's own name: an MPS client's share of the SMs, read when it attaches (cuInit), before
+     * it can create a context, as a real client's is at context creation. */
+    [SIMNODE_K_MPS_PCT] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", KNOB_DOUBLE, "100", 1, 100, 1, CFG(mps_pct),
+                           "a percentage, 1 to 100", "with SIMCUDA_MPS=1: this client's share of the SMs"},
 };
 
 static char simnode_errbuf[512];
@@ -222,9 +229,11 @@ void simnode_config_log(const simnode_config_t *c)
     fprintf(stderr,
             "simcuda: pid %d: SIMCUDA_NODE=%s SIMCUDA_DEVICES=%d SIMCUDA_MEM=%llu SIMCUDA_TIMESLICE_US=%llu "
             "SIMCUDA_SWITCH_US=%llu SIMCUDA_LAUNCH_NS=%llu SIMCUDA_MEM_GBPS=%g SIMCUDA_COPY_GBPS=%g "
-            "SIMCUDA_COPY_LATENCY_NS=%llu SIMCUDA_DRIVER_VERSION=%llu SIMCUDA_WAVE_NS=%llu SIMCUDA_TIMELINE=%s\n",
+            "SIMCUDA_COPY_LATENCY_NS=%llu SIMCUDA_DRIVER_VERSION=%llu SIMCUDA_WAVE_NS=%llu SIMCUDA_TIMELINE=%s "
+            "SIMCUDA_MPS=%llu CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%g\n",
             (int)getpid(), c->node, c->devices, (unsigned long long)c->mem_bytes,
             (unsigned long long)(c->timeslice_ns / 1000), (unsigned long long)(c->switch_ns / 1000),
             (unsigned long long)c->launch_ns, c->mem_gbps, c->copy_gbps, (unsigned long long)c->copy_latency_ns,
-            (unsigned long long)c->driver_version, (unsigned long long)c->wave_ns, c->timeline[0] ? c->timeline : "off");
+            (unsigned long long)c->driver_version, (unsigned long long)c->wave_ns, c->timeline[0] ? c->timeline : "off",
+            (unsigned long long)c->mps, c->mps_pct);
 }

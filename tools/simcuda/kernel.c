@@ -90,7 +90,7 @@ static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me, uin
             return -EOWNERDEAD;
         uint64_t now = simnode_now_ns();
         if (simnode_engine_advance(shm, fd, d, now, tl_flush)) continue;
-        if (dev->holder == me) {
+        if (simnode_engine_holds(shm, dev, me)) {
             uint64_t end = w->seg_end_ns;
             simnode_dev_unlock(shm, d);
             timeline_sync(tl_flush); /* a long kernel's earlier slices (the sleep is absolute: no engine time lost) */
@@ -101,9 +101,10 @@ static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me, uin
         /* Another kernel runs (or none, defensively): wait for a change of the engine's state, or until the
          * running segment's end plus SIMNODE_STEP_IN_NS, when its owner has not retired it: then we do. */
         uint64_t timeout = SIMNODE_WAIT_TIMEOUT_NS;
-        uint32_t h = dev->holder;
-        if (h != SIMNODE_NONE) {
-            uint64_t due = dev->w[h].seg_end_ns + SIMNODE_STEP_IN_NS; /* > now: advance retired it otherwise */
+        bool running;
+        uint64_t next_end = simnode_engine_next_end(shm, dev, &running);
+        if (running) {
+            uint64_t due = next_end + SIMNODE_STEP_IN_NS; /* > now: advance retired it otherwise */
             if (due - now < timeout) timeout = due - now;
         }
         uint32_t seq = atomic_load(&dev->seq);
@@ -113,8 +114,7 @@ static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me, uin
         simnode_dev_lock(shm, fd, d);
         if (timed_out) {
             /* Liveness: a dead holder's slices would go on being retired by time; reclaim it instead. */
-            h = dev->holder;
-            if (h != SIMNODE_NONE && !simnode_proc_alive(shm, fd, dev->w[h].proc)) simnode_dev_sweep(shm, fd, d);
+            if (simnode_engine_holder_dead(shm, fd, dev)) simnode_dev_sweep(shm, fd, d);
             simnode_engine_kick(shm, fd, d, simnode_now_ns());
         }
     }

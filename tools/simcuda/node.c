@@ -79,6 +79,7 @@ static void region_init(simnode_shm_t *shm, const simnode_config_t *cfg)
     shm->cfg.copy_latency_ns = cfg->copy_latency_ns;
     shm->cfg.mem_gbps = cfg->mem_gbps;
     shm->cfg.copy_gbps = cfg->copy_gbps;
+    shm->cfg.mps = (uint32_t)cfg->mps;
     mutex_init_shared(&shm->lock);
     for (uint32_t d = 0; d < SIMNODE_MAX_DEVICES; d++) {
         simnode_dev_t *dev = &shm->dev[d];
@@ -214,6 +215,7 @@ static int config_mismatch(const simnode_shm_t *shm, const simnode_config_t *c, 
     if (is_set[SIMNODE_K_MEM_GBPS] && c->mem_gbps != n->mem_gbps) return SIMNODE_K_MEM_GBPS;
     if (is_set[SIMNODE_K_COPY_GBPS] && c->copy_gbps != n->copy_gbps) return SIMNODE_K_COPY_GBPS;
     if (is_set[SIMNODE_K_COPY_LATENCY] && c->copy_latency_ns != n->copy_latency_ns) return SIMNODE_K_COPY_LATENCY;
+    if (is_set[SIMNODE_K_MPS] && c->mps != n->mps) return SIMNODE_K_MPS;
     return -1;
 }
 
@@ -229,6 +231,7 @@ static void node_value(const simnode_shm_t *shm, int k, char *buf, size_t n)
     case SIMNODE_K_MEM_GBPS: snprintf(buf, n, "%g", c->mem_gbps); break;
     case SIMNODE_K_COPY_GBPS: snprintf(buf, n, "%g", c->copy_gbps); break;
     case SIMNODE_K_COPY_LATENCY: snprintf(buf, n, "%llu", (unsigned long long)c->copy_latency_ns); break;
+    case SIMNODE_K_MPS: snprintf(buf, n, "%u", c->mps); break;
     default: snprintf(buf, n, "?"); break;
     }
 }
@@ -277,7 +280,7 @@ void simnode_devinfo_of(const char *node, const simnode_shm_t *shm, int d, simno
     i->pci_domain = 0;
     i->pci_bus = 0x10 + d;
     i->pci_device = 0;
-    i->sm_count = 132;
+    i->sm_count = SIMNODE_SM_COUNT;
     i->cc_major = 9;
     i->cc_minor = 0;
 }
@@ -345,6 +348,8 @@ static int attach_locked(void)
     simnode_mutex_lock(&shm->lock, &repair);
     uint32_t slot = SIMNODE_NONE;
     rc = proc_register(shm, fd, &slot);
+    if (!rc) /* this process's share as an MPS client (engine.c), fixed before it can create a context */
+        shm->procs[slot].mps_share_ppm = (uint32_t)(cfg.mps_pct * (SIMNODE_FULL_PPM / 100) + 0.5);
     pthread_mutex_unlock(&shm->lock);
     if (rc) {
         simnode_set_error("simcuda: node '%s' has no free process slot (%d processes attached)", cfg.node,
@@ -366,6 +371,7 @@ static int attach_locked(void)
     simnode_g.cfg.mem_gbps = shm->cfg.mem_gbps;
     simnode_g.cfg.copy_gbps = shm->cfg.copy_gbps;
     simnode_g.cfg.copy_latency_ns = shm->cfg.copy_latency_ns;
+    simnode_g.cfg.mps = shm->cfg.mps;
     fill_devinfo(cfg.node, shm);
     simnode_config_log(&simnode_g.cfg);
     atomic_store(&simnode_ready, 1);

@@ -28,6 +28,10 @@ typedef struct simnode_config {
                               * it loads, default 13000 (per process, not a node knob) */
     uint64_t wave_ns;        /* SIMCUDA_WAVE_NS: device time of one wave of a kernel simcuda does not model (any
                               * name but spin_ns/fill_u32/add_f32), default 10000 ns (per process) */
+    uint64_t mps;            /* SIMCUDA_MPS: 1 = an MPS server per device (clients run concurrently on shares of the
+                              * SMs), 0 = contexts time-sliced, default 0 */
+    double mps_pct;          /* CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: this process's share of the SMs as an MPS client,
+                              * 1 to 100, default 100 (per process, read at attach: before any context) */
     char timeline[256];      /* SIMCUDA_TIMELINE: absolute directory for timeline-PID.txt, "" = off (per process,
                               * not a node knob) */
 } simnode_config_t;
