@@ -147,6 +147,7 @@ static void kernel_exec(api_stream_t *s, api_op_t *op)
     op_engine(s, op, op->u.k.prio, ns);
     if (!valid) {
         api_ctx_set_sticky(s->ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
+        simnode_ctx_fault(s->ctx->dev, s->ctx->node_id, CUDA_ERROR_ILLEGAL_ADDRESS); /* MPS: every client's */
         return;
     }
     if (op->u.k.id == API_KERNEL_FILL) {

@@ -440,6 +440,7 @@ void simnode_dev_reclaim_proc(simnode_shm_t *shm, int fd, uint32_t d, uint32_t s
     for (uint32_t i = 0; i < SIMNODE_MAX_CTX; i++) {
         if (dev->ctx[i].state == SIMNODE_SLOT_USED && dev->ctx[i].proc == s) {
             dev->ctx[i].state = SIMNODE_SLOT_FREE;
+            atomic_store(&dev->ctx[i].fault, 0);
             if (dev->live_ctx) dev->live_ctx--;
             found = true;
         }

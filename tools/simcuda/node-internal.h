@@ -77,6 +77,9 @@ typedef struct simnode_ctx {
     uint32_t id;             /* (gen << 8) | index, never 0 */
     uint32_t proc;           /* owning process slot */
     uint32_t gen;
+    _Atomic int32_t fault;   /* MPS: the CUresult of a fatal fault of a client of this device's server, which
+                              * every context of the server gets (node.c); 0 none */
+    uint32_t pad0;
 } simnode_ctx_t;
 
 typedef struct simnode_waiter {
@@ -156,7 +159,7 @@ _Static_assert(offsetof(simnode_shm_t, create_ns) == 24, "create_ns at 24");
 _Static_assert(offsetof(simnode_shm_t, cfg) == 32, "cfg at 32");
 _Static_assert(sizeof(simnode_shared_config_t) == 64, "config is 64 bytes");
 _Static_assert(sizeof(simnode_waiter_t) == 72, "waiter is 72 bytes");
-_Static_assert(sizeof(simnode_ctx_t) == 16, "ctx is 16 bytes");
+_Static_assert(sizeof(simnode_ctx_t) == 24, "ctx is 24 bytes");
 _Static_assert(sizeof(simnode_lane_t) == 32, "lane is 32 bytes");
 _Static_assert(sizeof(simnode_proc_t) == 24 + 8 * SIMNODE_MAX_DEVICES, "proc slot layout");
 _Static_assert(offsetof(simnode_dev_t, seq) % 64 == 0, "futex word on its own line");
@@ -184,7 +187,7 @@ extern _Atomic int simnode_ready;
 enum {
     SIMNODE_K_NODE, SIMNODE_K_DEVICES, SIMNODE_K_MEM, SIMNODE_K_TIMESLICE, SIMNODE_K_SWITCH, SIMNODE_K_LAUNCH,
     SIMNODE_K_MEM_GBPS, SIMNODE_K_COPY_GBPS, SIMNODE_K_COPY_LATENCY, SIMNODE_K_DRIVER, SIMNODE_K_TIMELINE,
-    SIMNODE_K_WAVE, SIMNODE_K_MPS, SIMNODE_K_MPS_PCT,
+    SIMNODE_K_WAVE, SIMNODE_K_MPS, SIMNODE_K_MPS_PCT, SIMNODE_K_MPS_MEM,
     SIMNODE_K_COUNT
 };
 int simnode_config_parse(simnode_config_t *cfg, bool is_set[SIMNODE_K_COUNT]);

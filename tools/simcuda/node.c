@@ -436,6 +436,13 @@ int simnode_mem_reserve(int dev, uint64_t bytes)
     simnode_dev_t *d = &shm->dev[dev];
     simnode_dev_lock(shm, simnode_g.fd, (uint32_t)dev);
     bool fits = bytes <= d->mem_total - d->mem_used;
+    uint64_t limit = shm->cfg.mps ? simnode_g.cfg.mps_mem_limit[dev] : 0;
+    uint64_t mine = shm->procs[simnode_g.slot].charge[dev];
+    if (limit && (mine > limit || bytes > limit - mine)) {
+        /* An MPS client's CUDA_MPS_PINNED_DEVICE_MEM_LIMIT: its own allocations, whatever the device has free. */
+        simnode_dev_unlock(shm, (uint32_t)dev);
+        return -ENOMEM;
+    }
     if (!fits && simnode_dev_sweep(shm, simnode_g.fd, (uint32_t)dev) > 0)
         fits = bytes <= d->mem_total - d->mem_used;
     if (fits) {
@@ -486,6 +493,13 @@ int simnode_ctx_open(int dev, uint32_t *ctx_id)
     simnode_dev_t *d = &shm->dev[dev];
     simnode_dev_lock(shm, simnode_g.fd, (uint32_t)dev);
     rc = -ENOSPC;
+    if (shm->cfg.mps) {
+        /* An MPS server recovering from a fatal fault takes no new client until its faulted ones are gone. */
+        simnode_dev_sweep(shm, simnode_g.fd, (uint32_t)dev);
+        for (uint32_t i = 0; i < SIMNODE_MAX_CTX; i++)
+            if (d->ctx[i].state == SIMNODE_SLOT_USED && atomic_load(&d->ctx[i].fault)) rc = -EAGAIN;
+        if (rc == -EAGAIN) goto out_unlock;
+    }
     for (int pass = 0; pass < 2 && rc; pass++) {
         if (pass == 1 && simnode_dev_sweep(shm, simnode_g.fd, (uint32_t)dev) == 0) break;
         for (uint32_t i = 0; i < SIMNODE_MAX_CTX; i++) {
@@ -495,6 +509,7 @@ int simnode_ctx_open(int dev, uint32_t *ctx_id)
             if (c->gen == 0) c->gen = 1;
             c->id = c->gen << 8 | i;
             c->proc = simnode_g.slot;
+            atomic_store(&c->fault, 0);
             c->state = SIMNODE_SLOT_USED;
             d->live_ctx++;
             *ctx_id = c->id;
@@ -502,8 +517,37 @@ int simnode_ctx_open(int dev, uint32_t *ctx_id)
             break;
         }
     }
+out_unlock:
     simnode_dev_unlock(shm, (uint32_t)dev);
     return rc;
+}
+
+bool simnode_mps(void)
+{
+    return ensure() == 0 && simnode_g.shm->cfg.mps;
+}
+
+void simnode_ctx_fault(int dev, uint32_t ctx_id, int err)
+{
+    if (ensure() || !dev_ok(dev) || !simnode_g.shm->cfg.mps || err == 0) return;
+    simnode_shm_t *shm = simnode_g.shm;
+    simnode_dev_t *d = &shm->dev[dev];
+    simnode_dev_lock(shm, simnode_g.fd, (uint32_t)dev);
+    const simnode_ctx_t *me = &d->ctx[ctx_id & 0xffu];
+    if (me->state == SIMNODE_SLOT_USED && me->id == ctx_id) {
+        for (uint32_t i = 0; i < SIMNODE_MAX_CTX; i++) {
+            int32_t none = 0;
+            if (d->ctx[i].state == SIMNODE_SLOT_USED) atomic_compare_exchange_strong(&d->ctx[i].fault, &none, err);
+        }
+    }
+    simnode_dev_unlock(shm, (uint32_t)dev);
+}
+
+int simnode_ctx_fault_of(int dev, uint32_t ctx_id)
+{
+    if (!atomic_load(&simnode_ready) || dev < 0 || dev >= simnode_g.cfg.devices) return 0;
+    const simnode_ctx_t *c = &simnode_g.shm->dev[dev].ctx[ctx_id & 0xffu];
+    return c->id == ctx_id ? atomic_load(&c->fault) : 0;
 }
 
 void simnode_ctx_close(int dev, uint32_t ctx_id)
@@ -515,6 +559,7 @@ void simnode_ctx_close(int dev, uint32_t ctx_id)
     simnode_ctx_t *c = &d->ctx[ctx_id & 0xffu];
     if (c->state == SIMNODE_SLOT_USED && c->id == ctx_id) {
         c->state = SIMNODE_SLOT_FREE;
+        atomic_store(&c->fault, 0);
         if (d->live_ctx) d->live_ctx--;
     }
     simnode_dev_unlock(shm, (uint32_t)dev);

@@ -32,6 +32,8 @@ typedef struct simnode_config {
                               * SMs), 0 = contexts time-sliced, default 0 */
     double mps_pct;          /* CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: this process's share of the SMs as an MPS client,
                               * 1 to 100, default 100 (per process, read at attach: before any context) */
+    uint64_t mps_mem_limit[SIMNODE_MAX_DEVICES]; /* CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("0=1G,1=512M"): an MPS
+                              * client's device memory limit per device, 0 = none (per process) */
     char timeline[256];      /* SIMCUDA_TIMELINE: absolute directory for timeline-PID.txt, "" = off (per process,
                               * not a node knob) */
 } simnode_config_t;
@@ -67,6 +69,15 @@ void simnode_mem_info(int dev, uint64_t *used, uint64_t *total);
 /* A context is the unit the engine time-slices between (like a GPU without MPS). */
 int simnode_ctx_open(int dev, uint32_t *ctx_id);
 void simnode_ctx_close(int dev, uint32_t ctx_id);
+/* MPS (SIMCUDA_MPS=1): a fatal fault (err, a CUresult) in a kernel of context ctx_id reaches every client of the
+ * device's server, as on a Volta-or-later MPS server: every live context of the device is marked with err
+ * (simnode_ctx_fault_of), and the server takes no new context (simnode_ctx_open: -EAGAIN, i.e.
+ * CUDA_ERROR_MPS_SERVER_NOT_READY) until every context so marked has been destroyed or its process has exited.
+ * Without MPS the fault stays in its context (the API layer's sticky error): a no-op. */
+void simnode_ctx_fault(int dev, uint32_t ctx_id, int err);
+/* The fault a context was marked with, or 0: a lock-free read, for the launch path. */
+int simnode_ctx_fault_of(int dev, uint32_t ctx_id);
+bool simnode_mps(void);   /* whether this node's devices have an MPS server (SIMCUDA_MPS=1) */
 
 /* Occupies dev's single compute engine for ns of device time on behalf of ctx_id, blocking the calling
  * thread until that time has been served. Contexts time-slice: the holder keeps the engine while it has
