@@ -830,9 +830,9 @@ static void test_stream_chain(void)
         CHILD_CHECK(simnode_ctx_open(0, &c) == 0, 1);
         uint64_t now = tap_now_ns(), t[3] = {0}, end[3] = {0};
         /* 0.4 ms each, the second one more urgent: it must still wait for the first */
-        CHILD_CHECK(simnode_kernel_enqueue_after(0, c, 0, 400 * US, now, 0, 0, &t[0]) == 0, 2);
-        CHILD_CHECK(simnode_kernel_enqueue_after(0, c, -1, 400 * US, now, 0, t[0], &t[1]) == 0, 3);
-        CHILD_CHECK(simnode_kernel_enqueue_after(0, c, 0, 400 * US, now, 0, t[1], &t[2]) == 0, 4);
+        CHILD_CHECK(simnode_kernel_enqueue_after(0, c, 0, 400 * US, 0, now, 0, 0, &t[0]) == 0, 2);
+        CHILD_CHECK(simnode_kernel_enqueue_after(0, c, -1, 400 * US, 0, now, 0, t[0], &t[1]) == 0, 3);
+        CHILD_CHECK(simnode_kernel_enqueue_after(0, c, 0, 400 * US, 0, now, 0, t[1], &t[2]) == 0, 4);
         for (int i = 2; i >= 0; i--) CHILD_CHECK(simnode_kernel_wait(0, t[i], &end[i]) == 0, 5 + i);
         write_full(res[1], end, sizeof end);
         _exit(0);
@@ -1058,7 +1058,7 @@ typedef struct span { uint64_t start, end; } span_t;
 
 /* A process on node n (SIMCUDA_MPS=mps, 10 s timeslice: no re-grant mid-kernel) whose share is pct %: it runs one
  * kernel of ns and writes {when it asked, when it ended on the engine's timeline} to out_fd. */
-static pid_t spawn_client(const char *n, const char *mps, const char *pct, uint64_t ns, int out_fd)
+static pid_t spawn_client_w(const char *n, const char *mps, const char *pct, uint64_t ns, uint32_t sms, int out_fd)
 {
     pid_t pid = need_fork();
     if (pid == 0) {
@@ -1068,11 +1068,17 @@ static pid_t spawn_client(const char *n, const char *mps, const char *pct, uint6
         uint32_t c;
         CHILD_CHECK(simnode_ctx_open(0, &c) == 0, 1);
         span_t s = {.start = simnode_now_ns()};
-        CHILD_CHECK(simnode_kernel_exec_after(0, c, 0, ns, UINT64_MAX, 0, &s.end) == 0, 2);
+        CHILD_CHECK(simnode_kernel_exec_after(0, c, 0, ns, sms, UINT64_MAX, 0, &s.end) == 0, 2);
         write_full(out_fd, &s, sizeof s);
         _exit(0);
     }
     return pid;
+}
+
+/* The same with a kernel that fills the device (sms 0: every SM). */
+static pid_t spawn_client(const char *n, const char *mps, const char *pct, uint64_t ns, int out_fd)
+{
+    return spawn_client_w(n, mps, pct, ns, 0, out_fd);
 }
 
 static span_t client_span(int fd, pid_t pid, const char *what)
@@ -1095,8 +1101,9 @@ static bool lanes_running(simnode_dev_t *d)
     return false;
 }
 
-/* B (30 % share) runs a long kernel; A (100 %) comes while it runs. On node n with SIMCUDA_MPS=mps. */
-static void mps_pair(const char *n, const char *mps, span_t *a, span_t *b)
+/* B (30 % share) runs a long kernel; A (100 %, a kernel a_sms wide) comes while it runs. On node n with
+ * SIMCUDA_MPS=mps. */
+static void mps_pair(const char *n, const char *mps, uint32_t a_sms, span_t *a, span_t *b)
 {
     int out[2];
     need_pipe(out);
@@ -1105,7 +1112,7 @@ static void mps_pair(const char *n, const char *mps, span_t *a, span_t *b)
     int fd;
     for (int i = 0; i < 5000 && simnode_open_existing(n, &shm, &fd) != 0; i++) sleep_ms(1);
     if (!poll_node(shm, fd, lanes_running, 5000)) bail("B's kernel never ran");
-    pid_t pa = spawn_client(n, mps, "100", 10 * MS, out[1]);
+    pid_t pa = spawn_client_w(n, mps, "100", 10 * MS, a_sms, out[1]);
     span_t s1 = client_span(out[0], pa, "A"), s2 = client_span(out[0], pb, "B");
     /* A asked second, whatever the order they were read in. */
     *a = s1.start > s2.start ? s1 : s2;
@@ -1139,7 +1146,7 @@ static void test_mps(void)
     close(fd);
 
     span_t a, b;
-    mps_pair(n, "1", &a, &b);
+    mps_pair(n, "1", 0, &a, &b);
     /* B holds 40 SMs, so A gets the other 92: 10 x 132 / 92 = 14.35 ms, from when it asked. */
     in_range(span_ms(a), 14.3, 16.0, "MPS: A's 10 ms kernel beside B's ran concurrently on 92 SMs: %.2f ms",
              span_ms(a));
@@ -1147,9 +1154,22 @@ static void test_mps(void)
     in_range(span_ms(b), 197.9, 200.0, "  B's 60 ms kernel on its 40 SMs was not slowed by A: %.2f ms (198 expected)",
              span_ms(b));
 
+    /* A kernel 20 SMs wide finds them free beside B's 40: full speed. */
+    mps_pair(n, "1", 20, &a, &b);
+    in_range(span_ms(a), 9.99, 11.0, "MPS: A's 10 ms kernel 20 SMs wide beside B's ran at full speed: %.2f ms",
+             span_ms(a));
+    /* One wider than its share: a 50 % client's full-width 10 ms kernel alone takes 10 x 132 / 66 = 20 ms. */
+    p = spawn_client(n, "1", "50", 10 * MS, out[1]);
+    s = client_span(out[0], p, "a 50 % client alone");
+    in_range(span_ms(s), 19.9, 21.0, "  a 50 %% client's full-width 10 ms kernel takes %.2f ms on its 66 SMs",
+             span_ms(s));
+    p = spawn_client_w(n, "1", "50", 10 * MS, 60, out[1]);
+    s = client_span(out[0], p, "a 50 % client alone, 60 SMs wide");
+    in_range(span_ms(s), 9.99, 11.0, "  its 10 ms kernel 60 SMs wide takes %.2f ms (within its 66 SMs)", span_ms(s));
+
     /* The same pair time-sliced (SIMCUDA_MPS=0, 10 s slices): A waits for B's whole kernel. */
     const char *n0 = node_name("nomps");
-    mps_pair(n0, "0", &a, &b);
+    mps_pair(n0, "0", 0, &a, &b);
     ok(a.end > b.end, "without MPS: A's kernel waits for B's (A ends %.1f ms after B)",
        (double)(a.end - b.end) / 1e6);
     in_range(span_ms(b), 59.9, 62.0, "  B's kernel runs on the whole device: %.2f ms (60 expected)", span_ms(b));

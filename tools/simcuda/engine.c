@@ -53,7 +53,8 @@ void simnode_engine_init(simnode_dev_t *dev)
         simnode_lane_t *ln = &dev->lane[l];
         ln->holder = SIMNODE_NONE;
         ln->cur_ctx = SIMNODE_NONE;
-        ln->alloc_ppm = 0;
+        ln->alloc_sms = 0;
+        ln->rate_ppm = 0;
         ln->slice_end_ns = 0;
         ln->vtime_ns = 0;
     }
@@ -136,44 +137,55 @@ static uint32_t next_other_ctx(const simnode_shm_t *shm, const simnode_dev_t *de
 
 /*
  * MPS (SIMCUDA_MPS=1): every client process has a lane of its own, and the lanes run concurrently: there is no
- * time slicing between clients, only between the contexts of one client (as without MPS). A kernel's modelled
- * device time is what it takes on the whole device: its blocks fill every SM it may use. A segment is granted
- * SMs when it starts: its client's share (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, whole SMs, at least one), within
- * the SMs the other lanes' running segments leave free; with none free it waits. It runs at that width, so
- * a kernel on a fraction f of the SMs takes 1/f of its time, and it keeps its SMs until the segment ends
- * (running blocks are not moved). A segment lasts at most one timeslice, so a long kernel's grant is
- * re-evaluated at least every SIMCUDA_TIMESLICE_US: at that boundary it gives its SMs back, the other waiting
- * lanes take theirs first, then it takes what is left. Without MPS the one lane always gets the whole device.
+ * time slicing between clients, only between the contexts of one client (as without MPS). A kernel has a width:
+ * the SMs its blocks occupy at once (waiter.sms, from its grid: the API layer's rule, docs/simcuda.md), and its
+ * modelled device time is its time at that width. A segment is granted SMs when it starts: as many as its width
+ * needs, at most its client's share (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE of the SMs, rounded up to whole SMs) and
+ * at most what the other lanes' running segments leave free; with none free it waits. It runs at granted /
+ * width of its full speed, and keeps its SMs until the segment ends (running blocks are not moved). A segment
+ * lasts at most one timeslice, so a long kernel's grant is re-evaluated at least every SIMCUDA_TIMESLICE_US:
+ * whenever a segment ends, its SMs go back and the other waiting lanes take theirs first, then its own lane
+ * takes what is left. busy_ns counts SM time over the SM count (a 1-SM kernel of 1 ms: 1/132 ms).
+ * Without MPS the one lane always gets every SM at full speed: busy_ns is the time a context held the device.
  */
-static uint32_t lane_alloc(const simnode_shm_t *shm, const simnode_dev_t *dev, uint32_t l)
+static uint32_t lane_alloc(const simnode_shm_t *shm, const simnode_dev_t *dev, uint32_t l, const simnode_waiter_t *w,
+                           uint32_t *rate_ppm)
 {
-    if (!shm->cfg.mps) return SIMNODE_FULL_PPM;
-    uint64_t used = 0;
+    *rate_ppm = SIMNODE_FULL_PPM;
+    if (!shm->cfg.mps) return SIMNODE_SM_COUNT;
+    uint32_t used = 0;
     for (uint32_t i = 0; i < SIMNODE_MAX_LANES; i++)
-        if (i != l && dev->lane[i].holder != SIMNODE_NONE) used += dev->lane[i].alloc_ppm;
-    uint64_t free = used >= SIMNODE_FULL_PPM ? 0 : SIMNODE_FULL_PPM - used;
+        if (i != l && dev->lane[i].holder != SIMNODE_NONE) used += dev->lane[i].alloc_sms;
+    uint32_t free = used >= SIMNODE_SM_COUNT ? 0 : SIMNODE_SM_COUNT - used;
     uint64_t share = shm->procs[l].mps_share_ppm ? shm->procs[l].mps_share_ppm : SIMNODE_FULL_PPM;
-    /* Whole SMs: a share grants at least one (as MPS rounds a percentage up to an SM), what is free only those
-     * entirely free. */
-    uint64_t share_sms = (share * SIMNODE_SM_COUNT + SIMNODE_FULL_PPM - 1) / SIMNODE_FULL_PPM;
-    uint64_t free_sms = free * SIMNODE_SM_COUNT / SIMNODE_FULL_PPM;
-    uint64_t sms = share_sms < free_sms ? share_sms : free_sms;
-    if (sms >= SIMNODE_SM_COUNT) return SIMNODE_FULL_PPM;
-    return (uint32_t)(sms * SIMNODE_FULL_PPM / SIMNODE_SM_COUNT);
+    uint32_t share_sms = (uint32_t)((share * SIMNODE_SM_COUNT + SIMNODE_FULL_PPM - 1) / SIMNODE_FULL_PPM);
+    uint32_t width = w->sms && w->sms < SIMNODE_SM_COUNT ? w->sms : SIMNODE_SM_COUNT;
+    uint32_t a = width;
+    if (share_sms < a) a = share_sms;
+    if (free < a) a = free;
+    *rate_ppm = (uint32_t)((uint64_t)a * SIMNODE_FULL_PPM / width);
+    return a;
 }
 
-/* Engine time that serving work ns (whole-device time) takes on alloc_ppm of the SMs, and the work that d ns
- * of engine time at that width serves. */
-static uint64_t work_to_time(uint64_t work, uint32_t alloc_ppm)
+/* Engine time that serving work ns (its time at full speed) takes at rate_ppm of full speed, and the work that d ns
+ * of engine time at that rate serves. */
+static uint64_t work_to_time(uint64_t work, uint32_t rate_ppm)
 {
-    if (alloc_ppm >= SIMNODE_FULL_PPM) return work;
-    return (uint64_t)(((unsigned __int128)work * SIMNODE_FULL_PPM + alloc_ppm - 1) / alloc_ppm);
+    if (rate_ppm >= SIMNODE_FULL_PPM) return work;
+    return (uint64_t)(((unsigned __int128)work * SIMNODE_FULL_PPM + rate_ppm - 1) / rate_ppm);
 }
 
-static uint64_t time_to_work(uint64_t d, uint32_t alloc_ppm)
+static uint64_t time_to_work(uint64_t d, uint32_t rate_ppm)
 {
-    if (alloc_ppm >= SIMNODE_FULL_PPM) return d;
-    return (uint64_t)((unsigned __int128)d * alloc_ppm / SIMNODE_FULL_PPM);
+    if (rate_ppm >= SIMNODE_FULL_PPM) return d;
+    return (uint64_t)((unsigned __int128)d * rate_ppm / SIMNODE_FULL_PPM);
+}
+
+/* The busy time a lane's segment of span d adds: all of it without MPS, its SMs' share of it with. */
+static uint64_t busy_of(const simnode_lane_t *ln, uint64_t d)
+{
+    if (ln->alloc_sms >= SIMNODE_SM_COUNT) return d;
+    return (uint64_t)((unsigned __int128)d * ln->alloc_sms / SIMNODE_SM_COUNT);
 }
 
 /* Under dev->lock, the engine going idle: a kernel served in full waits (SIMNODE_W_DONE) for its owner's thread
@@ -223,7 +235,8 @@ static void dispatch(simnode_shm_t *shm, int fd, simnode_dev_t *dev, uint32_t l,
         simnode_dev_reclaim_proc(shm, fd, (uint32_t)(dev - shm->dev), w->proc);
         return;
     }
-    uint32_t alloc = lane_alloc(shm, dev, l);
+    uint32_t rate;
+    uint32_t alloc = lane_alloc(shm, dev, l, w, &rate);
     if (alloc == 0) {
         /* MPS: every SM is taken by the other clients' segments; the next one to end kicks this lane. */
         ln->holder = SIMNODE_NONE;
@@ -247,11 +260,12 @@ static void dispatch(simnode_shm_t *shm, int fd, simnode_dev_t *dev, uint32_t l,
         ln->slice_end_ns = start + slice;
     }
     uint64_t left = ln->slice_end_ns - start;
-    uint64_t need = work_to_time(w->remaining_ns, alloc);
+    uint64_t need = work_to_time(w->remaining_ns, rate);
     w->state = SIMNODE_W_RUNNING;
     w->seg_start_ns = start;
     w->seg_end_ns = start + (need < left ? need : left);
-    ln->alloc_ppm = alloc;
+    ln->alloc_sms = alloc;
+    ln->rate_ppm = rate;
     ln->holder = pick;
     bump(dev);
 }
@@ -316,7 +330,7 @@ uint64_t simnode_engine_inflight_busy(simnode_dev_t *dev, uint64_t now)
         if (ln->holder == SIMNODE_NONE) continue;
         const simnode_waiter_t *w = &dev->w[ln->holder];
         uint64_t end = now < w->seg_end_ns ? now : w->seg_end_ns;
-        busy += time_to_work(since_reset(dev, w->seg_start_ns, end), ln->alloc_ppm);
+        busy += busy_of(ln, since_reset(dev, w->seg_start_ns, end));
     }
     return busy;
 }
@@ -357,29 +371,33 @@ bool simnode_engine_advance(simnode_shm_t *shm, int fd, uint32_t d, uint64_t now
         simnode_waiter_t *w = &dev->w[ln->holder];
         any = true;
         uint64_t span = w->seg_end_ns - w->seg_start_ns;
-        atomic_fetch_add(&dev->c.busy_ns, time_to_work(since_reset(dev, w->seg_start_ns, w->seg_end_ns), ln->alloc_ppm));
+        atomic_fetch_add(&dev->c.busy_ns, busy_of(ln, since_reset(dev, w->seg_start_ns, w->seg_end_ns)));
         /* Under the lock, so the lines of a device in one file stay in engine order; record makes no syscall.
          * Off, this is the one test. */
         if (simnode_g.cfg.timeline[0] &&
             simnode_timeline_record(d, w->ctx, w->seg_start_ns, w->seg_end_ns, shm->procs[w->proc].pid))
             *tl_flush = true;
-        uint64_t served = span >= work_to_time(w->remaining_ns, ln->alloc_ppm) ? w->remaining_ns
-                                                                                : time_to_work(span, ln->alloc_ppm);
+        uint64_t served = span >= work_to_time(w->remaining_ns, ln->rate_ppm) ? w->remaining_ns
+                                                                               : time_to_work(span, ln->rate_ppm);
         w->remaining_ns -= served < w->remaining_ns ? served : w->remaining_ns;
         ln->vtime_ns = w->seg_end_ns;
         if (w->remaining_ns == 0) {
             atomic_fetch_add(&dev->c.kernels, 1);
             w->state = SIMNODE_W_DONE;
             ln->holder = SIMNODE_NONE;
-            dispatch(shm, fd, dev, l, ln->vtime_ns); /* wakes everyone, the owner too */
-            if (shm->cfg.mps) kick_lanes(shm, fd, dev, ln->vtime_ns, SIMNODE_NONE); /* its SMs are free */
+            if (shm->cfg.mps) /* its SMs go back: the other lanes take theirs first (wakes everyone) */
+                kick_lanes(shm, fd, dev, ln->vtime_ns, l);
+            else
+                dispatch(shm, fd, dev, l, ln->vtime_ns); /* wakes everyone, the owner too */
         } else if (next_other_ctx(shm, dev, l, ln->cur_ctx) != SIMNODE_NONE) {
             /* Timeslice boundary with another context waiting: preempted, keeping its place. */
             atomic_fetch_add(&dev->c.preemptions, 1);
             w->state = SIMNODE_W_WAITING;
             ln->holder = SIMNODE_NONE;
-            dispatch(shm, fd, dev, l, ln->vtime_ns);
-            if (shm->cfg.mps) kick_lanes(shm, fd, dev, ln->vtime_ns, SIMNODE_NONE);
+            if (shm->cfg.mps)
+                kick_lanes(shm, fd, dev, ln->vtime_ns, l);
+            else
+                dispatch(shm, fd, dev, l, ln->vtime_ns);
         } else if (shm->cfg.mps) {
             /* Its grant ends: the SMs go back, the other lanes take theirs first, then it takes what is left. */
             w->state = SIMNODE_W_WAITING;
@@ -452,7 +470,7 @@ void simnode_dev_reclaim_proc(simnode_shm_t *shm, int fd, uint32_t d, uint32_t s
         if (ln->holder == i) {
             /* The kernel ran until its process died: that time was busy. */
             uint64_t end = now < w->seg_end_ns ? now : w->seg_end_ns;
-            atomic_fetch_add(&dev->c.busy_ns, time_to_work(since_reset(dev, w->seg_start_ns, end), ln->alloc_ppm));
+            atomic_fetch_add(&dev->c.busy_ns, busy_of(ln, since_reset(dev, w->seg_start_ns, end)));
             if (end > ln->vtime_ns) ln->vtime_ns = end;
             ln->holder = SIMNODE_NONE;
         }

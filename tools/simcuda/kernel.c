@@ -25,8 +25,8 @@ int simnode_kernel_exec(int dev_i, uint32_t ctx_id, int prio, uint64_t ns)
 /* Under dev->lock: takes a waiter slot for a kernel of ctx_id (ns > 0) and offers it to an idle engine.
  * With block, waits for a free slot; else -EAGAIN when all are taken. */
 static int waiter_register(simnode_shm_t *shm, int fd, uint32_t d, uint32_t ctx_id, int prio, uint64_t ns,
-                           uint64_t submit_ns, uint64_t ready_ns, uint64_t after, bool block, uint32_t *out,
-                           bool *tl_flush)
+                           uint32_t sms, uint64_t submit_ns, uint64_t ready_ns, uint64_t after, bool block,
+                           uint32_t *out, bool *tl_flush)
 {
     simnode_dev_t *dev = &shm->dev[d];
     uint32_t me;
@@ -56,6 +56,7 @@ static int waiter_register(simnode_shm_t *shm, int fd, uint32_t d, uint32_t ctx_
     w->remaining_ns = ns;
     w->seg_start_ns = w->seg_end_ns = 0;
     w->after = after;
+    w->sms = sms == 0 || sms > SIMNODE_SM_COUNT ? SIMNODE_SM_COUNT : sms;
     w->state = SIMNODE_W_WAITING;
     /* A segment that ended while its owner's thread slept on is over: the engine may be free for this one. */
     simnode_engine_advance(shm, fd, d, now, tl_flush);
@@ -122,8 +123,8 @@ static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me, uin
 
 /* Both submissions: a kernel of ns on device dev_i for ctx_id. token NULL: wait for it and run it (the
  * blocking path); else register it without waiting and name it in *token for simnode_kernel_wait. */
-static int kernel_submit(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t ready_ns,
-                         uint64_t after, uint64_t *token, uint64_t *end_ns)
+static int kernel_submit(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint32_t sms, uint64_t submit_ns,
+                         uint64_t ready_ns, uint64_t after, uint64_t *token, uint64_t *end_ns)
 {
     int rc = simnode_attach();
     if (rc) return rc;
@@ -142,7 +143,8 @@ static int kernel_submit(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint
         goto out_unlock;
     }
     uint32_t me;
-    rc = waiter_register(shm, fd, d, ctx_id, prio, ns, submit_ns, ready_ns, after, token == NULL, &me, &tl_flush);
+    rc = waiter_register(shm, fd, d, ctx_id, prio, ns, sms, submit_ns, ready_ns, after, token == NULL, &me,
+                         &tl_flush);
     if (rc) goto out_unlock;
     if (token)
         *token = dev->w[me].ticket * SIMNODE_MAX_WAITERS + me;
@@ -156,28 +158,28 @@ out_unlock:
 
 int simnode_kernel_exec_submitted(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns)
 {
-    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, 0, 0, NULL, NULL);
+    return kernel_submit(dev_i, ctx_id, prio, ns, 0, submit_ns, 0, 0, NULL, NULL);
 }
 
-int simnode_kernel_exec_after(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t ready_ns,
-                              uint64_t *end_ns)
+int simnode_kernel_exec_after(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint32_t sms, uint64_t submit_ns,
+                              uint64_t ready_ns, uint64_t *end_ns)
 {
     if (end_ns) *end_ns = 0;
-    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, ready_ns, 0, NULL, end_ns);
+    return kernel_submit(dev_i, ctx_id, prio, ns, sms, submit_ns, ready_ns, 0, NULL, end_ns);
 }
 
 /* A token names a waiter slot and its ticket, so a stale token is detected; 0 means nothing to wait for. */
 int simnode_kernel_enqueue(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns,
                            uint64_t *token)
 {
-    return simnode_kernel_enqueue_after(dev_i, ctx_id, prio, ns, submit_ns, 0, 0, token);
+    return simnode_kernel_enqueue_after(dev_i, ctx_id, prio, ns, 0, submit_ns, 0, 0, token);
 }
 
-int simnode_kernel_enqueue_after(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns,
+int simnode_kernel_enqueue_after(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint32_t sms, uint64_t submit_ns,
                                  uint64_t ready_ns, uint64_t after, uint64_t *token)
 {
     *token = 0;
-    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, ready_ns, after, token, NULL);
+    return kernel_submit(dev_i, ctx_id, prio, ns, sms, submit_ns, ready_ns, after, token, NULL);
 }
 
 int simnode_kernel_wait(int dev_i, uint64_t token, uint64_t *end_ns)

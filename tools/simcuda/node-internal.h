@@ -95,6 +95,9 @@ typedef struct simnode_waiter {
     uint64_t seg_end_ns;
     uint64_t after;          /* 0, or the token of the same stream's previous kernel: runnable once that one was
                               * served (a stream's queued kernels on the engine, as a GPU's channel holds them) */
+    uint32_t sms;            /* SMs its blocks occupy at once (its width, 1..SIMNODE_SM_COUNT): what it needs of an
+                              * MPS server's SMs to run at full speed (engine.c) */
+    uint32_t pad0;
 } simnode_waiter_t;
 
 /* One compute lane of a device. Without MPS a device has one (lane 0), time-sliced between every context. With
@@ -102,8 +105,9 @@ typedef struct simnode_waiter {
 typedef struct simnode_lane {
     uint32_t holder;         /* waiter index running on this lane, or SIMNODE_NONE */
     uint32_t cur_ctx;        /* context owning the lane (last to run), or SIMNODE_NONE */
-    uint32_t alloc_ppm;      /* SMs the running segment holds, in millionths of the device (1000000 without MPS) */
-    uint32_t pad0;
+    uint32_t alloc_sms;      /* SMs the running segment holds (all without MPS) */
+    uint32_t rate_ppm;       /* its speed, in millionths of its full speed: alloc_sms of its width (1000000 without
+                              * MPS) */
     uint64_t slice_end_ns;   /* end of cur_ctx's timeslice (virtual engine time) */
     uint64_t vtime_ns;       /* virtual engine time at which the lane last became free */
 } simnode_lane_t;
@@ -158,7 +162,7 @@ _Static_assert(offsetof(simnode_shm_t, size) == 16, "size at 16");
 _Static_assert(offsetof(simnode_shm_t, create_ns) == 24, "create_ns at 24");
 _Static_assert(offsetof(simnode_shm_t, cfg) == 32, "cfg at 32");
 _Static_assert(sizeof(simnode_shared_config_t) == 64, "config is 64 bytes");
-_Static_assert(sizeof(simnode_waiter_t) == 72, "waiter is 72 bytes");
+_Static_assert(sizeof(simnode_waiter_t) == 80, "waiter is 80 bytes");
 _Static_assert(sizeof(simnode_ctx_t) == 24, "ctx is 24 bytes");
 _Static_assert(sizeof(simnode_lane_t) == 32, "lane is 32 bytes");
 _Static_assert(sizeof(simnode_proc_t) == 24 + 8 * SIMNODE_MAX_DEVICES, "proc slot layout");

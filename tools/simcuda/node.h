@@ -93,9 +93,10 @@ int simnode_kernel_exec_submitted(int dev, uint32_t ctx_id, int prio, uint64_t n
 /* The same for a kernel that was runnable since ready_ns (0: now), before the calling thread got here: its
  * stream's previous operation ended then. It starts from then if the engine was free (a GPU's stream queue has
  * no thread to wake), never before the engine was. *end_ns (if not NULL): when it ended on the engine's
- * timeline, the ready_ns of the stream's next kernel. */
-int simnode_kernel_exec_after(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t ready_ns,
-                              uint64_t *end_ns);
+ * timeline, the ready_ns of the stream's next kernel. sms: its width, the SMs its blocks occupy at once (0: all),
+ * which only an MPS server heeds (engine.c); the other calls' kernels fill the device. */
+int simnode_kernel_exec_after(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint32_t sms, uint64_t submit_ns,
+                              uint64_t ready_ns, uint64_t *end_ns);
 /* The same in two steps, so that a kernel reaches the engine in launch order even though another thread
  * serves it: enqueue (from the launching thread, for a kernel that is runnable at once) makes it a waiter
  * now, without blocking, and gives a token; simnode_kernel_wait(token) later blocks until it has been
@@ -106,8 +107,8 @@ int simnode_kernel_enqueue(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint
 /* The same for a stream's next kernel while its previous one (token after; 0: none) is still queued or running:
  * it waits on the engine behind that one, so that the engine sees the context's queued work when that kernel
  * ends, as a GPU's channel does, and the context keeps the engine for it within its timeslice. ready_ns as
- * simnode_kernel_exec_after's (0: now). */
-int simnode_kernel_enqueue_after(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns,
+ * simnode_kernel_exec_after's (0: now), sms as its. */
+int simnode_kernel_enqueue_after(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint32_t sms, uint64_t submit_ns,
                                  uint64_t ready_ns, uint64_t after, uint64_t *token);
 int simnode_kernel_wait(int dev, uint64_t token, uint64_t *end_ns); /* *end_ns as simnode_kernel_exec_after's */
 /* Occupies dev's copy engine for a transfer of bytes (latency + bytes / bandwidth). */
