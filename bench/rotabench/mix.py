@@ -28,6 +28,13 @@ POLICIES = {
     # QUANTUM_MS, the least-served first, instead of sharing the GPU by weight; the high class still preempts
     "rota-quantum": {"mode": "rota", "desc": "rota: priority classes, the lower jobs take turns of %d ms "
                      "(rotad --quantum-ms)" % QUANTUM_MS, "rotad_args": ["--quantum-ms", str(QUANTUM_MS)]},
+    # issue 33: the GPU's own lever beside long kernels. simcuda with an MPS server per GPU (SIMCUDA_MPS=1): the
+    # jobs' kernels run concurrently, each process on its share of the SMs
+    "shared-mps": {"mode": "shared", "desc": "MPS, no rota: every job at once on an MPS server, each on all SMs",
+                   "env": {"SIMCUDA_MPS": "1"}},
+    "rota-mps": {"mode": "rota", "desc": "rota --mps: an MPS server per GPU, the lower classes on capped SM shares "
+                 "(normal 50 %, low 30 %), high unrestricted, holds as in rota",
+                 "env": {"SIMCUDA_MPS": "1"}, "class_env": {"normal": {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"}, "low": {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30"}}},
 }
 SCALED_WORKLOAD_KEYS = ("duration", "iters", "requests")
 

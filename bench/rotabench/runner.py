@@ -100,6 +100,7 @@ class Run(RunRecord):
         for k in [k for k in self.env if k.startswith("SIMCUDA_") or k.startswith("ROTA_")]:
             del self.env[k]
         self.env.update({k: str(v) for k, v in mix["env"].items()})
+        self.env.update(POLICIES[policy].get("env", {}))
         self.env["SIMCUDA_NODE"] = self.node
         self.env["SIMCUDA_DEVICES"] = str(gpus)
         self.env["LD_LIBRARY_PATH"] = ctx.tools.lib + (":" + os.environ["LD_LIBRARY_PATH"]
@@ -197,6 +198,9 @@ class Run(RunRecord):
         if self.mode != "rota":
             return wl, rec
         prio = POLICIES[self.policy].get("priority", job["priority"])
+        cenv = ["%s=%s" % kv for kv in sorted(POLICIES[self.policy].get("class_env", {}).get(prio, {}).items())]
+        if cenv:
+            wl = ["env"] + cenv + wl
         if self.ctx.tools.rota_via != "rota run":
             return ["env", "LD_PRELOAD=" + self.ctx.tools.librota, "ROTA_PRIORITY=" + prio,
                     "ROTA_WEIGHT=%s" % job["weight"], "ROTA_MEM_LIMIT=%s" % job["mem"], "ROTA_GPU=auto"] + wl, rec
