@@ -32,9 +32,9 @@ POLICIES = {
     # jobs' kernels run concurrently, each process on its share of the SMs
     "shared-mps": {"mode": "shared", "desc": "MPS, no rota: every job at once on an MPS server, each on all SMs",
                    "env": {"SIMCUDA_MPS": "1"}},
-    "rota-mps": {"mode": "rota", "desc": "rota --mps: an MPS server per GPU, the lower classes on capped SM shares "
-                 "(normal 50 %, low 30 %), high unrestricted, holds as in rota",
-                 "env": {"SIMCUDA_MPS": "1"}, "class_env": {"normal": {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"}, "low": {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30"}}},
+    "rota-mps": {"mode": "rota", "desc": "rota --mps: an MPS server per GPU (simcuda's, with its stand-in control "
+                 "daemon), the lower classes on rotad's SM shares (normal 60 %, low 40 %), high unrestricted, holds as "
+                 "in rota", "env": {"SIMCUDA_MPS": "1"}, "mps": True},
 }
 SCALED_WORKLOAD_KEYS = ("duration", "iters", "requests")
 
