@@ -1081,6 +1081,27 @@ static pid_t spawn_client(const char *n, const char *mps, const char *pct, uint6
     return spawn_client_w(n, mps, pct, ns, 0, out_fd);
 }
 
+/* A 100 % client on node n (MPS) whose stream queues 3 kernels of ns, each behind the one before; writes {asked,
+ * end of the last} to out_fd. */
+static pid_t spawn_chain(const char *n, uint64_t ns, int out_fd)
+{
+    pid_t pid = need_fork();
+    if (pid == 0) {
+        set_knobs(n, NULL, "10000000");
+        setenv("SIMCUDA_MPS", "1", 1);
+        uint32_t c;
+        CHILD_CHECK(simnode_ctx_open(0, &c) == 0, 1);
+        span_t s = {.start = simnode_now_ns()};
+        uint64_t t[3] = {0, 0, 0};
+        for (int i = 0; i < 3; i++)
+            CHILD_CHECK(simnode_kernel_enqueue_after(0, c, 0, ns, 0, s.start, 0, i ? t[i - 1] : 0, &t[i]) == 0, 2);
+        for (int i = 0; i < 3; i++) CHILD_CHECK(simnode_kernel_wait(0, t[i], &s.end) == 0, 3);
+        write_full(out_fd, &s, sizeof s);
+        _exit(0);
+    }
+    return pid;
+}
+
 static span_t client_span(int fd, pid_t pid, const char *what)
 {
     span_t s = {0, 0};
@@ -1185,6 +1206,21 @@ static void test_mps(void)
     in_range((double)(d.end - c.end) / 1e6, 9.9, 11.0,
              "MPS, no SM free: D's 10 ms kernel starts when C's ends (%.2f ms after it)", (double)(d.end - c.end) / 1e6);
     is_int(entries_left(shm, fd), 0, "no engine entries left behind");
+    munmap(shm, sizeof *shm);
+    close(fd);
+
+    /* A client whose stream has its next kernel queued does not keep every SM: when its kernel ends, the other
+     * waiting client takes SMs first. */
+    const char *n3 = node_name("mps3");
+    pc = spawn_chain(n3, 20 * MS, out[1]);
+    for (int i = 0; i < 5000 && simnode_open_existing(n3, &shm, &fd) != 0; i++) sleep_ms(1);
+    if (!poll_node(shm, fd, lanes_running, 5000)) bail("the chain never ran");
+    pd = spawn_client(n3, "1", "100", 10 * MS, out[1]);
+    s1 = client_span(out[0], pd, "D beside a chain");
+    s2 = client_span(out[0], pc, "the chain of 3 x 20 ms");
+    in_range(span_ms(s1), 10.0, 31.0, "MPS: D's 10 ms kernel runs after the chain's first kernel, not its third "
+             "(%.2f ms from its launch)", span_ms(s1));
+    in_range(span_ms(s2), 69.9, 75.0, "  the chain takes its 60 ms and D's 10: %.2f ms", span_ms(s2));
     munmap(shm, sizeof *shm);
     close(fd);
     close(out[0]);

@@ -1,5 +1,6 @@
-/* engine.c - a device under its lock: engine arbitration (timeslicing between contexts like a GPU without MPS),
- * repair after a dead lock owner, and reclaiming what dead processes left. */
+/* engine.c - a device under its lock: engine arbitration (timeslicing between contexts like a GPU without MPS,
+ * concurrent lanes on SM shares with one), repair after a dead lock owner, and reclaiming what dead processes
+ * left. */
 #include "tools/simcuda/node-internal.h"
 
 #include <errno.h>
@@ -26,6 +27,7 @@
  *    preempted (counted) and waits, keeping its place among its context's waiters;
  *  - a context that has no kernel waiting at the moment its kernel ends loses the engine to a waiting one.
  * Starting a different context than the one that last ran also counts as a switch, even from idle.
+ * These rules are per lane: the device's one lane without MPS, each client process's own with it (below).
  */
 
 void simnode_futex_wake(_Atomic uint32_t *word)
