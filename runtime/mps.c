@@ -120,6 +120,9 @@ static int mps_run(const char *control, const char *arg, const char *input, char
     posix_spawn_file_actions_adddup2(&fa, in[0], 0);
     posix_spawn_file_actions_adddup2(&fa, o[1], 1);
     posix_spawn_file_actions_adddup2(&fa, o[1], 2);
+    /* Nothing else of rotad's: a daemon it starts lives on, and must not hold a readiness descriptor (--notify-fd,
+     * the detaching parent's pipe) or anything else open after rotad closed it. */
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     char *argv[] = {(char *)control, (char *)arg, NULL};
     pid_t pid;
     rc = -posix_spawnp(&pid, control, &fa, NULL, argv, environ);

@@ -63,6 +63,9 @@ start --mps-share normal=50,low=30 --mps-check-ms 100; ok $? "rotad --mps is rea
 answers; ok $? "it started the control daemon (it answers)"
 grep -q "rotad: info: MPS: started the control daemon" "$T/log"; ok $? "and said so"
 grep -q "SM shares: high 100 %, normal 50 %, low 30 %" "$T/log"; ok $? "with the shares"
+# The daemon outlives what rotad had open: not its readiness FIFO (a reader waiting for EOF would hang), nor its log.
+! ls -l "/proc/$(ctl_pid)/fd" 2>/dev/null | grep -q -e "$T/ready" -e "$T/log"
+ok $? "the daemon holds none of rotad's descriptors ($(ls -l "/proc/$(ctl_pid)/fd" 2>/dev/null | grep -c -e "$T/"))"
 [ "$(share low)" = 30 ]; ok $? "a low process's driver sees CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=30 ($(share low))"
 [ "$(share normal)" = 50 ]; ok $? "a normal one's 50"
 [ "$(share high)" = 100 ]; ok $? "a high one's 100 (root and rotad's user may run high)"
