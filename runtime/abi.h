@@ -284,7 +284,11 @@ typedef struct rota_region {
     _Atomic uint64_t credit_keep;
     _Atomic uint32_t client_limit;     /* ABI 11: slots rotad registers clients in (config max-clients) */
     uint32_t pad0;
-    uint64_t reserved_abi[2];
+    /* rotad --mps (runtime/mps.h): each class's share of an MPS server's SMs, a percentage (1..100) that librota
+     * applies as CUDA_MPS_ACTIVE_THREAD_PERCENTAGE before the process's first context, never raising one the
+     * process set lower; 0: no MPS share (rotad without --mps, or its MPS control daemon is gone). By class
+     * (rota_prio); the fourth is zero. */
+    _Atomic uint32_t mps_pct[4];
     rota_dev_t devices[ROTA_MAX_DEVICES];
     rota_slot_sched_t sched[ROTA_MAX_CLIENTS]; /* ABI 10: a slot's launch-gate words, by slot index */
     rota_stats_t stats;                /* ABI 9: operating statistics (above), node and GPU totals */

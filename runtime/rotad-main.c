@@ -6,6 +6,7 @@
 #include "runtime/lib/version.h"
 #include "runtime/logdest.h"
 #include "runtime/metrics.h"
+#include "runtime/mps.h"
 #include "runtime/notify.h"
 #include "runtime/probe.h"
 #include "runtime/sched-policy.h"
@@ -29,7 +30,8 @@
 static const char usage_head[] =
     "usage: rotad [--socket PATH] [--config FILE] [--foreground] [--notify-fd N] [--idle-ms MS]\n"
     "             [--idle-fixed] [--idle-low-us US] [--tick-ms MS] [--policy ";
-static const char usage_synopsis_end[] = "[--low-factor N] [--no-probe]\n";
+static const char usage_synopsis_end[] = "[--low-factor N] [--no-probe]\n"
+    "             [--mps [--mps-control PATH] [--mps-share CLASS=PCT[,...]] [--mps-check-ms MS]]\n";
 static const char usage_body[] =
     "             [--metrics-listen [ADDR:]PORT [--metrics-clients]] [--log stderr|syslog|FILE]\n"
     "\n"
@@ -63,6 +65,17 @@ static const char usage_tail[] =
     "  --low-factor N  normal and low clients of a GPU share its device time, where a low client's time\n"
     "                  counts N times (1..1000; default 2: beside one normal client of equal weight low\n"
     "                  gets 1/3, and all that normal clients leave; 1: each class shares on its own)\n"
+    "  --mps           start NVIDIA's MPS control daemon (or attach to a running one) and give each class\n"
+    "                  its share of the GPUs' SMs: high all, normal and low --mps-share; librota sets\n"
+    "                  CUDA_MPS_ACTIVE_THREAD_PERCENTAGE before the process's first context\n"
+    "                  (docs/design/scheduling.md, MPS mode)\n"
+    "  --mps-control PATH\n"
+    "                  the control program (default nvidia-cuda-mps-control, searched in PATH)\n"
+    "  --mps-share CLASS=PCT[,CLASS=PCT]\n"
+    "                  normal's and low's share of the SMs, 1..100 (default normal=60,low=40)\n"
+    "  --mps-check-ms MS\n"
+    "                  how often rotad checks that the daemon answers, and starts one when it does not\n"
+    "                  (10..3600000; default 1000)\n"
     "  --no-probe      do not list the node's GPUs at start (with the driver of ROTA_REAL_LIBCUDA, else\n"
     "                  libcuda.so.1, in a short-lived child); librota then places no process itself\n"
     "  --version       print the version and exit\n"
@@ -175,6 +188,8 @@ typedef struct rotad_args {
     const char *sock, *cfgpath, *metrics_listen, *log_spec;
     bool foreground, probe, metrics_clients;
     int notify_fd;
+    mps_opts_t mps;   /* --mps* (runtime/mps.h) */
+    bool mps_set;     /* an --mps-* option was given (only with --mps) */
     sched_opts_t so; /* the scheduler's options, filled here and handed over as they are */
 } rotad_args_t;
 
@@ -215,6 +230,19 @@ static int rotad_arg_value(rotad_args_t *ra, const char *a, const char *val)
             return rotad_fatal(ROTAD_EXIT_USAGE, "--low-factor: '%s' is not a whole number in 1..%u", val,
                                SCHED_LOW_FACTOR_MAX);
         so->low_factor = (unsigned)v;
+    } else if (!strcmp(a, "--mps-control")) {
+        if (!val[0]) return rotad_fatal(ROTAD_EXIT_USAGE, "--mps-control: empty path");
+        ra->mps.control = val;
+        ra->mps_set = true;
+    } else if (!strcmp(a, "--mps-share")) {
+        if (mps_share_parse(&ra->mps, val, msg, sizeof msg)) return rotad_fatal(ROTAD_EXIT_USAGE, "%s", msg);
+        ra->mps_set = true;
+    } else if (!strcmp(a, "--mps-check-ms")) {
+        if (parse_u64(val, 10, 3600000, &v))
+            return rotad_fatal(ROTAD_EXIT_USAGE, "--mps-check-ms: '%s' is not a whole number of milliseconds in "
+                               "10..3600000", val);
+        ra->mps.check_ms = (unsigned)v;
+        ra->mps_set = true;
     } else if (!strcmp(a, "--policy")) {
         if (!(so->policy = sched_policy_find(val)))
             return rotad_fatal(ROTAD_EXIT_USAGE, "--policy: unknown policy '%s' (known: %s)", val,
@@ -228,7 +256,7 @@ static int rotad_arg_value(rotad_args_t *ra, const char *a, const char *val)
 /* rotad's own options that take a value (rotad_arg_value); a policy's are in its table (sched-policy.h). */
 static const char *const rotad_value_opts[] = {
     "--socket", "--config", "--notify-fd", "--idle-ms", "--tick-ms", "--idle-low-us", "--low-factor", "--policy",
-    "--metrics-listen", "--log",
+    "--metrics-listen", "--log", "--mps-control", "--mps-share", "--mps-check-ms",
 };
 
 /* Whether option a takes a value: rotad's own, or one a policy owns. */
@@ -256,6 +284,8 @@ static int rotad_parse_args(int argc, char **argv, rotad_args_t *ra)
             ra->probe = false;
         } else if (!strcmp(a, "--metrics-clients")) {
             ra->metrics_clients = true;
+        } else if (!strcmp(a, "--mps")) {
+            ra->mps.on = true;
         } else if (!strcmp(a, "--idle-fixed")) {
             ra->so.idle_fixed = true;
         } else if (rotad_takes_value(a) && i + 1 < argc) {
@@ -270,6 +300,10 @@ static int rotad_parse_args(int argc, char **argv, rotad_args_t *ra)
     }
     if (ra->metrics_clients && !ra->metrics_listen)
         return rotad_fatal(ROTAD_EXIT_USAGE, "--metrics-clients: only with --metrics-listen");
+    if (ra->mps_set && !ra->mps.on)
+        return rotad_fatal(ROTAD_EXIT_USAGE, "--mps-control, --mps-share and --mps-check-ms: only with --mps");
+    char msg[256];
+    if (mps_opts_check(&ra->mps, msg, sizeof msg)) return rotad_fatal(ROTAD_EXIT_USAGE, "%s", msg);
     return -1;
 }
 
@@ -350,10 +384,18 @@ static int rotad_run(server_t *s, const rotad_args_t *ra, int log_level)
     if (ra->probe) rotad_log_gpus(log_level, gpus, ngpus, why);
     if (metrics && log_level >= 1)
         fprintf(stderr, "rotad: info: serving metrics on http://%s/metrics\n", metrics_address(metrics));
+    mps_t *mps = NULL; /* after detaching: its thread lives in the process that serves */
+    if (ra->mps.on && mps_start(&ra->mps, server_region(s), log_level, &mps, err, sizeof err)) {
+        server_close(s);
+        metrics_close(metrics);
+        if (ready_fd >= 0) close(ready_fd); /* the detaching parent then exits with our status */
+        return rotad_fatal(ROTAD_EXIT_FAIL, "%s", err);
+    }
     int notify[2], nnotify = 0;
     if (ra->notify_fd >= 0) notify[nnotify++] = ra->notify_fd;
     if (ready_fd >= 0) notify[nnotify++] = ready_fd;
     int rc = server_loop(s, notify, nnotify, err, sizeof err);
+    mps_stop(mps);
     server_close(s);
     metrics_close(metrics);
     if (rc) rotad_fatal(rc, "%s", err);
@@ -365,6 +407,7 @@ static int rotad_run(server_t *s, const rotad_args_t *ra, int log_level)
 int main(int argc, char **argv)
 {
     rotad_args_t ra = {.probe = true, .notify_fd = -1};
+    mps_opts_init(&ra.mps);
     int rc = rotad_parse_args(argc, argv, &ra);
     if (rc >= 0) return rc;
     int log_level = rotad_log_level();

@@ -65,6 +65,11 @@ void server_set_metrics(server_t *s, struct metrics *m)
     s->o.metrics = m;
 }
 
+rota_region_t *server_region(server_t *s)
+{
+    return s->rg.r;
+}
+
 void server_set_pid(server_t *s)
 {
     server_write_pid(s);

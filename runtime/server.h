@@ -39,6 +39,8 @@ int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen
 int server_add_gpus(server_t *s, const rota_place_cand_t *gpus, int n);
 /* Serves m (rotad --metrics-listen) while the loop runs (a thread reading the region); before server_loop. */
 void server_set_metrics(server_t *s, struct metrics *m);
+/* The region rotad writes (for rotad --mps's shares, runtime/mps.h); valid until server_close. */
+rota_region_t *server_region(server_t *s);
 /* After a fork (detaching): records the new pid in the lock file and the region. */
 void server_set_pid(server_t *s);
 /* Serves until SIGTERM or SIGINT (which the caller has blocked, with SIGHUP: they are read from a signalfd; SIGHUP

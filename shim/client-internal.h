@@ -56,6 +56,11 @@ CUresult client_process_status(void);
 /* client-mempool.c: the child of a fork forgets the parent's pools. */
 void client_mempool_reset_child(void);
 
+/* client-mps.c: rotad --mps: sets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE to the process's class's share of an MPS
+ * server's SMs (never raising a lower one it set), before the process's first real driver call. From
+ * client_process_init, after connecting. */
+void client_mps(void);
+
 /* client-place.c: the device remap (ROTA_GPU): sets CUDA_VISIBLE_DEVICES before the process's first real
  * driver call, asking rotad for ROTA_GPU=auto. Once per process image; from client_process_init, after connecting. */
 void client_place(void);

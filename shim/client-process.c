@@ -21,6 +21,7 @@ void client_init(void)
 CUresult client_process_init(void)
 {
     if (!client_process_connect()) return CUDA_SUCCESS; /* rota is off */
+    client_mps();   /* before any real driver call: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE */
     client_place(); /* before any real driver call: CUDA_VISIBLE_DEVICES */
     return client_process_status();
 }

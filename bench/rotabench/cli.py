@@ -44,6 +44,8 @@ def main():
     ap.add_argument("--sample-ms", type=float, default=100, help="simcuda-stat sampling period (default 100)")
     ap.add_argument("--rotad-args", default="", metavar="ARGS",
                     help="extra rotad options for the rota policies, e.g. \"--idle-ms 1\" (default none)")
+    ap.add_argument("--mps-args", default="", metavar="ARGS",
+                    help="extra rotad options for the rota-mps policy only, e.g. \"--mps-share low=60\" (default none)")
     a = ap.parse_args()
     if a.quick:
         a.scale *= 0.3
@@ -57,6 +59,7 @@ def main():
         die_usage("--solo-jobs must be 1..64")
     ctx.timeout_ns, ctx.sample_ns = int(a.timeout * 1e9), int(a.sample_ms * 1e6)
     ctx.rotad_args = shlex.split(a.rotad_args)
+    ctx.mps_args = shlex.split(a.mps_args)
     ctx.failures = []
     ctx.tty = sys.stderr.isatty()
     ctx.cols = shutil.get_terminal_size((100, 20)).columns

@@ -7,7 +7,7 @@ import time
 
 
 MIX_FORMAT = """A mix is a JSON file: {"name", "description", "gpus": 1-16, "env": {SIMCUDA_* knobs, e.g. SIMCUDA_MEM},
-"policies": [subset of the policies, default all], "jobs": [{"name", "arrive_s", "priority": high|normal|low,
+"policies": [subset of the policies, default all but shared-mps and rota-mps], "jobs": [{"name", "arrive_s", "priority": high|normal|low,
 "weight", "mem" (what `rota run --mem` is told; default the workload's), "device" (what the job asks for,
 default 0), "workload": {workload options without the dashes: kind, mem, kernels, load, iters, ...}}]}.
 --scale multiplies arrive_s and the workload's duration/iters/requests, never kernel lengths."""
@@ -28,6 +28,13 @@ POLICIES = {
     # QUANTUM_MS, the least-served first, instead of sharing the GPU by weight; the high class still preempts
     "rota-quantum": {"mode": "rota", "desc": "rota: priority classes, the lower jobs take turns of %d ms "
                      "(rotad --quantum-ms)" % QUANTUM_MS, "rotad_args": ["--quantum-ms", str(QUANTUM_MS)]},
+    # issue 33: the GPU's own lever beside long kernels. simcuda with an MPS server per GPU (SIMCUDA_MPS=1): the
+    # jobs' kernels run concurrently, each process on its share of the SMs
+    "shared-mps": {"mode": "shared", "opt_in": True, "desc": "MPS, no rota: every job at once on an MPS server, each on all SMs",
+                   "env": {"SIMCUDA_MPS": "1"}},
+    "rota-mps": {"mode": "rota", "opt_in": True, "desc": "rota --mps: an MPS server per GPU (simcuda's, with its stand-in control "
+                 "daemon), the lower classes on rotad's SM shares (normal 60 %, low 40 %), high unrestricted, holds as "
+                 "in rota", "env": {"SIMCUDA_MPS": "1"}, "mps": True},
 }
 SCALED_WORKLOAD_KEYS = ("duration", "iters", "requests")
 
@@ -86,7 +93,8 @@ def load_mix(arg, scale):
     if not isinstance(mix["gpus"], int) or not 1 <= mix["gpus"] <= 16:
         die_usage("%s: gpus must be an integer from 1 to 16" % where)
     mix.setdefault("env", {})
-    mix.setdefault("policies", list(POLICIES))
+    # the MPS policies (opt-in) run where a mix names them or --policies asks
+    mix.setdefault("policies", [p for p in POLICIES if not POLICIES[p].get("opt_in")])
     mix.setdefault("description", "")
     for p in mix["policies"]:
         if p not in POLICIES:

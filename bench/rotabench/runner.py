@@ -100,6 +100,7 @@ class Run(RunRecord):
         for k in [k for k in self.env if k.startswith("SIMCUDA_") or k.startswith("ROTA_")]:
             del self.env[k]
         self.env.update({k: str(v) for k, v in mix["env"].items()})
+        self.env.update(POLICIES[policy].get("env", {}))
         self.env["SIMCUDA_NODE"] = self.node
         self.env["SIMCUDA_DEVICES"] = str(gpus)
         self.env["LD_LIBRARY_PATH"] = ctx.tools.lib + (":" + os.environ["LD_LIBRARY_PATH"]
@@ -149,6 +150,14 @@ class Run(RunRecord):
         rfd, wfd = os.pipe()
         cmd = [self.ctx.tools.rotad, "--foreground", "--socket", sock, "--notify-fd", str(wfd)] + \
             POLICIES[self.policy].get("rotad_args", []) + self.ctx.rotad_args
+        if POLICIES[self.policy].get("mps"):
+            # rotad --mps starts simcuda's stand-in MPS control daemon, found (as NVIDIA's) by a pipe directory
+            # of this run's own, and quits it when it stops
+            self.mps_dir = "/tmp/rota-bench-mps-%d-%d" % (os.getpid(), Run.seq)
+            os.makedirs(self.mps_dir, exist_ok=True)
+            self.env["CUDA_MPS_PIPE_DIRECTORY"] = self.mps_dir
+            cmd += ["--mps", "--mps-control", os.path.join(self.ctx.tools.bin, "nvidia-cuda-mps-control")] + \
+                self.ctx.mps_args
         log = open(os.path.join(self.outdir, "rotad.log"), "w")
         log.write("$ %s\n" % " ".join(cmd))  # as the jobs' logs do: which policy's options this rotad had
         log.flush()
@@ -174,6 +183,8 @@ class Run(RunRecord):
         for p in (sock, sock + ".lock") if sock else ():
             if os.path.exists(p):
                 os.unlink(p)  # this run's own socket and rotad's lock file beside it
+        if getattr(self, "mps_dir", None):
+            shutil.rmtree(self.mps_dir, ignore_errors=True)
 
     def probe(self):
         """PCI bus id -> ordinal on this node, to tell which GPU a job landed on."""
@@ -197,6 +208,9 @@ class Run(RunRecord):
         if self.mode != "rota":
             return wl, rec
         prio = POLICIES[self.policy].get("priority", job["priority"])
+        cenv = ["%s=%s" % kv for kv in sorted(POLICIES[self.policy].get("class_env", {}).get(prio, {}).items())]
+        if cenv:
+            wl = ["env"] + cenv + wl
         if self.ctx.tools.rota_via != "rota run":
             return ["env", "LD_PRELOAD=" + self.ctx.tools.librota, "ROTA_PRIORITY=" + prio,
                     "ROTA_WEIGHT=%s" % job["weight"], "ROTA_MEM_LIMIT=%s" % job["mem"], "ROTA_GPU=auto"] + wl, rec

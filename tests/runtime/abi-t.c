@@ -80,6 +80,7 @@ int main(void)
     OFF(rota_region_t, place_wait_since_ns, 88);
     OFF(rota_region_t, credit_keep, 96);
     OFF(rota_region_t, client_limit, 104);
+    OFF(rota_region_t, mps_pct, 112);
     OFF(rota_channel_t, idle_from_ns, 80);
     OFF(rota_channel_t, idle_win_ns, 88);
     OFF(rota_slot_t, idle_win_ns, 240);

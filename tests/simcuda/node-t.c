@@ -123,7 +123,8 @@ static void clear_knobs(void)
 {
     static const char *const all[] = {"SIMCUDA_NODE", "SIMCUDA_DEVICES", "SIMCUDA_MEM", "SIMCUDA_TIMESLICE_US",
                                       "SIMCUDA_SWITCH_US", "SIMCUDA_LAUNCH_NS", "SIMCUDA_MEM_GBPS",
-                                      "SIMCUDA_COPY_GBPS", "SIMCUDA_COPY_LATENCY_NS", "SIMCUDA_DRIVER_VERSION"};
+                                      "SIMCUDA_COPY_GBPS", "SIMCUDA_COPY_LATENCY_NS", "SIMCUDA_DRIVER_VERSION",
+                                      "SIMCUDA_MPS", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) unsetenv(all[i]);
 }
 
@@ -154,6 +155,11 @@ static void test_bad_knobs(void)
                                            "cuDriverGetVersion gives it, 10000 to 99990, e.g. 12040 for 12.4)"},
         {"SIMCUDA_DRIVER_VERSION", "12.4", "simcuda: SIMCUDA_DRIVER_VERSION='12.4': not an integer (a CUDA version as "
                                            "cuDriverGetVersion gives it, 10000 to 99990, e.g. 12040 for 12.4)"},
+        {"SIMCUDA_MPS", "2", "simcuda: SIMCUDA_MPS='2': out of range (0 or 1)"},
+        {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "0",
+         "simcuda: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE='0': out of range (a percentage, 1 to 100)"},
+        {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "30%",
+         "simcuda: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE='30%': not a number (a percentage, 1 to 100)"},
         {"SIMCUDA_NODE", "a/b", "simcuda: SIMCUDA_NODE='a/b': not a node name (1 to 63 of: letters, digits, '.', '_', '-')"},
         {"SIMCUDA_NODE", "", "simcuda: SIMCUDA_NODE='': not a node name (1 to 63 of: letters, digits, '.', '_', '-')"},
     };
@@ -574,7 +580,7 @@ static void test_preempt_latency(uint32_t ctx)
     bool running = false;
     for (int i = 0; i < 2000 && !running; i++) {
         simnode_dev_lock(shm, simnode_g.fd, 0);
-        running = shm->dev[0].holder != SIMNODE_NONE;
+        running = shm->dev[0].lane[0].holder != SIMNODE_NONE;
         simnode_dev_unlock(shm, 0);
         if (!running) sleep_ms(1);
     }
@@ -707,7 +713,7 @@ static bool poll_node(simnode_shm_t *shm, int fd, bool (*cond)(simnode_dev_t *),
 
 static bool has_holder(simnode_dev_t *d)
 {
-    return d->holder != SIMNODE_NONE;
+    return d->lane[0].holder != SIMNODE_NONE;
 }
 
 static bool has_waiter(simnode_dev_t *d)
@@ -824,9 +830,9 @@ static void test_stream_chain(void)
         CHILD_CHECK(simnode_ctx_open(0, &c) == 0, 1);
         uint64_t now = tap_now_ns(), t[3] = {0}, end[3] = {0};
         /* 0.4 ms each, the second one more urgent: it must still wait for the first */
-        CHILD_CHECK(simnode_kernel_enqueue_after(0, c, 0, 400 * US, now, 0, 0, &t[0]) == 0, 2);
-        CHILD_CHECK(simnode_kernel_enqueue_after(0, c, -1, 400 * US, now, 0, t[0], &t[1]) == 0, 3);
-        CHILD_CHECK(simnode_kernel_enqueue_after(0, c, 0, 400 * US, now, 0, t[1], &t[2]) == 0, 4);
+        CHILD_CHECK(simnode_kernel_enqueue_after(0, c, 0, 400 * US, 0, now, 0, 0, &t[0]) == 0, 2);
+        CHILD_CHECK(simnode_kernel_enqueue_after(0, c, -1, 400 * US, 0, now, 0, t[0], &t[1]) == 0, 3);
+        CHILD_CHECK(simnode_kernel_enqueue_after(0, c, 0, 400 * US, 0, now, 0, t[1], &t[2]) == 0, 4);
         for (int i = 2; i >= 0; i--) CHILD_CHECK(simnode_kernel_wait(0, t[i], &end[i]) == 0, 5 + i);
         write_full(res[1], end, sizeof end);
         _exit(0);
@@ -1038,7 +1044,7 @@ static void test_stress(void)
     simnode_dev_lock(shm, simnode_g.fd, 1);
     int left = 0;
     for (int i = 0; i < SIMNODE_MAX_WAITERS; i++) left += shm->dev[1].w[i].state != SIMNODE_W_FREE;
-    uint32_t holder = shm->dev[1].holder;
+    uint32_t holder = shm->dev[1].lane[0].holder;
     simnode_dev_unlock(shm, 1);
     ok(left == 0 && holder == SIMNODE_NONE, "stress: engine idle with no entries left (%d left)", left);
 }
@@ -1046,6 +1052,181 @@ static void test_stress(void)
 /* node-t --fixture: a process for tests/simcuda/simcuda-stat.t. On the node its environment names it reserves
  * 1M on device 0, opens a context, runs a 20 ms kernel and a 25 MB copy, prints "ready", then stays attached
  * until stdin reaches EOF and exits without cleaning up (so its state must be reclaimed). */
+/* ---- MPS: clients run concurrently, each on its share of the SMs ---------------------------------------- */
+
+typedef struct span { uint64_t start, end; } span_t;
+
+/* A process on node n (SIMCUDA_MPS=mps, 10 s timeslice: no re-grant mid-kernel) whose share is pct %: it runs one
+ * kernel of ns and writes {when it asked, when it ended on the engine's timeline} to out_fd. */
+static pid_t spawn_client_w(const char *n, const char *mps, const char *pct, uint64_t ns, uint32_t sms, int out_fd)
+{
+    pid_t pid = need_fork();
+    if (pid == 0) {
+        set_knobs(n, NULL, "10000000");
+        setenv("SIMCUDA_MPS", mps, 1);
+        setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", pct, 1);
+        uint32_t c;
+        CHILD_CHECK(simnode_ctx_open(0, &c) == 0, 1);
+        span_t s = {.start = simnode_now_ns()};
+        CHILD_CHECK(simnode_kernel_exec_after(0, c, 0, ns, sms, UINT64_MAX, 0, &s.end) == 0, 2);
+        write_full(out_fd, &s, sizeof s);
+        _exit(0);
+    }
+    return pid;
+}
+
+/* The same with a kernel that fills the device (sms 0: every SM). */
+static pid_t spawn_client(const char *n, const char *mps, const char *pct, uint64_t ns, int out_fd)
+{
+    return spawn_client_w(n, mps, pct, ns, 0, out_fd);
+}
+
+/* A 100 % client on node n (MPS) whose stream queues 3 kernels of ns, each behind the one before; writes {asked,
+ * end of the last} to out_fd. */
+static pid_t spawn_chain(const char *n, uint64_t ns, int out_fd)
+{
+    pid_t pid = need_fork();
+    if (pid == 0) {
+        set_knobs(n, NULL, "10000000");
+        setenv("SIMCUDA_MPS", "1", 1);
+        uint32_t c;
+        CHILD_CHECK(simnode_ctx_open(0, &c) == 0, 1);
+        span_t s = {.start = simnode_now_ns()};
+        uint64_t t[3] = {0, 0, 0};
+        for (int i = 0; i < 3; i++)
+            CHILD_CHECK(simnode_kernel_enqueue_after(0, c, 0, ns, 0, s.start, 0, i ? t[i - 1] : 0, &t[i]) == 0, 2);
+        for (int i = 0; i < 3; i++) CHILD_CHECK(simnode_kernel_wait(0, t[i], &s.end) == 0, 3);
+        write_full(out_fd, &s, sizeof s);
+        _exit(0);
+    }
+    return pid;
+}
+
+static span_t client_span(int fd, pid_t pid, const char *what)
+{
+    span_t s = {0, 0};
+    if (!read_full(fd, &s, sizeof s, 20000)) bail("%s: no result", what);
+    is_int(wait_code(pid), 0, "%s exits normally", what);
+    return s;
+}
+
+static double span_ms(span_t s)
+{
+    return (double)(s.end - s.start) / 1e6;
+}
+
+static bool lanes_running(simnode_dev_t *d)
+{
+    for (int l = 0; l < SIMNODE_MAX_LANES; l++)
+        if (d->lane[l].holder != SIMNODE_NONE) return true;
+    return false;
+}
+
+/* B (30 % share) runs a long kernel; A (100 %, a kernel a_sms wide) comes while it runs. On node n with
+ * SIMCUDA_MPS=mps. */
+static void mps_pair(const char *n, const char *mps, uint32_t a_sms, span_t *a, span_t *b)
+{
+    int out[2];
+    need_pipe(out);
+    pid_t pb = spawn_client(n, mps, "30", 60 * MS, out[1]);
+    simnode_shm_t *shm;
+    int fd;
+    for (int i = 0; i < 5000 && simnode_open_existing(n, &shm, &fd) != 0; i++) sleep_ms(1);
+    if (!poll_node(shm, fd, lanes_running, 5000)) bail("B's kernel never ran");
+    pid_t pa = spawn_client_w(n, mps, "100", 10 * MS, a_sms, out[1]);
+    span_t s1 = client_span(out[0], pa, "A"), s2 = client_span(out[0], pb, "B");
+    /* A asked second, whatever the order they were read in. */
+    *a = s1.start > s2.start ? s1 : s2;
+    *b = s1.start > s2.start ? s2 : s1;
+    munmap(shm, sizeof *shm);
+    close(fd);
+    close(out[0]);
+    close(out[1]);
+}
+
+static void test_mps(void)
+{
+    const char *n = node_name("mps");
+    int out[2];
+    need_pipe(out);
+    /* 30 % of 132 SMs is 39.6: MPS grants whole SMs, 40; a 30 ms kernel then takes 30 x 132 / 40 = 99 ms. */
+    pid_t p = spawn_client(n, "1", "30", 30 * MS, out[1]);
+    span_t s = client_span(out[0], p, "a 30 % client alone");
+    in_range(span_ms(s), 98.9, 101.0, "  its 30 ms kernel took %.2f ms on 40 of 132 SMs (99.0 expected)", span_ms(s));
+    simnode_shm_t *shm;
+    int fd;
+    if (simnode_open_existing(n, &shm, &fd) != 0) bail("open %s: %s", n, simnode_error());
+    counts_t c0 = counts_of(shm, 0);
+    p = spawn_client(n, "1", "30", 30 * MS, out[1]);
+    client_span(out[0], p, "a second 30 % client");
+    counts_t c1 = counts_of(shm, 0);
+    in_range((double)(c1.busy - c0.busy), 30.0 * MS - 1000, 30.0 * MS + 1000,
+             "  busy_ns counts SM time: its 99 ms on 30 %% of the SMs count 30 ms (%llu ns)",
+             (unsigned long long)(c1.busy - c0.busy));
+    munmap(shm, sizeof *shm);
+    close(fd);
+
+    span_t a, b;
+    mps_pair(n, "1", 0, &a, &b);
+    /* B holds 40 SMs, so A gets the other 92: 10 x 132 / 92 = 14.35 ms, from when it asked. */
+    in_range(span_ms(a), 14.3, 16.0, "MPS: A's 10 ms kernel beside B's ran concurrently on 92 SMs: %.2f ms",
+             span_ms(a));
+    ok(a.end < b.end, "  and ended before B's kernel");
+    in_range(span_ms(b), 197.9, 200.0, "  B's 60 ms kernel on its 40 SMs was not slowed by A: %.2f ms (198 expected)",
+             span_ms(b));
+
+    /* A kernel 20 SMs wide finds them free beside B's 40: full speed. */
+    mps_pair(n, "1", 20, &a, &b);
+    in_range(span_ms(a), 9.99, 11.0, "MPS: A's 10 ms kernel 20 SMs wide beside B's ran at full speed: %.2f ms",
+             span_ms(a));
+    /* One wider than its share: a 50 % client's full-width 10 ms kernel alone takes 10 x 132 / 66 = 20 ms. */
+    p = spawn_client(n, "1", "50", 10 * MS, out[1]);
+    s = client_span(out[0], p, "a 50 % client alone");
+    in_range(span_ms(s), 19.9, 21.0, "  a 50 %% client's full-width 10 ms kernel takes %.2f ms on its 66 SMs",
+             span_ms(s));
+    p = spawn_client_w(n, "1", "50", 10 * MS, 60, out[1]);
+    s = client_span(out[0], p, "a 50 % client alone, 60 SMs wide");
+    in_range(span_ms(s), 9.99, 11.0, "  its 10 ms kernel 60 SMs wide takes %.2f ms (within its 66 SMs)", span_ms(s));
+
+    /* The same pair time-sliced (SIMCUDA_MPS=0, 10 s slices): A waits for B's whole kernel. */
+    const char *n0 = node_name("nomps");
+    mps_pair(n0, "0", 0, &a, &b);
+    ok(a.end > b.end, "without MPS: A's kernel waits for B's (A ends %.1f ms after B)",
+       (double)(a.end - b.end) / 1e6);
+    in_range(span_ms(b), 59.9, 62.0, "  B's kernel runs on the whole device: %.2f ms (60 expected)", span_ms(b));
+
+    /* Two unrestricted clients: the first holds every SM, the second waits for them. */
+    const char *n2 = node_name("mps2");
+    pid_t pc = spawn_client(n2, "1", "100", 50 * MS, out[1]);
+    for (int i = 0; i < 5000 && simnode_open_existing(n2, &shm, &fd) != 0; i++) sleep_ms(1);
+    if (!poll_node(shm, fd, lanes_running, 5000)) bail("C's kernel never ran");
+    pid_t pd = spawn_client(n2, "1", "100", 10 * MS, out[1]);
+    span_t s1 = client_span(out[0], pc, "C (100 %, 50 ms)"), s2 = client_span(out[0], pd, "D (100 %, 10 ms)");
+    span_t c = s1.start < s2.start ? s1 : s2, d = s1.start < s2.start ? s2 : s1;
+    in_range((double)(d.end - c.end) / 1e6, 9.9, 11.0,
+             "MPS, no SM free: D's 10 ms kernel starts when C's ends (%.2f ms after it)", (double)(d.end - c.end) / 1e6);
+    is_int(entries_left(shm, fd), 0, "no engine entries left behind");
+    munmap(shm, sizeof *shm);
+    close(fd);
+
+    /* A client whose stream has its next kernel queued does not keep every SM: when its kernel ends, the other
+     * waiting client takes SMs first. */
+    const char *n3 = node_name("mps3");
+    pc = spawn_chain(n3, 20 * MS, out[1]);
+    for (int i = 0; i < 5000 && simnode_open_existing(n3, &shm, &fd) != 0; i++) sleep_ms(1);
+    if (!poll_node(shm, fd, lanes_running, 5000)) bail("the chain never ran");
+    pd = spawn_client(n3, "1", "100", 10 * MS, out[1]);
+    s1 = client_span(out[0], pd, "D beside a chain");
+    s2 = client_span(out[0], pc, "the chain of 3 x 20 ms");
+    in_range(span_ms(s1), 10.0, 31.0, "MPS: D's 10 ms kernel runs after the chain's first kernel, not its third "
+             "(%.2f ms from its launch)", span_ms(s1));
+    in_range(span_ms(s2), 69.9, 75.0, "  the chain takes its 60 ms and D's 10: %.2f ms", span_ms(s2));
+    munmap(shm, sizeof *shm);
+    close(fd);
+    close(out[0]);
+    close(out[1]);
+}
+
 static int fixture(void)
 {
     uint32_t c;
@@ -1090,6 +1271,7 @@ int main(int argc, char **argv)
     test_late_owner();
     test_dead_done();
     test_stress();
+    test_mps();
     unlink_nodes();
     return done_testing();
 }

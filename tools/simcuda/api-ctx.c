@@ -57,7 +57,10 @@ static CUresult check_flags(unsigned int flags)
 static CUresult ctx_start(CUcontext c, int dev, unsigned flags)
 {
     uint32_t id;
-    if (simnode_ctx_open(dev, &id) < 0)
+    int rc = simnode_ctx_open(dev, &id);
+    if (rc == -EAGAIN)
+        return CUDA_ERROR_MPS_SERVER_NOT_READY; /* recovering from a client's fatal fault */
+    if (rc < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     c->legacy = NULL;
     c->dev = dev;

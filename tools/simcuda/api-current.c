@@ -42,7 +42,11 @@ void api_ctx_set_sticky(CUcontext ctx, CUresult err)
 
 CUresult api_ctx_sticky(CUcontext ctx)
 {
+    /* Under MPS another client's fatal fault is this context's too (node.h); one atomic load in shm. */
+    int fault = simnode_ctx_fault_of(ctx->dev, ctx->node_id);
     pthread_mutex_lock(&ctx->lock);
+    if (fault && ctx->sticky == CUDA_SUCCESS)
+        ctx->sticky = (CUresult)fault;
     CUresult rc = ctx->sticky;
     pthread_mutex_unlock(&ctx->lock);
     return rc;

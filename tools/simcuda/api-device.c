@@ -296,7 +296,6 @@ static const attr_row_t attr_table[CU_DEVICE_ATTRIBUTE_MAX] = {
     A(MEM_SYNC_DOMAIN_COUNT, 1),
     A(NUMA_CONFIG, CU_DEVICE_NUMA_CONFIG_NONE),
     A(NUMA_ID, -1),
-    A(MPS_ENABLED, 0),
     A(HOST_NUMA_ID, -1),
     /* texture and surface limits (sm_90's), stream memory operations, and what simcuda has none of */
     A(MAXIMUM_TEXTURE1D_WIDTH, 131072),
@@ -373,6 +372,7 @@ static int device_attribute(CUdevice_attribute a, const simnode_devinfo_t *d, bo
     *known = true;
     switch (a) {
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return d->sm_count;
+    case CU_DEVICE_ATTRIBUTE_MPS_ENABLED: return simnode_mps();
     case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return d->pci_bus;
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: return d->pci_device;
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: return d->pci_domain;

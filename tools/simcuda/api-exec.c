@@ -79,6 +79,13 @@ static uint64_t memset_ns(const api_op_t *op)
 static void engine_enqueue_locked(api_stream_t *s, api_op_t *op, uint64_t after, uint64_t ready);
 static void engine_chain_locked(api_stream_t *s, api_op_t *op);
 
+/* An op's width on the device, for an MPS server (node.h): a kernel's from its grid (api-launch.c), 0 (every SM)
+ * for a memset. */
+static uint32_t op_sms(const api_op_t *op)
+{
+    return op->kind == API_OP_KERNEL ? op->u.k.sms : 0;
+}
+
 /* Serves ns of device time for a kernel or memset op on the compute engine: waits for the engine entry made
  * ahead of it (at submit, or behind the stream's previous kernel), else enters the engine now; and first puts
  * the kernels queued behind it on the engine too, so that the engine sees them when it ends. */
@@ -100,7 +107,7 @@ static void op_engine(api_stream_t *s, api_op_t *op, int prio, uint64_t ns)
     if (queued)
         simnode_kernel_wait(s->ctx->dev, op->engine_token, &end);
     else /* no waiter slot free: enter the engine the blocking way */
-        simnode_kernel_exec_after(s->ctx->dev, s->ctx->node_id, prio, ns, op->submit_ns, ready, &end);
+        simnode_kernel_exec_after(s->ctx->dev, s->ctx->node_id, prio, ns, op_sms(op), op->submit_ns, ready, &end);
     if (end) s->last_end_ns = end;
 }
 
@@ -147,6 +154,7 @@ static void kernel_exec(api_stream_t *s, api_op_t *op)
     op_engine(s, op, op->u.k.prio, ns);
     if (!valid) {
         api_ctx_set_sticky(s->ctx, CUDA_ERROR_ILLEGAL_ADDRESS);
+        simnode_ctx_fault(s->ctx->dev, s->ctx->node_id, CUDA_ERROR_ILLEGAL_ADDRESS); /* MPS: every client's */
         return;
     }
     if (op->u.k.id == API_KERNEL_FILL) {
@@ -186,7 +194,7 @@ static void engine_enqueue_locked(api_stream_t *s, api_op_t *op, uint64_t after,
     } else {
         return;
     }
-    if (simnode_kernel_enqueue_after(s->ctx->dev, s->ctx->node_id, prio, ns, op->submit_ns, ready, after,
+    if (simnode_kernel_enqueue_after(s->ctx->dev, s->ctx->node_id, prio, ns, op_sms(op), op->submit_ns, ready, after,
                                      &op->engine_token) == 0) {
         op->on_engine = true;     /* else (no waiter slot free) the executor enters the engine itself */
         if (op->engine_token)     /* 0: no device time, nothing waits on the engine */

@@ -106,7 +106,7 @@ struct api_op {
     bool on_engine;              /* engine_token is valid: the executor waits for it instead of submitting; the
                                   * stream's next kernel may queue behind it (it stays set until the op retires) */
     union {
-        struct { int id; int prio; uint64_t args[API_MAX_KERNEL_ARGS]; } k;
+        struct { int id; int prio; uint32_t sms; uint64_t args[API_MAX_KERNEL_ARGS]; } k; /* sms: width (api-launch.c) */
         struct { void *dst; const void *src; size_t bytes; void *staged; } copy;
         struct { void *dst; uint32_t val; unsigned elem; size_t n; } set;
         struct { CUhostFn fn; void *data; } host;

@@ -101,6 +101,15 @@ static CUresult check_dims(const launch_t *l, const api_func_t *f, int sm_count)
     return CUDA_SUCCESS;
 }
 
+/* A kernel's width: the SMs its blocks occupy at once when it has the device to itself. The block scheduler
+ * spreads a grid's blocks over the SMs one per SM first, so a grid of n blocks occupies min(n, SMs) of them (a
+ * one-block kernel: one SM). Only an MPS server heeds it (tools/simcuda/engine.c). */
+static uint32_t kernel_sms(const launch_t *l, int sm_count)
+{
+    uint64_t blocks = (uint64_t)l->grid[0] * l->grid[1] * l->grid[2];
+    return blocks < (uint64_t)sm_count ? (uint32_t)blocks : (uint32_t)sm_count;
+}
+
 static CUresult launch(CUfunction f, launch_t *l, CUstream h, void **kernelParams, void **extra, bool ptds)
 {
     api_stream_t *s;
@@ -121,6 +130,7 @@ static CUresult launch(CUfunction f, launch_t *l, CUstream h, void **kernelParam
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.k.id = f->id;
     op->u.k.prio = l->has_prio ? l->prio : s->prio;
+    op->u.k.sms = kernel_sms(l, d ? d->sm_count : 1);
     if ((rc = parse_params(f->id, kernelParams, extra, op->u.k.args)) != CUDA_SUCCESS) {
         api_op_free(op);
         return rc;

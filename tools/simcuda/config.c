@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef enum { KNOB_NAME, KNOB_UINT, KNOB_SIZE, KNOB_DOUBLE, KNOB_PATH } knob_type_t;
+typedef enum { KNOB_NAME, KNOB_UINT, KNOB_SIZE, KNOB_DOUBLE, KNOB_PATH, KNOB_DEVSIZES } knob_type_t;
 
 typedef struct knob {
     const char *name;
@@ -61,6 +61,17 @@ static const knob_t knobs[SIMNODE_K_COUNT] = {
     [SIMNODE_K_WAVE] = {"SIMCUDA_WAVE_NS", KNOB_UINT, "10000", 0, 1000000000, 1, CFG(wave_ns),
                         "nanoseconds, 0 to 1000000000",
                         "device time per wave (sm_count x 2048 threads) of a kernel simcuda does not model"},
+    /* A node knob: whether each device has an MPS server, whose clients run concurrently (engine.c). */
+    [SIMNODE_K_MPS] = {"SIMCUDA_MPS", KNOB_UINT, "0", 0, 1, 1, CFG(mps), "0 or 1",
+                       "1: an MPS server per device, clients run concurrently on their shares of the SMs"},
+    /* Per process, NVIDIA's own name: an MPS client's share of the SMs, read when it attaches (cuInit), before
+     * it can create a context, as a real client's is at context creation. */
+    [SIMNODE_K_MPS_PCT] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", KNOB_DOUBLE, "100", 1, 100, 1, CFG(mps_pct),
+                           "a percentage, 1 to 100", "with SIMCUDA_MPS=1: this client's share of the SMs"},
+    /* Per process, NVIDIA's own name and format: an MPS client's device memory limit per device ordinal. */
+    [SIMNODE_K_MPS_MEM] = {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", KNOB_DEVSIZES, NULL, 1, (double)(1ull << 50), 1,
+                           CFG(mps_mem_limit), "ORDINAL=SIZE[,ORDINAL=SIZE...], e.g. 0=1G,1=512M",
+                           "with SIMCUDA_MPS=1: this client's device memory limit per device (default none)"},
 };
 
 static char simnode_errbuf[512];
@@ -142,6 +153,32 @@ static int knob_parse(const knob_t *k, const char *v, simnode_config_t *cfg)
         }
         memcpy(field, &d, sizeof d);
         return 0;
+    case KNOB_DEVSIZES: {
+        /* "0=1G,1=512M": each ordinal once, each size in bounds; the table's bounds are the size's. */
+        uint64_t lim[SIMNODE_MAX_DEVICES] = {0};
+        char buf[256];
+        if (strlen(v) >= sizeof buf) {
+            simnode_set_error("simcuda: %s='%.40s...': too long (%s)", k->name, v, k->hint);
+            return -EINVAL;
+        }
+        memcpy(buf, v, strlen(v) + 1);
+        char *save = NULL;
+        for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(item, '=');
+            if (eq) *eq = '\0';
+            if (!eq || parse_u64(item, 0, SIMNODE_MAX_DEVICES - 1, &u) || lim[u] ||
+                parse_size(eq + 1, (uint64_t)k->min, (uint64_t)k->max, &lim[u])) {
+                simnode_set_error("simcuda: %s='%s': not a list of device limits (%s)", k->name, v, k->hint);
+                return -EINVAL;
+            }
+        }
+        if (!v[0]) {
+            simnode_set_error("simcuda: %s='': not a list of device limits (%s)", k->name, k->hint);
+            return -EINVAL;
+        }
+        memcpy(field, lim, sizeof lim);
+        return 0;
+    }
     case KNOB_PATH:
         if (v[0] != '/') {
             simnode_set_error("simcuda: %s='%s': not an absolute path (%s)", k->name, v, k->hint);
@@ -165,7 +202,7 @@ int simnode_config_parse(simnode_config_t *cfg, bool is_set[SIMNODE_K_COUNT])
         const char *v = getenv(k->name);
         is_set[i] = v != NULL;
         char defbuf[64];
-        if (!v && k->type == KNOB_PATH) continue; /* off: the field stays empty */
+        if (!v && (k->type == KNOB_PATH || k->type == KNOB_DEVSIZES)) continue; /* off: the field stays empty */
         if (!v) {
             if (k->def) {
                 v = k->def;
@@ -194,7 +231,10 @@ void simnode_config_describe(FILE *f)
 {
     for (int i = 0; i < SIMNODE_K_COUNT; i++) {
         const knob_t *k = &knobs[i];
-        const char *def = k->def ? k->def : k->type == KNOB_PATH ? "off" : "simcuda-UID";
+        const char *def = k->def                      ? k->def
+                          : k->type == KNOB_PATH     ? "off"
+                          : k->type == KNOB_DEVSIZES ? "none"
+                                                     : "simcuda-UID";
         fprintf(f, "  %-24s default %-12s %s (%s)\n", k->name, def, k->help, k->hint);
     }
 }
@@ -222,9 +262,11 @@ void simnode_config_log(const simnode_config_t *c)
     fprintf(stderr,
             "simcuda: pid %d: SIMCUDA_NODE=%s SIMCUDA_DEVICES=%d SIMCUDA_MEM=%llu SIMCUDA_TIMESLICE_US=%llu "
             "SIMCUDA_SWITCH_US=%llu SIMCUDA_LAUNCH_NS=%llu SIMCUDA_MEM_GBPS=%g SIMCUDA_COPY_GBPS=%g "
-            "SIMCUDA_COPY_LATENCY_NS=%llu SIMCUDA_DRIVER_VERSION=%llu SIMCUDA_WAVE_NS=%llu SIMCUDA_TIMELINE=%s\n",
+            "SIMCUDA_COPY_LATENCY_NS=%llu SIMCUDA_DRIVER_VERSION=%llu SIMCUDA_WAVE_NS=%llu SIMCUDA_TIMELINE=%s "
+            "SIMCUDA_MPS=%llu CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%g\n",
             (int)getpid(), c->node, c->devices, (unsigned long long)c->mem_bytes,
             (unsigned long long)(c->timeslice_ns / 1000), (unsigned long long)(c->switch_ns / 1000),
             (unsigned long long)c->launch_ns, c->mem_gbps, c->copy_gbps, (unsigned long long)c->copy_latency_ns,
-            (unsigned long long)c->driver_version, (unsigned long long)c->wave_ns, c->timeline[0] ? c->timeline : "off");
+            (unsigned long long)c->driver_version, (unsigned long long)c->wave_ns, c->timeline[0] ? c->timeline : "off",
+            (unsigned long long)c->mps, c->mps_pct);
 }

@@ -25,8 +25,8 @@ int simnode_kernel_exec(int dev_i, uint32_t ctx_id, int prio, uint64_t ns)
 /* Under dev->lock: takes a waiter slot for a kernel of ctx_id (ns > 0) and offers it to an idle engine.
  * With block, waits for a free slot; else -EAGAIN when all are taken. */
 static int waiter_register(simnode_shm_t *shm, int fd, uint32_t d, uint32_t ctx_id, int prio, uint64_t ns,
-                           uint64_t submit_ns, uint64_t ready_ns, uint64_t after, bool block, uint32_t *out,
-                           bool *tl_flush)
+                           uint32_t sms, uint64_t submit_ns, uint64_t ready_ns, uint64_t after, bool block,
+                           uint32_t *out, bool *tl_flush)
 {
     simnode_dev_t *dev = &shm->dev[d];
     uint32_t me;
@@ -56,6 +56,7 @@ static int waiter_register(simnode_shm_t *shm, int fd, uint32_t d, uint32_t ctx_
     w->remaining_ns = ns;
     w->seg_start_ns = w->seg_end_ns = 0;
     w->after = after;
+    w->sms = sms == 0 || sms > SIMNODE_SM_COUNT ? SIMNODE_SM_COUNT : sms;
     w->state = SIMNODE_W_WAITING;
     /* A segment that ended while its owner's thread slept on is over: the engine may be free for this one. */
     simnode_engine_advance(shm, fd, d, now, tl_flush);
@@ -90,7 +91,7 @@ static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me, uin
             return -EOWNERDEAD;
         uint64_t now = simnode_now_ns();
         if (simnode_engine_advance(shm, fd, d, now, tl_flush)) continue;
-        if (dev->holder == me) {
+        if (simnode_engine_holds(shm, dev, me)) {
             uint64_t end = w->seg_end_ns;
             simnode_dev_unlock(shm, d);
             timeline_sync(tl_flush); /* a long kernel's earlier slices (the sleep is absolute: no engine time lost) */
@@ -101,9 +102,10 @@ static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me, uin
         /* Another kernel runs (or none, defensively): wait for a change of the engine's state, or until the
          * running segment's end plus SIMNODE_STEP_IN_NS, when its owner has not retired it: then we do. */
         uint64_t timeout = SIMNODE_WAIT_TIMEOUT_NS;
-        uint32_t h = dev->holder;
-        if (h != SIMNODE_NONE) {
-            uint64_t due = dev->w[h].seg_end_ns + SIMNODE_STEP_IN_NS; /* > now: advance retired it otherwise */
+        bool running;
+        uint64_t next_end = simnode_engine_next_end(shm, dev, &running);
+        if (running) {
+            uint64_t due = next_end + SIMNODE_STEP_IN_NS; /* > now: advance retired it otherwise */
             if (due - now < timeout) timeout = due - now;
         }
         uint32_t seq = atomic_load(&dev->seq);
@@ -113,8 +115,7 @@ static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me, uin
         simnode_dev_lock(shm, fd, d);
         if (timed_out) {
             /* Liveness: a dead holder's slices would go on being retired by time; reclaim it instead. */
-            h = dev->holder;
-            if (h != SIMNODE_NONE && !simnode_proc_alive(shm, fd, dev->w[h].proc)) simnode_dev_sweep(shm, fd, d);
+            if (simnode_engine_holder_dead(shm, fd, dev)) simnode_dev_sweep(shm, fd, d);
             simnode_engine_kick(shm, fd, d, simnode_now_ns());
         }
     }
@@ -122,8 +123,8 @@ static int waiter_serve(simnode_shm_t *shm, int fd, uint32_t d, uint32_t me, uin
 
 /* Both submissions: a kernel of ns on device dev_i for ctx_id. token NULL: wait for it and run it (the
  * blocking path); else register it without waiting and name it in *token for simnode_kernel_wait. */
-static int kernel_submit(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t ready_ns,
-                         uint64_t after, uint64_t *token, uint64_t *end_ns)
+static int kernel_submit(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint32_t sms, uint64_t submit_ns,
+                         uint64_t ready_ns, uint64_t after, uint64_t *token, uint64_t *end_ns)
 {
     int rc = simnode_attach();
     if (rc) return rc;
@@ -142,7 +143,8 @@ static int kernel_submit(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint
         goto out_unlock;
     }
     uint32_t me;
-    rc = waiter_register(shm, fd, d, ctx_id, prio, ns, submit_ns, ready_ns, after, token == NULL, &me, &tl_flush);
+    rc = waiter_register(shm, fd, d, ctx_id, prio, ns, sms, submit_ns, ready_ns, after, token == NULL, &me,
+                         &tl_flush);
     if (rc) goto out_unlock;
     if (token)
         *token = dev->w[me].ticket * SIMNODE_MAX_WAITERS + me;
@@ -156,28 +158,28 @@ out_unlock:
 
 int simnode_kernel_exec_submitted(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns)
 {
-    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, 0, 0, NULL, NULL);
+    return kernel_submit(dev_i, ctx_id, prio, ns, 0, submit_ns, 0, 0, NULL, NULL);
 }
 
-int simnode_kernel_exec_after(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t ready_ns,
-                              uint64_t *end_ns)
+int simnode_kernel_exec_after(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint32_t sms, uint64_t submit_ns,
+                              uint64_t ready_ns, uint64_t *end_ns)
 {
     if (end_ns) *end_ns = 0;
-    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, ready_ns, 0, NULL, end_ns);
+    return kernel_submit(dev_i, ctx_id, prio, ns, sms, submit_ns, ready_ns, 0, NULL, end_ns);
 }
 
 /* A token names a waiter slot and its ticket, so a stale token is detected; 0 means nothing to wait for. */
 int simnode_kernel_enqueue(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns,
                            uint64_t *token)
 {
-    return simnode_kernel_enqueue_after(dev_i, ctx_id, prio, ns, submit_ns, 0, 0, token);
+    return simnode_kernel_enqueue_after(dev_i, ctx_id, prio, ns, 0, submit_ns, 0, 0, token);
 }
 
-int simnode_kernel_enqueue_after(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns,
+int simnode_kernel_enqueue_after(int dev_i, uint32_t ctx_id, int prio, uint64_t ns, uint32_t sms, uint64_t submit_ns,
                                  uint64_t ready_ns, uint64_t after, uint64_t *token)
 {
     *token = 0;
-    return kernel_submit(dev_i, ctx_id, prio, ns, submit_ns, ready_ns, after, token, NULL);
+    return kernel_submit(dev_i, ctx_id, prio, ns, sms, submit_ns, ready_ns, after, token, NULL);
 }
 
 int simnode_kernel_wait(int dev_i, uint64_t token, uint64_t *end_ns)

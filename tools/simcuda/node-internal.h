@@ -28,7 +28,7 @@
 #include <sys/types.h>
 
 #define SIMNODE_MAGIC 0x31454430444d4953ull /* "SIMD0DE1" little-endian */
-#define SIMNODE_ABI 5u /* 5: procs[].busy_ns */
+#define SIMNODE_ABI 6u /* 5: procs[].busy_ns; 6: MPS lanes, proc.mps_share_ppm */
 #define SIMNODE_MAX_PROCS 256
 #define SIMNODE_MAX_CTX 256     /* per device */
 #define SIMNODE_MAX_WAITERS 512 /* threads inside simnode_kernel_exec, per device */
@@ -44,6 +44,7 @@
 #define SIMNODE_DONE_STALE_NS 1000000ull
 
 #define SIMNODE_NONE UINT32_MAX
+#define SIMNODE_SM_COUNT 132    /* SMs per device (an H100 SXM's), cuDeviceGetAttribute and MPS grants */
 
 enum { SIMNODE_SLOT_FREE = 0, SIMNODE_SLOT_USED = 1 };
 /* DONE: served in full, retired by another thread (seg_end_ns: its end); its owner collects and frees it. */
@@ -52,7 +53,7 @@ enum { SIMNODE_W_FREE = 0, SIMNODE_W_WAITING = 1, SIMNODE_W_RUNNING = 2, SIMNODE
 /* The knobs that define the node's device model, fixed by its creator. */
 typedef struct simnode_shared_config {
     uint32_t devices;
-    uint32_t pad0;
+    uint32_t mps;            /* SIMCUDA_MPS: 1 = an MPS server per device (engine.c's lanes), 0 = time slicing */
     uint64_t mem_bytes;
     uint64_t timeslice_ns;
     uint64_t switch_ns;
@@ -66,7 +67,7 @@ typedef struct simnode_proc {
     _Atomic uint32_t state;  /* SIMNODE_SLOT_* */
     uint32_t gen;            /* bumped on every registration */
     int32_t pid;             /* informative only: liveness is the OFD lock */
-    uint32_t pad0;
+    uint32_t mps_share_ppm;  /* CUDA_MPS_ACTIVE_THREAD_PERCENTAGE at attach, in millionths of the SMs */
     uint64_t attach_ns;
     uint64_t charge[SIMNODE_MAX_DEVICES]; /* bytes reserved per device, under that device's lock */
     /* compute-engine time its kernels were served per device (never reset: NVML's per-process utilisation reads
@@ -79,6 +80,9 @@ typedef struct simnode_ctx {
     uint32_t id;             /* (gen << 8) | index, never 0 */
     uint32_t proc;           /* owning process slot */
     uint32_t gen;
+    _Atomic int32_t fault;   /* MPS: the CUresult of a fatal fault of a client of this device's server, which
+                              * every context of the server gets (node.c); 0 none */
+    uint32_t pad0;
 } simnode_ctx_t;
 
 typedef struct simnode_waiter {
@@ -94,7 +98,25 @@ typedef struct simnode_waiter {
     uint64_t seg_end_ns;
     uint64_t after;          /* 0, or the token of the same stream's previous kernel: runnable once that one was
                               * served (a stream's queued kernels on the engine, as a GPU's channel holds them) */
+    uint32_t sms;            /* SMs its blocks occupy at once (its width, 1..SIMNODE_SM_COUNT): what it needs of an
+                              * MPS server's SMs to run at full speed (engine.c) */
+    uint32_t pad0;
 } simnode_waiter_t;
+
+/* One compute lane of a device. Without MPS a device has one (lane 0), time-sliced between every context. With
+ * MPS each client process (slot s) has lane s: lanes run concurrently, each on a share of the SMs (engine.c). */
+typedef struct simnode_lane {
+    uint32_t holder;         /* waiter index running on this lane, or SIMNODE_NONE */
+    uint32_t cur_ctx;        /* context owning the lane (last to run), or SIMNODE_NONE */
+    uint32_t alloc_sms;      /* SMs the running segment holds (all without MPS) */
+    uint32_t rate_ppm;       /* its speed, in millionths of its full speed: alloc_sms of its width (1000000 without
+                              * MPS) */
+    uint64_t slice_end_ns;   /* end of cur_ctx's timeslice (virtual engine time) */
+    uint64_t vtime_ns;       /* virtual engine time at which the lane last became free */
+} simnode_lane_t;
+
+#define SIMNODE_MAX_LANES SIMNODE_MAX_PROCS
+#define SIMNODE_FULL_PPM 1000000u
 
 /* Counters since reset; written under dev->lock, atomic so readers need no lock. */
 typedef struct simnode_counters {
@@ -113,11 +135,8 @@ typedef struct simnode_counters {
 typedef struct simnode_dev {
     pthread_mutex_t lock;
     alignas(64) _Atomic uint32_t seq; /* futex word, bumped on every engine state change */
-    uint32_t holder;                  /* waiter index running on the compute engine, or SIMNODE_NONE */
-    uint32_t cur_ctx;                 /* context owning the engine (last to run), or SIMNODE_NONE */
     uint32_t live_ctx;
-    uint64_t slice_end_ns;            /* end of cur_ctx's timeslice (virtual engine time) */
-    uint64_t vtime_ns;                /* virtual engine time at which the engine last became free */
+    uint32_t pad1;
     uint64_t next_ticket;
     uint64_t copy_free_ns;            /* copy engine: virtual time it is next free (FIFO) */
     uint64_t mem_used;
@@ -125,6 +144,7 @@ typedef struct simnode_dev {
     simnode_counters_t c;
     simnode_ctx_t ctx[SIMNODE_MAX_CTX];
     simnode_waiter_t w[SIMNODE_MAX_WAITERS];
+    simnode_lane_t lane[SIMNODE_MAX_LANES];
 } simnode_dev_t;
 
 typedef struct simnode_shm {
@@ -145,8 +165,9 @@ _Static_assert(offsetof(simnode_shm_t, size) == 16, "size at 16");
 _Static_assert(offsetof(simnode_shm_t, create_ns) == 24, "create_ns at 24");
 _Static_assert(offsetof(simnode_shm_t, cfg) == 32, "cfg at 32");
 _Static_assert(sizeof(simnode_shared_config_t) == 64, "config is 64 bytes");
-_Static_assert(sizeof(simnode_waiter_t) == 72, "waiter is 72 bytes");
-_Static_assert(sizeof(simnode_ctx_t) == 16, "ctx is 16 bytes");
+_Static_assert(sizeof(simnode_waiter_t) == 80, "waiter is 80 bytes");
+_Static_assert(sizeof(simnode_ctx_t) == 24, "ctx is 24 bytes");
+_Static_assert(sizeof(simnode_lane_t) == 32, "lane is 32 bytes");
 _Static_assert(sizeof(simnode_proc_t) == 24 + 16 * SIMNODE_MAX_DEVICES, "proc slot layout");
 _Static_assert(offsetof(simnode_dev_t, seq) % 64 == 0, "futex word on its own line");
 _Static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4, "atomics are plain width");
@@ -173,7 +194,7 @@ extern _Atomic int simnode_ready;
 enum {
     SIMNODE_K_NODE, SIMNODE_K_DEVICES, SIMNODE_K_MEM, SIMNODE_K_TIMESLICE, SIMNODE_K_SWITCH, SIMNODE_K_LAUNCH,
     SIMNODE_K_MEM_GBPS, SIMNODE_K_COPY_GBPS, SIMNODE_K_COPY_LATENCY, SIMNODE_K_DRIVER, SIMNODE_K_TIMELINE,
-    SIMNODE_K_WAVE,
+    SIMNODE_K_WAVE, SIMNODE_K_MPS, SIMNODE_K_MPS_PCT, SIMNODE_K_MPS_MEM,
     SIMNODE_K_COUNT
 };
 int simnode_config_parse(simnode_config_t *cfg, bool is_set[SIMNODE_K_COUNT]);
@@ -214,6 +235,11 @@ void simnode_dev_unlock(simnode_shm_t *shm, uint32_t d);
 void simnode_engine_init(simnode_dev_t *dev);
 /* Under dev->lock, after reclaiming: if the engine is free (or its holder vanished), hand it on. */
 void simnode_engine_kick(simnode_shm_t *shm, int fd, uint32_t d, uint64_t now);
+/* Under dev->lock: whether waiter me runs on its lane now; the earliest end of a running segment (*any: whether
+ * one runs); whether a running segment's owner is dead. */
+bool simnode_engine_holds(const simnode_shm_t *shm, const simnode_dev_t *dev, uint32_t me);
+uint64_t simnode_engine_next_end(const simnode_shm_t *shm, const simnode_dev_t *dev, bool *any);
+bool simnode_engine_holder_dead(simnode_shm_t *shm, int fd, const simnode_dev_t *dev);
 /* Under dev->lock: the in-progress busy time of the current segment, for snapshots. */
 uint64_t simnode_engine_inflight_busy(simnode_dev_t *dev, uint64_t now);
 void simnode_futex_wake(_Atomic uint32_t *word);

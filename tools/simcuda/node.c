@@ -79,6 +79,7 @@ static void region_init(simnode_shm_t *shm, const simnode_config_t *cfg)
     shm->cfg.copy_latency_ns = cfg->copy_latency_ns;
     shm->cfg.mem_gbps = cfg->mem_gbps;
     shm->cfg.copy_gbps = cfg->copy_gbps;
+    shm->cfg.mps = (uint32_t)cfg->mps;
     mutex_init_shared(&shm->lock);
     for (uint32_t d = 0; d < SIMNODE_MAX_DEVICES; d++) {
         simnode_dev_t *dev = &shm->dev[d];
@@ -214,6 +215,7 @@ static int config_mismatch(const simnode_shm_t *shm, const simnode_config_t *c, 
     if (is_set[SIMNODE_K_MEM_GBPS] && c->mem_gbps != n->mem_gbps) return SIMNODE_K_MEM_GBPS;
     if (is_set[SIMNODE_K_COPY_GBPS] && c->copy_gbps != n->copy_gbps) return SIMNODE_K_COPY_GBPS;
     if (is_set[SIMNODE_K_COPY_LATENCY] && c->copy_latency_ns != n->copy_latency_ns) return SIMNODE_K_COPY_LATENCY;
+    if (is_set[SIMNODE_K_MPS] && c->mps != n->mps) return SIMNODE_K_MPS;
     return -1;
 }
 
@@ -229,6 +231,7 @@ static void node_value(const simnode_shm_t *shm, int k, char *buf, size_t n)
     case SIMNODE_K_MEM_GBPS: snprintf(buf, n, "%g", c->mem_gbps); break;
     case SIMNODE_K_COPY_GBPS: snprintf(buf, n, "%g", c->copy_gbps); break;
     case SIMNODE_K_COPY_LATENCY: snprintf(buf, n, "%llu", (unsigned long long)c->copy_latency_ns); break;
+    case SIMNODE_K_MPS: snprintf(buf, n, "%u", c->mps); break;
     default: snprintf(buf, n, "?"); break;
     }
 }
@@ -278,7 +281,7 @@ void simnode_devinfo_of(const char *node, const simnode_shm_t *shm, int d, simno
     i->pci_domain = 0;
     i->pci_bus = 0x10 + d;
     i->pci_device = 0;
-    i->sm_count = 132;
+    i->sm_count = SIMNODE_SM_COUNT;
     i->cc_major = 9;
     i->cc_minor = 0;
 }
@@ -346,6 +349,8 @@ static int attach_locked(void)
     simnode_mutex_lock(&shm->lock, &repair);
     uint32_t slot = SIMNODE_NONE;
     rc = proc_register(shm, fd, &slot);
+    if (!rc) /* this process's share as an MPS client (engine.c), fixed before it can create a context */
+        shm->procs[slot].mps_share_ppm = (uint32_t)(cfg.mps_pct * (SIMNODE_FULL_PPM / 100) + 0.5);
     pthread_mutex_unlock(&shm->lock);
     if (rc) {
         simnode_set_error("simcuda: node '%s' has no free process slot (%d processes attached)", cfg.node,
@@ -367,6 +372,7 @@ static int attach_locked(void)
     simnode_g.cfg.mem_gbps = shm->cfg.mem_gbps;
     simnode_g.cfg.copy_gbps = shm->cfg.copy_gbps;
     simnode_g.cfg.copy_latency_ns = shm->cfg.copy_latency_ns;
+    simnode_g.cfg.mps = shm->cfg.mps;
     fill_devinfo(cfg.node, shm);
     simnode_config_log(&simnode_g.cfg);
     atomic_store(&simnode_ready, 1);
@@ -431,6 +437,13 @@ int simnode_mem_reserve(int dev, uint64_t bytes)
     simnode_dev_t *d = &shm->dev[dev];
     simnode_dev_lock(shm, simnode_g.fd, (uint32_t)dev);
     bool fits = bytes <= d->mem_total - d->mem_used;
+    uint64_t limit = shm->cfg.mps ? simnode_g.cfg.mps_mem_limit[dev] : 0;
+    uint64_t mine = shm->procs[simnode_g.slot].charge[dev];
+    if (limit && (mine > limit || bytes > limit - mine)) {
+        /* An MPS client's CUDA_MPS_PINNED_DEVICE_MEM_LIMIT: its own allocations, whatever the device has free. */
+        simnode_dev_unlock(shm, (uint32_t)dev);
+        return -ENOMEM;
+    }
     if (!fits && simnode_dev_sweep(shm, simnode_g.fd, (uint32_t)dev) > 0)
         fits = bytes <= d->mem_total - d->mem_used;
     if (fits) {
@@ -481,6 +494,13 @@ int simnode_ctx_open(int dev, uint32_t *ctx_id)
     simnode_dev_t *d = &shm->dev[dev];
     simnode_dev_lock(shm, simnode_g.fd, (uint32_t)dev);
     rc = -ENOSPC;
+    if (shm->cfg.mps) {
+        /* An MPS server recovering from a fatal fault takes no new client until its faulted ones are gone. */
+        simnode_dev_sweep(shm, simnode_g.fd, (uint32_t)dev);
+        for (uint32_t i = 0; i < SIMNODE_MAX_CTX; i++)
+            if (d->ctx[i].state == SIMNODE_SLOT_USED && atomic_load(&d->ctx[i].fault)) rc = -EAGAIN;
+        if (rc == -EAGAIN) goto out_unlock;
+    }
     for (int pass = 0; pass < 2 && rc; pass++) {
         if (pass == 1 && simnode_dev_sweep(shm, simnode_g.fd, (uint32_t)dev) == 0) break;
         for (uint32_t i = 0; i < SIMNODE_MAX_CTX; i++) {
@@ -490,6 +510,7 @@ int simnode_ctx_open(int dev, uint32_t *ctx_id)
             if (c->gen == 0) c->gen = 1;
             c->id = c->gen << 8 | i;
             c->proc = simnode_g.slot;
+            atomic_store(&c->fault, 0);
             c->state = SIMNODE_SLOT_USED;
             d->live_ctx++;
             *ctx_id = c->id;
@@ -497,8 +518,37 @@ int simnode_ctx_open(int dev, uint32_t *ctx_id)
             break;
         }
     }
+out_unlock:
     simnode_dev_unlock(shm, (uint32_t)dev);
     return rc;
+}
+
+bool simnode_mps(void)
+{
+    return ensure() == 0 && simnode_g.shm->cfg.mps;
+}
+
+void simnode_ctx_fault(int dev, uint32_t ctx_id, int err)
+{
+    if (ensure() || !dev_ok(dev) || !simnode_g.shm->cfg.mps || err == 0) return;
+    simnode_shm_t *shm = simnode_g.shm;
+    simnode_dev_t *d = &shm->dev[dev];
+    simnode_dev_lock(shm, simnode_g.fd, (uint32_t)dev);
+    const simnode_ctx_t *me = &d->ctx[ctx_id & 0xffu];
+    if (me->state == SIMNODE_SLOT_USED && me->id == ctx_id) {
+        for (uint32_t i = 0; i < SIMNODE_MAX_CTX; i++) {
+            int32_t none = 0;
+            if (d->ctx[i].state == SIMNODE_SLOT_USED) atomic_compare_exchange_strong(&d->ctx[i].fault, &none, err);
+        }
+    }
+    simnode_dev_unlock(shm, (uint32_t)dev);
+}
+
+int simnode_ctx_fault_of(int dev, uint32_t ctx_id)
+{
+    if (!atomic_load(&simnode_ready) || dev < 0 || dev >= simnode_g.cfg.devices) return 0;
+    const simnode_ctx_t *c = &simnode_g.shm->dev[dev].ctx[ctx_id & 0xffu];
+    return c->id == ctx_id ? atomic_load(&c->fault) : 0;
 }
 
 void simnode_ctx_close(int dev, uint32_t ctx_id)
@@ -510,6 +560,7 @@ void simnode_ctx_close(int dev, uint32_t ctx_id)
     simnode_ctx_t *c = &d->ctx[ctx_id & 0xffu];
     if (c->state == SIMNODE_SLOT_USED && c->id == ctx_id) {
         c->state = SIMNODE_SLOT_FREE;
+        atomic_store(&c->fault, 0);
         if (d->live_ctx) d->live_ctx--;
     }
     simnode_dev_unlock(shm, (uint32_t)dev);

@@ -28,6 +28,12 @@ typedef struct simnode_config {
                               * it loads, default 13000 (per process, not a node knob) */
     uint64_t wave_ns;        /* SIMCUDA_WAVE_NS: device time of one wave of a kernel simcuda does not model (any
                               * name but spin_ns/fill_u32/add_f32), default 10000 ns (per process) */
+    uint64_t mps;            /* SIMCUDA_MPS: 1 = an MPS server per device (clients run concurrently on shares of the
+                              * SMs), 0 = contexts time-sliced, default 0 */
+    double mps_pct;          /* CUDA_MPS_ACTIVE_THREAD_PERCENTAGE: this process's share of the SMs as an MPS client,
+                              * 1 to 100, default 100 (per process, read at attach: before any context) */
+    uint64_t mps_mem_limit[SIMNODE_MAX_DEVICES]; /* CUDA_MPS_PINNED_DEVICE_MEM_LIMIT ("0=1G,1=512M"): an MPS
+                              * client's device memory limit per device, 0 = none (per process) */
     char timeline[256];      /* SIMCUDA_TIMELINE: absolute directory for timeline-PID.txt, "" = off (per process,
                               * not a node knob) */
 } simnode_config_t;
@@ -63,6 +69,15 @@ void simnode_mem_info(int dev, uint64_t *used, uint64_t *total);
 /* A context is the unit the engine time-slices between (like a GPU without MPS). */
 int simnode_ctx_open(int dev, uint32_t *ctx_id);
 void simnode_ctx_close(int dev, uint32_t ctx_id);
+/* MPS (SIMCUDA_MPS=1): a fatal fault (err, a CUresult) in a kernel of context ctx_id reaches every client of the
+ * device's server, as on a Volta-or-later MPS server: every live context of the device is marked with err
+ * (simnode_ctx_fault_of), and the server takes no new context (simnode_ctx_open: -EAGAIN, i.e.
+ * CUDA_ERROR_MPS_SERVER_NOT_READY) until every context so marked has been destroyed or its process has exited.
+ * Without MPS the fault stays in its context (the API layer's sticky error): a no-op. */
+void simnode_ctx_fault(int dev, uint32_t ctx_id, int err);
+/* The fault a context was marked with, or 0: a lock-free read, for the launch path. */
+int simnode_ctx_fault_of(int dev, uint32_t ctx_id);
+bool simnode_mps(void);   /* whether this node's devices have an MPS server (SIMCUDA_MPS=1) */
 
 /* Occupies dev's single compute engine for ns of device time on behalf of ctx_id, blocking the calling
  * thread until that time has been served. Contexts time-slice: the holder keeps the engine while it has
@@ -78,9 +93,10 @@ int simnode_kernel_exec_submitted(int dev, uint32_t ctx_id, int prio, uint64_t n
 /* The same for a kernel that was runnable since ready_ns (0: now), before the calling thread got here: its
  * stream's previous operation ended then. It starts from then if the engine was free (a GPU's stream queue has
  * no thread to wake), never before the engine was. *end_ns (if not NULL): when it ended on the engine's
- * timeline, the ready_ns of the stream's next kernel. */
-int simnode_kernel_exec_after(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns, uint64_t ready_ns,
-                              uint64_t *end_ns);
+ * timeline, the ready_ns of the stream's next kernel. sms: its width, the SMs its blocks occupy at once (0: all),
+ * which only an MPS server heeds (engine.c); the other calls' kernels fill the device. */
+int simnode_kernel_exec_after(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint32_t sms, uint64_t submit_ns,
+                              uint64_t ready_ns, uint64_t *end_ns);
 /* The same in two steps, so that a kernel reaches the engine in launch order even though another thread
  * serves it: enqueue (from the launching thread, for a kernel that is runnable at once) makes it a waiter
  * now, without blocking, and gives a token; simnode_kernel_wait(token) later blocks until it has been
@@ -91,8 +107,8 @@ int simnode_kernel_enqueue(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint
 /* The same for a stream's next kernel while its previous one (token after; 0: none) is still queued or running:
  * it waits on the engine behind that one, so that the engine sees the context's queued work when that kernel
  * ends, as a GPU's channel does, and the context keeps the engine for it within its timeslice. ready_ns as
- * simnode_kernel_exec_after's (0: now). */
-int simnode_kernel_enqueue_after(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint64_t submit_ns,
+ * simnode_kernel_exec_after's (0: now), sms as its. */
+int simnode_kernel_enqueue_after(int dev, uint32_t ctx_id, int prio, uint64_t ns, uint32_t sms, uint64_t submit_ns,
                                  uint64_t ready_ns, uint64_t after, uint64_t *token);
 int simnode_kernel_wait(int dev, uint64_t token, uint64_t *end_ns); /* *end_ns as simnode_kernel_exec_after's */
 /* Occupies dev's copy engine for a transfer of bytes (latency + bytes / bandwidth). */

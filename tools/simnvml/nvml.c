@@ -504,16 +504,20 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUti
     simnode_dev_lock(nvml_shm, nvml_fd, (uint32_t)d);
     uint64_t now = simnode_now_ns();
     simnode_dev_sweep(nvml_shm, nvml_fd, (uint32_t)d);
-    uint32_t running = dev->holder == SIMNODE_NONE ? SIMNODE_NONE : dev->w[dev->holder].proc;
+    /* the segments in progress (one lane without MPS, one per client process with it): served so far */
+    static uint64_t running[SIMNODE_MAX_PROCS];
+    memset(running, 0, sizeof running);
+    for (uint32_t l = 0; l < SIMNODE_MAX_LANES; l++) {
+        uint32_t h = dev->lane[l].holder;
+        if (h == SIMNODE_NONE) continue;
+        const simnode_waiter_t *w = &dev->w[h];
+        uint64_t end = now < w->seg_end_ns ? now : w->seg_end_ns;
+        if (w->proc < SIMNODE_MAX_PROCS && end > w->seg_start_ns) running[w->proc] += end - w->seg_start_ns;
+    }
     for (uint32_t p = 0; p < SIMNODE_MAX_PROCS; p++) {
         const simnode_proc_t *pr = &nvml_shm->procs[p];
         if (atomic_load(&pr->state) != SIMNODE_SLOT_USED) continue;
-        uint64_t busy = atomic_load(&pr->busy_ns[d]);
-        if (p == running) { /* the segment in progress: served so far */
-            const simnode_waiter_t *w = &dev->w[dev->holder];
-            uint64_t end = now < w->seg_end_ns ? now : w->seg_end_ns;
-            if (end > w->seg_start_ns) busy += end - w->seg_start_ns;
-        }
+        uint64_t busy = atomic_load(&pr->busy_ns[d]) + running[p];
         if (nvml_plast[d][p].gen != pr->gen) { /* a new process in this slot: from its attach */
             nvml_plast[d][p].gen = pr->gen;
             nvml_plast[d][p].at_ns = pr->attach_ns;
