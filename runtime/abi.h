@@ -129,7 +129,7 @@ enum rota_prio {
  * A client may end one gap's window sooner (its launching thread asleep waiting for input, shim/client-idleprobe.c):
  * it then writes idle_win_ns = the time since idle_from_ns, then idle_from_ns again (the same value, release).
  *
- * sched.track (rotad writes it before sched.hold, at every tick): 0 while the client is uncontended on its GPU (no
+ * sched.contended (rotad writes it before sched.hold, at every tick): 0 while the client is uncontended on its GPU (no
  * high client registered there or on an unknown GPU, no other client active there or on an unknown GPU, not
  * held; and none of this for the last 200 ms): its normal/low launches are then not tracked (no event, no
  * tracker wake-up, no in-flight bound; busy_ns does not grow). Once it reads 1 the client tracks again: its
@@ -217,7 +217,7 @@ typedef struct rota_slot {
     _Atomic uint64_t launches;         /* copied from the channel (validated: never decreases) */
     _Atomic uint64_t busy_ns;          /* device time as the client measures it (client-tracker.c), validated */
     _Atomic uint32_t inflight;
-    uint32_t unused1;                  /* was track (ABI 9; now rota_slot_sched_t.track): zero */
+    uint32_t unused1;                  /* was track (ABI 9; now rota_slot_sched_t.contended): zero */
     char comm[ROTA_COMM_LEN];          /* NUL-terminated, sanitised */
     _Atomic uint64_t credit;           /* unused credit (all GPUs) as last read from the channel; part of used[] */
     _Atomic uint64_t idle_win_ns;      /* a high client's idle window as rotad applies it; UINT64_MAX: not yet */
@@ -255,7 +255,7 @@ typedef struct rota_stats {
  * One cache line each: rotad stores into one client's word while others spin on theirs. */
 typedef struct rota_slot_sched {
     _Atomic uint32_t hold;             /* futex word: rota_hold bits; nonzero = hold this client at its next launch */
-    _Atomic uint32_t track;            /* issue 5: 1 = contention may begin here: track launches (see below) */
+    _Atomic uint32_t contended;        /* 1 = contention may begin here: track launches (see below; ABI 2-11: track) */
     uint64_t reserved_abi[7];
 } rota_slot_sched_t;
 

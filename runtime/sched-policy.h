@@ -18,7 +18,7 @@
  *      one share group that the class rule did not hold, who else is held, and why (ROTA_HOLD_SHARE,
  *      ROTA_HOLD_QUANTUM).
  *
- * A share group is the normal or low clients of one GPU (pool 0: clients whose GPU rotad does not know); with
+ * A share group is the normal or low clients of one GPU (GPU key 0: clients whose GPU rotad does not know); with
  * low_factor > 1 low clients share with normal ones (sched.c's sched_group). Before a policy is called, sched.c has
  * refreshed every client's activity, advanced each one's virtual time by the device time it had (its share of the
  * tick while it had work in flight, over its weight, times low_factor for low clients), and moved a client back
@@ -36,7 +36,7 @@ typedef struct sched_member {
 
 typedef struct sched_group {
     const sched_opts_t *o; /* rotad's scheduling options (tick_ns, ...; the policy's own in popt) */
-    unsigned pool;         /* 1 + the GPU's index in the region; 0: GPUs rotad does not know */
+    unsigned gpu;          /* 1 + the GPU's index in the region; 0: GPUs rotad does not know */
     enum rota_prio cls;    /* ROTA_PRIO_NORMAL or ROTA_PRIO_LOW */
     uint64_t now;          /* this tick, CLOCK_MONOTONIC ns */
     unsigned n;            /* active members: the ones that compete */

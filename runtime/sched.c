@@ -25,14 +25,14 @@
 #define LD(p) atomic_load_explicit((p), memory_order_relaxed)
 #define ST(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
 
-#define SCHED_POOLS (ROTA_MAX_DEVICES + 1) /* pool 0: clients whose GPU rotad does not know */
+#define SCHED_GPU_KEYS (ROTA_MAX_DEVICES + 1) /* GPU key 0: clients whose GPU rotad does not know */
 #define SCHED_BUSY_WINDOW_NS 100000000ull
 /* The most device time an uncontended client's report adds to its GPU in one tick (a client's number is bounded). */
 #define SCHED_REPORT_MAX_NS 1000000000ull
 #define SCHED_MAX_LAT_NS 1000000000ull     /* an activation stamp older than this is not a measurement */
-/* slot.track stays 1 this long after contention was last seen: an untracked client shows nothing in flight, so
+/* slot.contended stays 1 this long after contention was last seen: an untracked client shows nothing in flight, so
  * it looks idle while it syncs, and two sharing clients must not both look alone between their syncs. */
-#define SCHED_TRACK_CALM_NS 200000000ull
+#define SCHED_CONTENDED_CALM_NS 200000000ull
 
 typedef struct sched_client {
     bool live;
@@ -40,10 +40,10 @@ typedef struct sched_client {
     rota_channel_t *ch;
     enum rota_prio prio;
     unsigned weight;      /* thousandths, >= 1 */
-    unsigned pool;
+    unsigned gpu;          /* the GPU key: 1 + its index in the region; 0: a GPU rotad does not know */
     uint64_t vtime;       /* device time * 1000 / weight, ns */
-    uint64_t contended_ns; /* last tick that found it contended (slot.track) */
-    uint64_t track_on_ns;  /* when slot.track last went to 1: its in-flight count is live after its next launch */
+    uint64_t contended_ns; /* last tick that found it contended (slot.contended) */
+    uint64_t contended_on_ns;  /* when slot.contended last went to 1: its in-flight count is live after its next launch */
     /* progress of a high client (issue 21): the counters last seen and when they last moved */
     uint64_t seen_launches, seen_busy;
     uint64_t unproved_ns;  /* time it claimed work (active, or its GPU's board marked) since its last completion */
@@ -85,11 +85,11 @@ struct sched {
     unsigned log_lines;
     uint64_t next_idle;   /* earliest time an active client with nothing in flight turns idle (0: none) */
     uint64_t mark_ns;     /* a tick last found a board mark (high_pending) set */
-    bool hi[SCHED_POOLS];
-    uint64_t win_start[SCHED_POOLS], win_busy[SCHED_POOLS];
-    uint64_t vfloor[SCHED_POOLS][ROTA_PRIO_COUNT]; /* per share group: the least-served virtual time seen, rising */
+    bool hi[SCHED_GPU_KEYS];
+    uint64_t win_start[SCHED_GPU_KEYS], win_busy[SCHED_GPU_KEYS];
+    uint64_t vfloor[SCHED_GPU_KEYS][ROTA_PRIO_COUNT]; /* per share group: the least-served virtual time seen, rising */
     const sched_policy_t *policy;                  /* stage 2 (sched-policy.h) */
-    uint64_t pstate[SCHED_POOLS][ROTA_PRIO_COUNT][SCHED_POLICY_STATE_MAX / 8]; /* its state per share group */
+    uint64_t pstate[SCHED_GPU_KEYS][ROTA_PRIO_COUNT][SCHED_POLICY_STATE_MAX / 8]; /* its state per share group */
     sched_client_t c[ROTA_MAX_CLIENTS];
     unsigned hwm;         /* no live client at or above this slot: every pass over the clients stops there (4096
                            * slots, a few hundred used: a tick costs what the node runs, not the table's size) */
@@ -160,7 +160,7 @@ static void sched_client_hold_stats(sched_t *s, sched_client_t *c, unsigned ndev
     uint64_t dev_n = ev - c->hold_events, dsum = sum - c->hold_sum;
     uint32_t h[ROTA_LAT_BUCKETS];
     uint64_t hist_n = 0;
-    bool sane = c->pool != 0 && c->pool <= ndev && dev_n <= 1000000 && dsum <= dev_n * SCHED_MAX_LAT_NS;
+    bool sane = c->gpu != 0 && c->gpu <= ndev && dev_n <= 1000000 && dsum <= dev_n * SCHED_MAX_LAT_NS;
     for (unsigned k = 0; k < ROTA_LAT_BUCKETS; k++) {
         h[k] = LD(&ch->hold_lat_hist[k]);
         if (h[k] < c->hold_hist[k]) sane = false;
@@ -173,7 +173,7 @@ static void sched_client_hold_stats(sched_t *s, sched_client_t *c, unsigned ndev
     c->hold_sum = sum;
     memcpy(c->hold_hist, h, sizeof h);
     if (!sane || hist_n != dev_n) return; /* not a client's honest figures: skipped, and not retried */
-    rota_dev_t *d = &s->r->devices[c->pool - 1];
+    rota_dev_t *d = &s->r->devices[c->gpu - 1];
     for (unsigned k = 0; k < ROTA_LAT_BUCKETS; k++)
         if (h[k] != was[k]) ST(&d->hold_lat_hist[k], LD(&d->hold_lat_hist[k]) + (h[k] - was[k]));
     ST(&d->hold_lat_sum_ns, LD(&d->hold_lat_sum_ns) + dsum);
@@ -194,10 +194,10 @@ static enum rota_prio sched_group(const sched_t *s, const sched_client_t *c)
     return c->prio == ROTA_PRIO_LOW && s->o.low_factor > 1 ? ROTA_PRIO_NORMAL : c->prio;
 }
 
-/* Whether client c belongs to share group k on pool p. */
+/* Whether client c belongs to share group k on GPU key p. */
 static bool sched_in_group(const sched_t *s, const sched_client_t *c, unsigned p, enum rota_prio k)
 {
-    return c->live && c->pool == p && sched_group(s, c) == k;
+    return c->live && c->gpu == p && sched_group(s, c) == k;
 }
 
 /* Client-caused lines from the scheduler thread: at most 10 a second. */
@@ -216,13 +216,13 @@ typedef struct sched_tick_state {
     uint64_t dt;                          /* since the last tick, at most 10 ticks (we slept: nothing was active) */
     unsigned ndev;                        /* GPUs rotad knows */
     uint32_t pending[ROTA_MAX_DEVICES];   /* the board's high_pending words, read before the channels */
-    bool hi[SCHED_POOLS];                 /* an active high client that makes progress is on the GPU */
-    unsigned nbusy[SCHED_POOLS];          /* clients with work in flight */
-    bool devbusy[SCHED_POOLS]; /* the GPU had work: tracked launches in flight, or an untracked client active */
-    uint64_t reported[SCHED_POOLS];       /* device time uncontended clients reported this tick */
-    unsigned nhigh[SCHED_POOLS], nbusylow[SCHED_POOLS]; /* for slot.track */
-    unsigned nhigh_ok[SCHED_POOLS];       /* high clients not stalled: dev.high_clients, the board's trust */
-    unsigned nnormal[SCHED_POOLS];        /* for the gates' in-flight bound */
+    bool hi[SCHED_GPU_KEYS];                 /* an active high client that makes progress is on the GPU */
+    unsigned nbusy[SCHED_GPU_KEYS];          /* clients with work in flight */
+    bool devbusy[SCHED_GPU_KEYS]; /* the GPU had work: tracked launches in flight, or an untracked client active */
+    uint64_t reported[SCHED_GPU_KEYS];       /* device time uncontended clients reported this tick */
+    unsigned nhigh[SCHED_GPU_KEYS], nbusylow[SCHED_GPU_KEYS]; /* for slot.contended */
+    unsigned nhigh_ok[SCHED_GPU_KEYS];       /* high clients not stalled: dev.high_clients, the board's trust */
+    unsigned nnormal[SCHED_GPU_KEYS];        /* for the gates' in-flight bound */
     bool fresh[ROTA_MAX_CLIENTS];         /* active since this tick */
     uint32_t inflight[ROTA_MAX_CLIENTS];
     uint32_t hold[ROTA_MAX_CLIENTS];      /* decided: what is published */
@@ -263,10 +263,10 @@ static uint32_t sched_client_activity(sched_t *s, sched_tick_t *tk, unsigned i, 
     /* A thread waiting in the gate (held, or for a completion) keeps its client active. */
     bool waiting = LD(&ch->held_waiting) || LD(&ch->inflight_waiting);
     /* A lower client is idle once nothing is in flight (idle_low_ns, default at once): whom it holds fills its
-     * host gaps. Not an untracked one (slot.track 0), nor one that has not launched since it was told to track
+     * host gaps. Not an untracked one (slot.contended 0), nor one that has not launched since it was told to track
      * (its first tracked launch counts the untracked backlog): it shows nothing in flight while its work runs,
      * so only its launches tell, over idle_ns, as for a high client. */
-    bool counted = c->prio != ROTA_PRIO_HIGH && LD(&s->r->sched[i].track) && last > c->track_on_ns;
+    bool counted = c->prio != ROTA_PRIO_HIGH && LD(&s->r->sched[i].contended) && last > c->contended_on_ns;
     uint64_t idle_ns = counted ? s->o.idle_low_ns : s->o.idle_ns;
     uint64_t due = last + idle_ns;
     if (c->prio == ROTA_PRIO_HIGH) due = sched_high_due(s, ch, &s->t->slots[i], last, now);
@@ -298,11 +298,11 @@ static uint32_t sched_client_activity(sched_t *s, sched_tick_t *tk, unsigned i, 
 static bool sched_moved(sched_t *s, sched_client_t *c, unsigned i, bool claims, uint64_t bu)
 {
     bool reported = bu > c->seen_busy;
-    if (!c->pool || !(LD(&s->r->devices[c->pool - 1].flags) & ROTA_DEV_PROBED)) return reported;
+    if (!c->gpu || !(LD(&s->r->devices[c->gpu - 1].flags) & ROTA_DEV_PROBED)) return reported;
     if (!claims) return false; /* nothing to prove: NVML is asked while it claims work */
     char why[192];
     uint64_t seen = 0;
-    if (devmem_proc_sm(s->r->devices[c->pool - 1].uuid, (pid_t)LD(&s->t->slots[i].pid), &seen, why, sizeof why)) {
+    if (devmem_proc_sm(s->r->devices[c->gpu - 1].uuid, (pid_t)LD(&s->t->slots[i].pid), &seen, why, sizeof why)) {
         if (why[0] && s->o.log_level >= 1)
             fprintf(stderr, "rotad: info: cannot judge high clients' progress by the driver (%s): by the device time "
                             "they report\n", why);
@@ -319,7 +319,7 @@ static void sched_high_progress(sched_t *s, sched_tick_t *tk, unsigned i, uint64
     uint64_t now = tk->now;
     bool marked = false;
     for (unsigned d = 0; d < tk->ndev && !marked; d++)
-        marked = tk->pending[d] && (c->pool == 0 || c->pool == d + 1); /* pool 0: any GPU may be its own */
+        marked = tk->pending[d] && (c->gpu == 0 || c->gpu == d + 1); /* GPU key 0: any GPU may be its own */
     /* The time it claimed work adds up until a completion, over its idle gaps: a liar that pauses between its
      * marks (or that marks between rotad's ticks, as the ticks clear the board) still reaches the bound, and once
      * stalled only a completion counts. Only ticks count: rotad asleep (nothing active, no mark) is no claim. */
@@ -333,8 +333,8 @@ static void sched_high_progress(sched_t *s, sched_tick_t *tk, unsigned i, uint64
         fprintf(stderr, "rotad: info: high client in slot %u %s\n", i,
                 stalled ? "made no progress: lower classes are not held for it" : "makes progress again");
     c->stalled = stalled;
-    if (!stalled) tk->nhigh_ok[c->pool]++;
-    if (c->active && !stalled) tk->hi[c->pool] = true;
+    if (!stalled) tk->nhigh_ok[c->gpu]++;
+    if (c->active && !stalled) tk->hi[c->gpu] = true;
 }
 
 /* Stage 1, per client: refresh what it published in its channel (GPU, activity, counters), counted per GPU. */
@@ -343,7 +343,7 @@ static void sched_refresh_client(sched_t *s, sched_tick_t *tk, unsigned i)
     sched_client_t *c = &s->c[i];
     rota_channel_t *ch = c->ch;
     uint32_t dv = LD(&ch->sched_dev);
-    c->pool = dv <= tk->ndev ? dv : 0;
+    c->gpu = dv <= tk->ndev ? dv : 0;
     uint32_t infl = LD(&ch->inflight);
     uint32_t act = sched_client_activity(s, tk, i, infl);
     /* Statistics for rota status/top, validated: counters only grow, in-flight is capped. */
@@ -354,9 +354,9 @@ static void sched_refresh_client(sched_t *s, sched_tick_t *tk, unsigned i)
     /* An uncontended client (alone on its GPU) shows nothing in flight while its work runs, so the sampling
      * misses most of it: what it measured its launches ran (its sampled windows) counts for its GPU. A tracked
      * client's work is sampled; its measure overlaps others' and would count time twice. */
-    if (bu > c->busy_seen && !LD(&s->r->sched[i].track)) {
+    if (bu > c->busy_seen && !LD(&s->r->sched[i].contended)) {
         uint64_t add = bu - c->busy_seen;
-        tk->reported[c->pool] += add < SCHED_REPORT_MAX_NS ? add : SCHED_REPORT_MAX_NS;
+        tk->reported[c->gpu] += add < SCHED_REPORT_MAX_NS ? add : SCHED_REPORT_MAX_NS;
     }
     c->busy_seen = bu;
     ST(&sl->inflight, infl > 65535 ? 65535 : infl);
@@ -365,25 +365,25 @@ static void sched_refresh_client(sched_t *s, sched_tick_t *tk, unsigned i)
     tk->inflight[i] = infl;
     tk->any_active |= c->active || infl;
     if (c->prio == ROTA_PRIO_HIGH) sched_high_progress(s, tk, i, la, bu);
-    if (infl) tk->nbusy[c->pool]++;
-    /* An uncontended client is not tracked (slot.track 0): nothing in flight shows, but while it launches
+    if (infl) tk->nbusy[c->gpu]++;
+    /* An uncontended client is not tracked (slot.contended 0): nothing in flight shows, but while it launches
      * (active) its GPU is as good as busy; placement and rota top read this. */
-    if (infl || (c->active && !LD(&s->r->sched[i].track))) tk->devbusy[c->pool] = true;
-    if (c->prio == ROTA_PRIO_HIGH) tk->nhigh[c->pool]++; /* registered, active or not */
-    else if (c->active || infl) tk->nbusylow[c->pool]++;
-    if (c->prio == ROTA_PRIO_NORMAL) tk->nnormal[c->pool]++; /* registered, active or not */
+    if (infl || (c->active && !LD(&s->r->sched[i].contended))) tk->devbusy[c->gpu] = true;
+    if (c->prio == ROTA_PRIO_HIGH) tk->nhigh[c->gpu]++; /* registered, active or not */
+    else if (c->active || infl) tk->nbusylow[c->gpu]++;
+    if (c->prio == ROTA_PRIO_NORMAL) tk->nnormal[c->gpu]++; /* registered, active or not */
 }
 
 /* Stage 2: device time, sampled: every client with work in flight had dt / n of its GPU; and the classes
  * registered per GPU, for the gates' in-flight bound and the direct release (abi.h), out before the slot words
- * of sched_publish, so that a gate that reads this tick's track or hold reads these counts too. */
+ * of sched_publish, so that a gate that reads this tick's contended or hold reads these counts too. */
 static void sched_sample(sched_t *s, const sched_tick_t *tk)
 {
     rota_region_t *r = s->r;
     uint64_t now = tk->now, dt = tk->dt;
     /* Device time, sampled: every client with work in flight had dt / n of its GPU; or, where more, what its
      * uncontended clients reported since the last tick (the scheduler may have slept through their work). */
-    for (unsigned p = 0; p < SCHED_POOLS; p++) {
+    for (unsigned p = 0; p < SCHED_GPU_KEYS; p++) {
         uint64_t busy = tk->devbusy[p] ? dt : 0;
         if (tk->reported[p] > busy) busy = tk->reported[p];
         if (busy) {
@@ -401,10 +401,10 @@ static void sched_sample(sched_t *s, const sched_tick_t *tk)
     }
     for (unsigned i = 0; i < s->hwm; i++) {
         sched_client_t *c = &s->c[i];
-        if (c->live && tk->inflight[i] && tk->nbusy[c->pool])
-            c->vtime += dt * 1000 * (c->prio == ROTA_PRIO_LOW ? s->o.low_factor : 1) / tk->nbusy[c->pool] / c->weight;
+        if (c->live && tk->inflight[i] && tk->nbusy[c->gpu])
+            c->vtime += dt * 1000 * (c->prio == ROTA_PRIO_LOW ? s->o.low_factor : 1) / tk->nbusy[c->gpu] / c->weight;
     }
-    for (unsigned p = 1; p < SCHED_POOLS && p <= tk->ndev; p++) {
+    for (unsigned p = 1; p < SCHED_GPU_KEYS && p <= tk->ndev; p++) {
         rota_dev_t *d = &r->devices[p - 1];
         /* unknown GPUs' clients: everywhere */
         uint32_t nh = tk->nhigh_ok[p] + tk->nhigh_ok[0], nn = tk->nnormal[p] + tk->nnormal[0];
@@ -435,7 +435,7 @@ static uint64_t sched_group_floor(sched_t *s, const sched_tick_t *tk, unsigned p
     return vmin;
 }
 
-/* The launch policy among equals (sched-policy.h) for share group k of pool p; the clients the class rule held
+/* The launch policy among equals (sched-policy.h) for share group k of GPU key p; the clients the class rule held
  * take no part. */
 static void sched_decide_group(sched_t *s, sched_tick_t *tk, unsigned p, enum rota_prio k)
 {
@@ -456,25 +456,25 @@ static void sched_decide_group(sched_t *s, sched_tick_t *tk, unsigned p, enum ro
         m[j] = (sched_member_t){.slot = idx[j], .active = c->active, .vtime = c->vtime,
                                 .hold_was = LD(&s->r->sched[idx[j]].hold)};
     }
-    sched_group_t g = {.o = &s->o, .pool = p, .cls = k, .now = tk->now, .n = n, .vmin = vmin, .nm = nm, .m = m};
+    sched_group_t g = {.o = &s->o, .gpu = p, .cls = k, .now = tk->now, .n = n, .vmin = vmin, .nm = nm, .m = m};
     uint32_t ph[ROTA_MAX_CLIENTS];
     memset(ph, 0, nm * sizeof ph[0]);
     s->policy->decide(&g, s->pstate[p][k], ph);
     for (unsigned j = 0; j < nm; j++) tk->hold[idx[j]] = ph[j] & (ROTA_HOLD_SHARE | ROTA_HOLD_QUANTUM);
 }
 
-/* Stage 3, per GPU (pool p): the class rule (sched-prio.c), then the launch policy per share group (sched_group:
+/* Stage 3, per GPU (GPU key p): the class rule (sched-prio.c), then the launch policy per share group (sched_group:
  * with low_factor > 1 the low group is empty). */
 static void sched_decide_gpu(sched_t *s, sched_tick_t *tk, unsigned p)
 {
     for (unsigned i = 0; i < s->hwm; i++) {
         sched_client_t *c = &s->c[i];
-        if (c->live && c->pool == p) tk->hold[i] = sched_prio_hold(c->prio, tk->hi[p], LD(&s->r->sched[i].hold));
+        if (c->live && c->gpu == p) tk->hold[i] = sched_prio_hold(c->prio, tk->hi[p], LD(&s->r->sched[i].hold));
     }
     for (enum rota_prio k = ROTA_PRIO_NORMAL; k < ROTA_PRIO_COUNT; k++) sched_decide_group(s, tk, p, k);
 }
 
-/* Publishes client i's words: slot.track, then its hold (futex-woken), then its state for rota status. Counts
+/* Publishes client i's words: slot.contended, then its hold (futex-woken), then its state for rota status. Counts
  * the held clients per GPU and whether a hold changed there. */
 static void sched_publish_client(sched_t *s, const sched_tick_t *tk, unsigned i, unsigned nlive, unsigned *held,
                                  bool *changed)
@@ -484,17 +484,17 @@ static void sched_publish_client(sched_t *s, const sched_tick_t *tk, unsigned i,
     uint32_t hold = tk->hold[i];
     rota_slot_t *sl = &s->t->slots[i];
     rota_slot_sched_t *w = &s->r->sched[i];
-    /* Uncontended (abi.h, slot.track): alone on a known GPU; clients of unknown GPUs contend everywhere. The only
+    /* Uncontended (abi.h, slot.contended): alone on a known GPU; clients of unknown GPUs contend everywhere. The only
      * client rotad has is uncontended whatever its GPU, at once: tracked, its launches would wait in the gate's
      * in-flight bound on the host, one after another, and its kernels on high-priority streams would lose the
      * order the device gives them over those on its low-priority ones (issue 22). */
-    unsigned p = c->pool, self = c->prio != ROTA_PRIO_HIGH && (c->active || tk->inflight[i]);
+    unsigned p = c->gpu, self = c->prio != ROTA_PRIO_HIGH && (c->active || tk->inflight[i]);
     unsigned others = tk->nhigh[p] + tk->nbusylow[p] + (p ? tk->nhigh[0] + tk->nbusylow[0] : 0) - self;
     if (nlive == 1 && !hold && c->prio != ROTA_PRIO_HIGH) c->contended_ns = 0;
     else if (p == 0 || others || hold || c->prio == ROTA_PRIO_HIGH) c->contended_ns = now;
-    uint32_t track = now - c->contended_ns < SCHED_TRACK_CALM_NS;
-    if (track && !LD(&w->track)) c->track_on_ns = now;
-    if (LD(&w->track) != track) atomic_store(&w->track, track); /* before the hold: a held client tracks */
+    uint32_t contended = now - c->contended_ns < SCHED_CONTENDED_CALM_NS;
+    if (contended && !LD(&w->contended)) c->contended_on_ns = now;
+    if (LD(&w->contended) != contended) atomic_store(&w->contended, contended); /* before the hold: a held client tracks */
     if (LD(&w->hold) != hold) changed[p] = true;
     sched_set_hold(s, i, hold);
     if (hold) held[p]++;
@@ -509,7 +509,7 @@ static void sched_publish_client(sched_t *s, const sched_tick_t *tk, unsigned i,
  * and clears the board marks this tick read. */
 static void sched_publish_gpus(sched_t *s, const sched_tick_t *tk, const unsigned *held, const bool *changed)
 {
-    for (unsigned p = 1; p < SCHED_POOLS && p <= tk->ndev; p++) {
+    for (unsigned p = 1; p < SCHED_GPU_KEYS && p <= tk->ndev; p++) {
         rota_dev_t *d = &s->r->devices[p - 1];
         ST(&d->held, held[p]);
         if (changed[p]) sched_wake_idle_word(s, p - 1);
@@ -530,15 +530,15 @@ static void sched_confirm_latency(sched_t *s, const sched_tick_t *tk, uint64_t d
 {
     for (unsigned i = 0; i < s->hwm; i++) {
         sched_client_t *c = &s->c[i];
-        if (!c->live || !tk->fresh[i] || c->prio != ROTA_PRIO_HIGH || s->hi[c->pool] || c->pool == 0) continue;
+        if (!c->live || !tk->fresh[i] || c->prio != ROTA_PRIO_HIGH || s->hi[c->gpu] || c->gpu == 0) continue;
         uint64_t t0 = LD(&c->ch->active_since_ns);
         if (t0 > done || done - t0 > SCHED_MAX_LAT_NS) continue;
         uint64_t lat = done - t0;
-        rota_dev_t *d = &s->r->devices[c->pool - 1];
+        rota_dev_t *d = &s->r->devices[c->gpu - 1];
         ST(&d->confirm_lat_sum_ns, LD(&d->confirm_lat_sum_ns) + lat);
         if (lat > LD(&d->confirm_lat_max_ns)) ST(&d->confirm_lat_max_ns, lat);
         atomic_fetch_add(&d->confirm_events, 1);
-        s->hi[c->pool] = true; /* one measurement per activation of the GPU */
+        s->hi[c->gpu] = true; /* one measurement per activation of the GPU */
     }
     memcpy(s->hi, tk->hi, sizeof s->hi);
 }
@@ -547,8 +547,8 @@ static void sched_confirm_latency(sched_t *s, const sched_tick_t *tk, uint64_t d
  * hold statistics, the latency of the holds. */
 static void sched_publish(sched_t *s, const sched_tick_t *tk)
 {
-    unsigned held[SCHED_POOLS] = {0}, nlive = 0;
-    bool changed[SCHED_POOLS] = {0};
+    unsigned held[SCHED_GPU_KEYS] = {0}, nlive = 0;
+    bool changed[SCHED_GPU_KEYS] = {0};
     for (unsigned i = 0; i < s->hwm; i++) nlive += s->c[i].live;
     for (unsigned i = 0; i < s->hwm; i++)
         if (s->c[i].live) sched_publish_client(s, tk, i, nlive, held, changed);
@@ -567,7 +567,7 @@ static bool sched_tick(sched_t *s, uint64_t now)
     for (unsigned i = 0; i < s->hwm; i++)
         if (s->c[i].live) sched_refresh_client(s, &tk, i);
     sched_sample(s, &tk);
-    for (unsigned p = 0; p < SCHED_POOLS; p++) sched_decide_gpu(s, &tk, p);
+    for (unsigned p = 0; p < SCHED_GPU_KEYS; p++) sched_decide_gpu(s, &tk, p);
     sched_publish(s, &tk);
     s->next_idle = tk.next_idle;
     return tk.any_active;
@@ -721,11 +721,11 @@ void sched_client_add(sched_t *s, unsigned slot, rota_channel_t *ch, enum rota_p
     pthread_mutex_lock(&s->mu);
     s->c[slot] = (sched_client_t){.live = true, .ch = ch,
                                   .prio = (unsigned)prio < ROTA_PRIO_COUNT ? prio : ROTA_PRIO_NORMAL,
-                                  .weight = weight ? weight : 1000, .track_on_ns = sched_now_ns(),
+                                  .weight = weight ? weight : 1000, .contended_on_ns = sched_now_ns(),
                                   .busy_seen = LD(&ch->busy_ns)};
     if (slot >= s->hwm) s->hwm = slot + 1;
     ST(&s->r->sched[slot].hold, 0);
-    atomic_store(&s->r->sched[slot].track, 1); /* until the next tick knows better */
+    atomic_store(&s->r->sched[slot].contended, 1); /* until the next tick knows better */
     ST(&s->t->slots[slot].sched_state, ROTA_SCHED_IDLE);
     ST(&s->t->slots[slot].idle_win_ns, UINT64_MAX); /* not known until its first idle check (abi.h) */
     pthread_mutex_unlock(&s->mu);

@@ -12,7 +12,7 @@
  * One scheduler thread per rotad. It sleeps in futex_waitv on the doorbells of every registered client's channel
  * (up to SCHED_WAITV_MAX; more clients are seen at the next tick) and on a private control word, so a high
  * client's first launch after idling reaches it in microseconds with no socket round trip. Per GPU (the channel's
- * sched_dev; clients whose GPU rotad does not know share pool 0) it then decides:
+ * sched_dev; clients whose GPU rotad does not know share GPU key 0) it then decides:
  *
  *   priority   while a high client is active there, every normal and low client is held (ROTA_HOLD_PRIO);
  *              released at once when the last high client is idle (nothing in flight, no launch for idle_ns,

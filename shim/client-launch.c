@@ -44,14 +44,14 @@
  * the current one) is not tracked. High clients are tracked too (rotad needs their in-flight count to tell
  * when they go idle), without a bound.
  *
- * Uncontended (rotad's slot.track == 0, runtime/abi.h), a normal/low launch passes with a few loads: no bound, and
+ * Uncontended (rotad's slot.contended == 0, runtime/abi.h), a normal/low launch passes with a few loads: no bound, and
  * no event but for the device time: the launches form windows (up to LAUNCH_SAMPLE_EVERY launches within
  * LAUNCH_SAMPLE_NS of the first), and a window's first launch is sampled: timed events before and after it, handed
  * to the tracker as one unit in flight, give its own device time. When the window closes (a launch past it, a
  * synchronisation: client_launch_synced, tracking resuming), its other launches count at the newest sample's time
  * each, never more than the window lasted. So an uncontended client's device time shows, at one event pair per
  * window, at most one a millisecond (bench/shim-overhead). A synchronisation also mirrors the launch count, which
- * the gate mirrors before each launch. At the first launch that reads track == 1 (or a hold) again, one
+ * the gate mirrors before each launch. At the first launch that reads contended == 1 (or a hold) again, one
  * event is recorded on its stream for the untracked backlog and counted as one launch in flight (backlog on other
  * streams or contexts is not covered: it runs like kernels already running when a high client arrives).
  */
@@ -649,11 +649,11 @@ static bool launch_sample_due(uint64_t now)
     return true;
 }
 
-/* Whether this client may contend on its GPU: rotad's slot.track word (runtime/abi.h), 1 while its launches
+/* Whether this client may contend on its GPU: rotad's slot.contended word (runtime/abi.h), 1 while its launches
  * must be tracked and bounded, 0 while it is alone there (uncontended). */
 static inline bool launch_contended(const rota_slot_sched_t *sl)
 {
-    return LD(&sl->track) != 0;
+    return LD(&sl->contended) != 0;
 }
 
 /* The rotad device key (index + 1, 0 unknown) of the current context, cached per thread. */

@@ -42,7 +42,7 @@ int main(void)
     OFF(rota_region_t, devices, 128);
     OFF(rota_region_t, sched, 128 + ROTA_MAX_DEVICES * 192);
     OFF(rota_slot_sched_t, hold, 0);
-    OFF(rota_slot_sched_t, track, 4);
+    OFF(rota_slot_sched_t, contended, 4);
     is_uint(sizeof(rota_slot_sched_t), 64, "a slot's launch-gate words are one cache line");
     OFF(rota_dev_t, capacity, 16);
     OFF(rota_dev_t, reserved, 24);

@@ -39,7 +39,7 @@ static const char *doc_policies(void)
 static void decide(const sched_policy_t *p, const sched_member_t *m, unsigned nm, uint64_t now, void *st,
                    uint32_t *hold)
 {
-    sched_group_t g = {.o = &opts, .pool = 1, .cls = ROTA_PRIO_NORMAL, .now = now, .m = m, .nm = nm,
+    sched_group_t g = {.o = &opts, .gpu = 1, .cls = ROTA_PRIO_NORMAL, .now = now, .m = m, .nm = nm,
                        .vmin = UINT64_MAX};
     for (unsigned j = 0; j < nm; j++)
         if (m[j].active) {

@@ -320,7 +320,7 @@ static conn_t *observe(void)
     return c;
 }
 
-/* The launch-gate words (hold, track) of pid's slot in the region, or NULL: the slot found in rotad's client
+/* The launch-gate words (hold, contended) of pid's slot in the region, or NULL: the slot found in rotad's client
  * table. */
 static const rota_slot_sched_t *slot_of(const rota_region_t *r, pid_t pid)
 {
@@ -358,12 +358,12 @@ static bool wait_hold(const rota_slot_sched_t *s, bool want, int ms)
     return false;
 }
 
-/* Waits up to ms for slot->track to become want. */
+/* Waits up to ms for slot->contended to become want. */
 static bool wait_track(const rota_slot_sched_t *s, uint32_t want, int ms)
 {
     double end = th_now_ms() + ms;
     while (th_now_ms() < end) {
-        if (atomic_load(&s->track) == want) return true;
+        if (atomic_load(&s->contended) == want) return true;
         usleep(1000);
     }
     return false;
@@ -684,7 +684,7 @@ int main(void)
         const rota_slot_sched_t *sl = slot_of(r, lo.pid);
         th_say(&lo, "spin 1 1000000", 5000); /* rotad learns its GPU */
         th_say(&lo, "sync", 5000);
-        ok(sl && wait_track(sl, 0, 3000), "a lone low client is uncontended (slot.track 0)");
+        ok(sl && wait_track(sl, 0, 3000), "a lone low client is uncontended (slot.contended 0)");
         for (int i = 0; sl && detail_inflight(r, sl) && i < 1000; i++) usleep(1000); /* rotad saw it done */
         double t = -1;
         int rc = -1;
@@ -717,7 +717,7 @@ int main(void)
            (double)dbz / 1e6);
         spawn(&hi, eh);
         th_ready(&hi, "high client");
-        ok(sl && wait_track(sl, 1, 3000), "a high client registers: the low client tracks again (slot.track 1)");
+        ok(sl && wait_track(sl, 1, 3000), "a high client registers: the low client tracks again (slot.contended 1)");
         rc = -1;
         t = -1;
         sscanf(th_say(&lo, "spin 3 50000000", 5000), "%d %lf", &rc, &t);
@@ -782,7 +782,7 @@ int main(void)
                                 k ? "ROTA_PRIORITY=normal" : "ROTA_PRIORITY=low", NULL};
             spawn(&sp, es);
             th_ready(&sp, "spinner");
-            /* the spinner's class counts from its first launch (rotad publishes it with the track word) */
+            /* the spinner's class counts from its first launch (rotad publishes it with the contended word) */
             for (int i = 0; k && i < 3000 && atomic_load(&d0->normal_clients) == 0; i++) usleep(1000);
             if (sl && wait_track(sl, 1, 3000)) {
                 if (!k) { /* alone it was not tracked (the only client rotad has): teach the bound now */
