@@ -100,12 +100,13 @@ void server_on_hello(server_t *s, client_t *c, const void *msg)
     /* Where an admin requires a grant (config.h grant-required: a container that dropped its token), a client
      * without one gains nothing: it is registered, so it stays visible and its allocations are refused by rotad,
      * rather than turned away, which would leave librota running it uncoordinated. */
-    bool bare = !gr && have_cg && config_grant_required(cfg, cg);
+    /* A cgroup rotad could not read might be under the prefix: it counts as under it. */
+    bool bare = !gr && cfg->ngrant_required && (!have_cg || config_grant_required(cfg, cg));
     if (bare) {
         if (prio < ROTA_PRIO_NORMAL) prio = ROTA_PRIO_NORMAL;
         limit = 1; /* one byte: no allocation fits (0 would mean no limit) */
         server_log_client(s, c, "has no grant under a grant-required cgroup (%s): runs at best normal, with no GPU "
-                          "memory", cg);
+                          "memory", have_cg ? cg : "its cgroup unreadable");
     }
     if (prio == ROTA_PRIO_HIGH && !(gr && gr->max_prio == ROTA_PRIO_HIGH) &&
         !server_may_high(s, c, have_cg ? cg : NULL)) {
