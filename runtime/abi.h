@@ -46,7 +46,8 @@
                              * clients (issue 21); 9: region.stats (operating statistics for rota metrics,
                              * appended); 10: the clients' details and the groups leave the region for rotad's
                              * private table, served filtered per uid by LIST (issue 21, item 9); 11: 4096 slots
-                             * (was 512), region.client_limit, the GRANT message, region.credit_keep */
+                             * (was 512), region.client_limit, the GRANT message (by cgroup or token),
+                             * hello.grant_token, region.credit_keep */
 #define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
 #define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
 #define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
@@ -62,6 +63,7 @@
 #define ROTA_GROUP_NAME 128
 #define ROTA_UUID_LEN 16
 #define ROTA_COMM_LEN 16
+#define ROTA_GRANT_TOKEN_LEN 16 /* 128 random bits (GRANT, HELLO) */
 /* Largest allocation request accepted (2^56 bytes): more is a malformed message, not a request. */
 #define ROTA_MAX_BYTES (UINT64_C(1) << 56)
 /* Longest wait a client may ask for, in milliseconds (one hour). */
@@ -423,6 +425,7 @@ typedef struct rota_msg_hello {
     uint32_t flags;        /* none defined: must be 0 */
     uint32_t pad0;
     char comm[ROTA_COMM_LEN];
+    uint8_t grant_token[ROTA_GRANT_TOKEN_LEN]; /* ROTA_GRANT (a token-keyed GRANT's); all zero: none */
 } rota_msg_hello_t;
 
 typedef struct rota_msg_welcome {
@@ -514,10 +517,20 @@ typedef struct rota_msg_list {
  * The longest matching path wins. A grant for a path replaces the one before; ROTA_GRANT_REVOKE removes it
  * (clients registered already keep what they got). rotad keeps at most ROTA_MAX_GRANTS; when full it forgets those
  * whose cgroup no longer exists (/sys/fs/cgroup/PATH). RESULT status: 0; -EINVAL (a path that is not absolute);
- * -ENOENT (REVOKE of no grant); -ENOSPC (full). */
+ * -ENOENT (REVOKE of no grant); -ENOSPC (full).
+ * flags ROTA_GRANT_TOKEN (the Kubernetes device plugin, whose container has no cgroup yet when it grants): the grant
+ * is keyed by token, 128 random bits the plugin hands the container as ROTA_GRANT; cgroup is "" (any) or a path
+ * the container's cgroup must lie in. The first HELLO that presents the token (hello.grant_token) binds the grant
+ * to that client's cgroup (read by rotad from /proc): from then on it covers every process of that cgroup, with or
+ * without the token, and the token is refused from any other cgroup (the client registers as one without a grant).
+ * A token never presented expires grant-token-ms after the GRANT (rotad's config); when its bound cgroup is gone
+ * (a container that ended or restarted), the token may bind once more, within grant-token-ms, to a cgroup beside
+ * it (the same parent: a restarted container of the same pod), then lapses. REVOKE with ROTA_GRANT_TOKEN removes
+ * the grant of token. */
 #define ROTA_GRANT_CGROUP_LEN 256
 #define ROTA_GRANT_ANY_UID UINT32_MAX
 #define ROTA_GRANT_REVOKE 1u
+#define ROTA_GRANT_TOKEN 2u
 #define ROTA_MAX_GRANTS 4096
 typedef struct rota_msg_grant {
     rota_msg_hdr_t h;
@@ -526,7 +539,8 @@ typedef struct rota_msg_grant {
     uint64_t mem_limit;    /* per process and GPU, bytes, 0..ROTA_MAX_BYTES (0: none) */
     uint32_t uid;          /* the job's user, or ROTA_GRANT_ANY_UID */
     uint32_t pad0;         /* zero */
-    char cgroup[ROTA_GRANT_CGROUP_LEN]; /* absolute cgroup v2 path, NUL-terminated */
+    char cgroup[ROTA_GRANT_CGROUP_LEN]; /* absolute cgroup v2 path, NUL-terminated ("" with ROTA_GRANT_TOKEN) */
+    uint8_t token[ROTA_GRANT_TOKEN_LEN]; /* with ROTA_GRANT_TOKEN: not all zero; else all zero */
 } rota_msg_grant_t;
 
 /* Largest message (PLACE); receive buffers have this size. 128 before PLACE existed: only rotad receives PLACE,
@@ -534,12 +548,14 @@ typedef struct rota_msg_grant {
 #define ROTA_MSG_MAX 512
 
 _Static_assert(sizeof(rota_msg_hdr_t) == 16, "message header");
-_Static_assert(sizeof(rota_msg_hello_t) == 64, "hello");
+_Static_assert(sizeof(rota_msg_hello_t) == 80, "hello");
 _Static_assert(sizeof(rota_msg_welcome_t) == 112, "welcome");
 _Static_assert(sizeof(rota_msg_mem_t) == 56, "mem message");
 _Static_assert(sizeof(rota_msg_result_t) == 40, "result");
 _Static_assert(sizeof(rota_msg_list_t) == 24, "list");
-_Static_assert(sizeof(rota_msg_grant_t) == 296 && sizeof(rota_msg_grant_t) <= ROTA_MSG_MAX, "grant");
+_Static_assert(sizeof(rota_msg_grant_t) == 312 && sizeof(rota_msg_grant_t) <= ROTA_MSG_MAX, "grant");
+_Static_assert(offsetof(rota_msg_hello_t, grant_token) == 64, "hello layout");
+_Static_assert(offsetof(rota_msg_grant_t, cgroup) == 40 && offsetof(rota_msg_grant_t, token) == 296, "grant layout");
 _Static_assert(sizeof(rota_msg_welcome_t) <= ROTA_MSG_MAX, "messages fit ROTA_MSG_MAX");
 _Static_assert(sizeof(rota_place_cand_t) == 24, "place candidate");
 _Static_assert(sizeof(rota_msg_place_t) == 40 + 24 * ROTA_MAX_DEVICES, "place");

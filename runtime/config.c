@@ -56,6 +56,18 @@ static const config_num_t config_nums[] = {
     {"grace-ms", offsetof(config_t, grace_ms), 2000, 0, 60000},
     {"max-waits-per-user", offsetof(config_t, max_waits_per_user), 256, 1, 65536},
     {"max-clients", offsetof(config_t, max_clients), ROTA_MAX_CLIENTS, 1, ROTA_MAX_CLIENTS},
+    /* a day at most: an unused grant token is a grant nobody holds, and the table of them is capped */
+    {"grant-token-ms", offsetof(config_t, grant_token_ms), 3600000, 100, 86400000},
+};
+
+/* The directives that name cgroup paths (config.h), repeatable up to CONFIG_MAX_IDS each. */
+typedef struct config_path {
+    const char *name;
+    size_t count_off, paths_off;
+} config_path_t;
+static const config_path_t config_paths[] = {
+    {"high-cgroup", offsetof(config_t, nhigh_cgroups), offsetof(config_t, high_cgroups)},
+    {"grant-required", offsetof(config_t, ngrant_required), offsetof(config_t, grant_required)},
 };
 
 void config_init(config_t *cfg)
@@ -117,15 +129,19 @@ static int config_policy(config_t *cfg, char **word, int nw, const char *path, u
         (hu ? cfg->high_uids : cfg->high_gids)[(*cnt)++] = id;
         return 0;
     }
-    if (!strcmp(word[0], "high-cgroup")) {
-        if (nw != 2) return config_fail(err, errlen, "%s:%u: expected 'high-cgroup CGROUP-PATH'", path, lineno);
+    for (size_t i = 0; i < sizeof config_paths / sizeof config_paths[0]; i++) {
+        const config_path_t *p = &config_paths[i];
+        if (strcmp(word[0], p->name)) continue;
+        unsigned *cnt = (unsigned *)((char *)cfg + p->count_off);
+        char(*paths)[ROTA_GROUP_NAME] = (char(*)[ROTA_GROUP_NAME])((char *)cfg + p->paths_off);
+        if (nw != 2) return config_fail(err, errlen, "%s:%u: expected '%s CGROUP-PATH'", path, lineno, p->name);
         if (word[1][0] != '/' || strlen(word[1]) >= ROTA_GROUP_NAME)
             return config_fail(err, errlen, "%s:%u: a cgroup path must be absolute, at most %d characters", path,
                                lineno, ROTA_GROUP_NAME - 1);
-        if (cfg->nhigh_cgroups == CONFIG_MAX_IDS)
-            return config_fail(err, errlen, "%s:%u: too many high-cgroup lines (at most %d)", path, lineno,
+        if (*cnt == CONFIG_MAX_IDS)
+            return config_fail(err, errlen, "%s:%u: too many %s lines (at most %d)", path, lineno, p->name,
                                CONFIG_MAX_IDS);
-        char *dst = cfg->high_cgroups[cfg->nhigh_cgroups++];
+        char *dst = paths[(*cnt)++];
         snprintf(dst, ROTA_GROUP_NAME, "%s", word[1]);
         size_t nl = strlen(dst);
         while (nl > 1 && dst[nl - 1] == '/') dst[--nl] = 0;
@@ -167,6 +183,13 @@ static bool config_under(const char *prefix, const char *cgroup)
 {
     size_t n = strlen(prefix);
     return !strcmp(prefix, "/") || (!strncmp(cgroup, prefix, n) && (cgroup[n] == 0 || cgroup[n] == '/'));
+}
+
+bool config_grant_required(const config_t *cfg, const char *cgroup)
+{
+    for (unsigned i = 0; cfg && cgroup && i < cfg->ngrant_required; i++)
+        if (config_under(cfg->grant_required[i], cgroup)) return true;
+    return false;
 }
 
 bool config_may_high(const config_t *cfg, uint32_t uid, uint32_t gid, const uint32_t *gids, unsigned n,

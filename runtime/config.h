@@ -36,11 +36,16 @@
  *   doorbell-max-hz N           doorbell rings rotad acts on, per client, per user and second (default 2000)
  *   grace-ms N                  after a restart over a stale socket, RESERVEs queue this long (default 2000)
  *   max-waits-per-user N        queued RESERVEs and waiting PLACEs of one user, each (default 256; root too)
+ *   grant-token-ms N            a token-keyed grant (abi.h GRANT) no client presented expires after N ms
+ *                               (default 3600000, 100..86400000)
  *
  *   high-user USER              USER (name or uid) may run high priority; repeatable
  *   high-group GROUP            members of GROUP (name or gid) may; repeatable
  *   high-cgroup CGROUP-PATH     processes whose cgroup v2 path is CGROUP-PATH or below it may; repeatable
  *   user USER limit SIZE        the processes of USER together hold at most SIZE per GPU (like a group)
+ *   grant-required CGROUP-PATH  processes whose cgroup v2 path is CGROUP-PATH or below it and that no grant covers
+ *                               (abi.h GRANT: e.g. /kubepods, where the device plugin grants every container)
+ *                               run at best normal, whoever their user, and may hold no GPU memory; repeatable
  *
  * Who may run high: root, rotad's own user, and the users, groups and cgroups named. Anyone else asking for high priority
  * runs as normal (rotad logs it once, and rota status shows the class rotad applied).
@@ -72,6 +77,9 @@ typedef struct config {
     config_user_t users[CONFIG_MAX_IDS]; /* their region groups follow the cgroup ones (region.c) */
     unsigned nhigh_cgroups;
     char high_cgroups[CONFIG_MAX_IDS][ROTA_GROUP_NAME];
+    uint32_t grant_token_ms;
+    unsigned ngrant_required;
+    char grant_required[CONFIG_MAX_IDS][ROTA_GROUP_NAME];
 } config_t;
 
 /* Sets the defaults. */
@@ -86,6 +94,8 @@ bool config_may_high(const config_t *cfg, uint32_t uid, uint32_t gid, const uint
                      const char *cgroup);
 /* Index of uid's entry in users[], or -1. */
 int config_user_of(const config_t *cfg, uint32_t uid);
+/* Whether cgroup (NULL: unknown) lies under a grant-required line. */
+bool config_grant_required(const config_t *cfg, const char *cgroup);
 /* The cgroup v2 path of a process into out; 0 or -errno (-ENOENT: no such process or no v2 line). */
 int config_cgroup_of(pid_t pid, char *out, size_t cap);
 

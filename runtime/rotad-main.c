@@ -42,7 +42,7 @@ static const char usage_body[] =
     "  --config FILE   lines of 'group CGROUP-PATH limit SIZE' (per-group limits, per GPU),\n"
     "                  'credit SIZE' (fast-path memory credit per client, default 64M, 0 = off), and\n"
     "                  admission and policy lines: high-user USER, high-group GROUP, high-cgroup PATH,\n"
-    "                  user USER limit SIZE,\n"
+    "                  user USER limit SIZE, grant-required PATH, grant-token-ms N,\n"
     "                  max-connections-per-user N, max-clients-per-user N, hello-timeout-ms N,\n"
     "                  max-weight N, high-stall-ms N, doorbell-max-hz N, grace-ms N\n"
     "                  (docs/design/security.md); high priority is for root and rotad's user by default\n"

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 void server_welcome(server_t *s, client_t *c, int status, const char *reason, const int *fds, int nfds)
@@ -82,14 +83,30 @@ void server_on_hello(server_t *s, client_t *c, const void *msg)
     }
     /* The client's cgroup (rotad reads it: the client cannot choose it) decides its group, a grant, high-cgroup. */
     char cg[512];
-    bool have_cg = (s->ngrants || cfg->ngroups || cfg->nhigh_cgroups) && config_cgroup_of(c->pid, cg, sizeof cg) == 0;
-    /* What an admin's scheduler granted (GRANT): the client's own HELLO may only ask for less. */
-    const server_grant_t *gr = have_cg ? server_grant_find(s, cg, (uint32_t)c->uid) : NULL;
+    static const uint8_t no_token[ROTA_GRANT_TOKEN_LEN];
+    bool token = memcmp(h->grant_token, no_token, sizeof no_token) != 0;
+    bool have_cg = (s->ngrants || cfg->ngroups || cfg->nhigh_cgroups || cfg->ngrant_required || token) &&
+                   config_cgroup_of(c->pid, cg, sizeof cg) == 0;
+    /* What an admin's scheduler granted (GRANT, by the token the client presents or by its cgroup): the client's
+     * own HELLO may only ask for less. */
+    const server_grant_t *gr = have_cg && token ? server_grant_claim(s, c, h->grant_token, cg) : NULL;
+    if (!gr && have_cg) gr = server_grant_find(s, cg, (uint32_t)c->uid);
     enum rota_prio prio = (enum rota_prio)h->priority; /* below ROTA_PRIO_COUNT: proto_check */
     uint64_t limit = h->mem_limit;
     if (gr) {
         if (prio < gr->max_prio) prio = (enum rota_prio)gr->max_prio;
         if (gr->mem_limit && (!limit || limit > gr->mem_limit)) limit = gr->mem_limit;
+    }
+    /* Where an admin requires a grant (config.h grant-required: a container that dropped its token), a client
+     * without one gains nothing: it is registered, so it stays visible and its allocations are refused by rotad,
+     * rather than turned away, which would leave librota running it uncoordinated. */
+    /* A cgroup rotad could not read might be under the prefix: it counts as under it. */
+    bool bare = !gr && cfg->ngrant_required && (!have_cg || config_grant_required(cfg, cg));
+    if (bare) {
+        if (prio < ROTA_PRIO_NORMAL) prio = ROTA_PRIO_NORMAL;
+        limit = 1; /* one byte: no allocation fits (0 would mean no limit) */
+        server_log_client(s, c, "has no grant under a grant-required cgroup (%s): runs at best normal, with no GPU "
+                          "memory", have_cg ? cg : "its cgroup unreadable");
     }
     if (prio == ROTA_PRIO_HIGH && !(gr && gr->max_prio == ROTA_PRIO_HIGH) &&
         !server_may_high(s, c, have_cg ? cg : NULL)) {

@@ -45,12 +45,22 @@ typedef struct client {
     struct client *prev, *next;
 } client_t;
 
-/* A limit an admin's scheduler granted the processes of a cgroup (server-grant.c, abi.h GRANT). */
+/* A limit an admin's scheduler granted the processes of a cgroup (server-grant.c, abi.h GRANT): keyed by the cgroup
+ * (Slurm), or by a token that binds it to the cgroup of the first client presenting it (Kubernetes). */
+enum server_grant_kind {
+    SERVER_GRANT_CGROUP = 0, /* cgroup names the processes it covers */
+    SERVER_GRANT_UNBOUND,    /* a token not yet presented: cgroup is "" or where the binding cgroup must lie */
+    SERVER_GRANT_BOUND,      /* a token bound to cgroup at a HELLO: covers it like SERVER_GRANT_CGROUP */
+};
 typedef struct server_grant {
     char cgroup[ROTA_GRANT_CGROUP_LEN];
     uint32_t uid;          /* ROTA_GRANT_ANY_UID: any */
     unsigned max_prio;
     uint64_t mem_limit;    /* 0: none */
+    uint8_t token[ROTA_GRANT_TOKEN_LEN];
+    uint32_t kind;         /* server_grant_kind */
+    uint32_t pad0;
+    uint64_t expires_ns;   /* SERVER_GRANT_UNBOUND: CLOCK_BOOTTIME (a restarted rotad keeps counting) */
 } server_grant_t;
 
 struct server {
@@ -149,6 +159,10 @@ void server_on_grant(server_t *s, client_t *c, const void *msg);
 void server_grant_load(server_t *s);
 /* The grant covering cgroup for uid (the longest path), or NULL. */
 const server_grant_t *server_grant_find(const server_t *s, const char *cgroup, uint32_t uid);
+/* The grant of the token client c presented at its HELLO, from cgroup cg: bound to cg when it was not yet (or when
+ * its cgroup is gone and cg lies beside it); NULL, logged, when the token is unknown, expired or bound to another
+ * cgroup (the client then registers as one without a grant). */
+const server_grant_t *server_grant_claim(server_t *s, const client_t *c, const uint8_t *token, const char *cg);
 
 /* ---- server-dispatch.c: the message table ---- */
 /* One message a client sent (n bytes): checked, then handed to its row's handler if the sender may send it. */

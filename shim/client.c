@@ -202,6 +202,7 @@ static void client_connect_locked(bool first)
         .max_inflight = o->max_inflight > 65535 ? 65535 : o->max_inflight,
         .mem_limit = o->mem_limit > ROTA_MAX_BYTES ? ROTA_MAX_BYTES : o->mem_limit,
         .timeout_ms = 5000,
+        .grant_token = o->has_grant ? o->grant : NULL,
     };
     char err[256];
     conn_t *c = NULL;

@@ -14,7 +14,7 @@
 #include "runtime/lib/prio.h"
 #include "shim/log.h"
 
-enum opt_type { OPT_BOOL, OPT_LOG, OPT_PATH, OPT_SIZE, OPT_DOUBLE, OPT_PRIORITY, OPT_U32, OPT_GPU, OPT_RETRY };
+enum opt_type { OPT_BOOL, OPT_LOG, OPT_PATH, OPT_SIZE, OPT_DOUBLE, OPT_PRIORITY, OPT_U32, OPT_GPU, OPT_RETRY, OPT_TOKEN };
 
 typedef struct opt_row {
     const char *name;
@@ -57,6 +57,8 @@ static const opt_row_t opt_table[] = {
     {"ROTA_GPU", OPT_GPU, OFF(gpu), "auto", 0, 1023, false, "auto, all or a device ordinal from 0 to 1023"},
     {"ROTA_TEST_COUNTERS", OPT_PATH, OFF(test_counters), NULL, 0, 0, false, "a file path (test builds only)"},
     {"ROTA_TRACE", OPT_PATH, OFF(trace), NULL, 0, 0, false, "a file path (JSON lines of rota's decisions)"},
+    {"ROTA_GRANT", OPT_TOKEN, OFF(grant), NULL, 0, 0, false,
+     "32 hexadecimal digits, not all zero (the token the device plugin set)"},
 };
 #define OPT_ROWS (sizeof(opt_table) / sizeof(opt_table[0]))
 
@@ -117,6 +119,21 @@ static int opt_parse(const opt_row_t *r, const char *s)
         if (r->min_open && d <= r->min) return -ERANGE;
         *(double *)field = d;
         return 0;
+    case OPT_TOKEN: {
+        uint8_t t[sizeof opts.grant] = {0}, any = 0;
+        if (strlen(s) != 2 * sizeof t) return -EINVAL;
+        for (size_t k = 0; k < 2 * sizeof t; k++) {
+            int c = s[k], v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                            : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+            if (v < 0) return -EINVAL;
+            t[k / 2] |= (uint8_t)(v << (k % 2 ? 0 : 4));
+            any |= (uint8_t)v;
+        }
+        if (!any) return -EINVAL;
+        memcpy(field, t, sizeof t);
+        opts.has_grant = true;
+        return 0;
+    }
     case OPT_GPU:
         if (strcasecmp(s, "auto") == 0) {
             *(int *)field = ROTA_GPU_AUTO;
@@ -180,6 +197,7 @@ static void opt_format(const opt_row_t *r, char *buf, size_t n)
     case OPT_SIZE: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
     case OPT_U32: snprintf(buf, n, "%u", *(const unsigned *)field); break;
     case OPT_DOUBLE: snprintf(buf, n, "%g", *(const double *)field); break;
+    case OPT_TOKEN: snprintf(buf, n, "%s", opts.has_grant ? "(set)" : "(unset)"); break; /* a key: never logged */
     case OPT_GPU:
         if (*(const int *)field == ROTA_GPU_AUTO) snprintf(buf, n, "auto");
         else if (*(const int *)field == ROTA_GPU_ALL) snprintf(buf, n, "all");

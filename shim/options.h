@@ -33,6 +33,9 @@ typedef struct rota_options {
     int gpu;                               /* ROTA_GPU: auto (ROTA_GPU_AUTO), all (ROTA_GPU_ALL) or an ordinal 0..1023 */
     char test_counters[ROTA_OPT_PATH_MAX]; /* ROTA_TEST_COUNTERS: test-only hit counters, dumped here at exit */
     char trace[ROTA_OPT_PATH_MAX];         /* ROTA_TRACE: append rota's decisions here as JSON lines ("" = off) */
+    bool has_grant;                        /* ROTA_GRANT was set (and valid) */
+    uint8_t grant[16];                     /* ROTA_GRANT: the token of rotad's grant for this container, 32 hex
+                                            * digits, presented at registration (runtime/abi.h GRANT) */
 } rota_options_t;
 
 /* Parses the environment the first time it is called (thread-safe; pure: no I/O, no allocation) and returns

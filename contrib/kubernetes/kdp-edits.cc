@@ -87,18 +87,25 @@ int edits_for(const Config &cfg, const kdp_gpu_t &g, unsigned prio, uint64_t lim
 {
     /*
      * What `rota run --priority CLASS --mem LIMIT` sets up, for the container's runtime to apply. The class and
-     * limit reach rotad from the container's environment, as librota reads them there: a container can lower
-     * them, and also raise them. Trust in limits (issue 32) wants the plugin to tell rotad itself: a root-only
-     * grant keyed by the container (a one-time token passed here in the environment, or its cgroup), sent from
-     * here before answering, which rotad would then apply over ROTA_MEM_LIMIT and ROTA_PRIORITY.
+     * limit reach rotad from here, not from the container (trust in limits): a root-only GRANT keyed by a one-time
+     * token, which the container's first registering process binds to its cgroup (the container does not exist
+     * yet, so its cgroup cannot key it). The container's ROTA_PRIORITY and ROTA_MEM_LIMIT may then only lower
+     * them; they stay in its environment for what librota reads itself (its class, where no grant applies).
      */
     if (prio >= KDP_PRIO_COUNT || limit == 0) {
         *why = "bad class or limit";
         return -EINVAL;
     }
+    char token[KDP_TOKEN_HEX], err[256];
+    int rc = kdp_rotad_grant(cfg.socket.c_str(), prio, limit, token, err, sizeof err);
+    if (rc) {
+        *why = std::string("unable to grant the container its class and limit: ") + err;
+        return rc;
+    }
     Edits e;
     e.env["ROTA_PRIORITY"] = kdp_prio_name(prio);
     e.env["ROTA_MEM_LIMIT"] = std::to_string(limit);
+    e.env["ROTA_GRANT"] = token;
     if (!cfg.cdi_dir.empty()) {
         // the rest is in the CDI spec (cdi_write): the runtime applies rota.io/gpu=<uuid> and the driver's device
         e.cdi_devices.push_back(cdi_name("rota.io/gpu", g.uuid));

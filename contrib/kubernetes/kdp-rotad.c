@@ -3,6 +3,7 @@
 
 #include "runtime/abi.h"
 #include "runtime/lib/conn.h"
+#include "runtime/lib/grant.h"
 #include "runtime/lib/prio.h"
 #include "runtime/lib/proto.h"
 
@@ -18,6 +19,7 @@ _Static_assert(KDP_MAX_GPUS == ROTA_MAX_DEVICES, "one GPU table size");
 _Static_assert(KDP_UUID_STR == PROTO_UUID_STR, "one UUID string size");
 _Static_assert(sizeof(((kdp_gpu_t *)0)->raw) == ROTA_UUID_LEN, "one UUID size");
 _Static_assert(KDP_PRIO_COUNT == ROTA_PRIO_COUNT, "one set of classes");
+_Static_assert(KDP_TOKEN_HEX == GRANT_TOKEN_HEX, "one token size");
 
 #define KDP_CONNECT_MS 3000u
 #define KDP_PLACE_ANSWER_MS 3000u /* GetPreferredAllocation is on the kubelet's admission path: answer soon */
@@ -120,3 +122,17 @@ int kdp_rotad_place(const char *socket, unsigned prio, const kdp_gpu_t *cand, un
 
 int kdp_prio_parse(const char *s, unsigned *prio) { return prio_parse(s, prio); }
 const char *kdp_prio_name(unsigned prio) { return prio_name(prio); }
+
+int kdp_rotad_grant(const char *socket, unsigned prio, uint64_t limit, char token_hex[KDP_TOKEN_HEX], char *err,
+                    size_t errlen)
+{
+    uint8_t token[GRANT_TOKEN_LEN];
+    int rc = grant_token_new(token, token_hex);
+    if (rc) {
+        snprintf(err, errlen, "unable to draw a grant token: %s", strerror(-rc));
+        return rc;
+    }
+    /* Any cgroup: the container's is not known yet, and the kubelet's cgroup driver decides its path. */
+    grant_t g = {.cgroup = NULL, .uid = GRANT_ANY_UID, .mem_limit = limit, .max_prio = prio, .token = token};
+    return grant_set(socket, &g, err, errlen);
+}

@@ -39,6 +39,14 @@ void kdp_rotad_close(kdp_rotad_t *r);
 int kdp_rotad_place(const char *socket, unsigned prio, const kdp_gpu_t *cand, unsigned ncand, uint64_t mem,
                     int *pick, char *err, size_t errlen);
 
+/* Grants the container about to be allocated, through rotad at socket (GRANT by token, runtime/lib/grant.h; the
+ * plugin runs as root): at most limit bytes per GPU, class prio at best. token_hex gets the token (32 hexadecimal
+ * digits) for the container's ROTA_GRANT: its first process that registers binds the grant to its cgroup. 0, or
+ * -errno with a sentence in err (-ENOENT/-ECONNREFUSED/-ETIMEDOUT: rotad unreachable). */
+#define KDP_TOKEN_HEX 33
+int kdp_rotad_grant(const char *socket, unsigned prio, uint64_t limit, char token_hex[KDP_TOKEN_HEX], char *err,
+                    size_t errlen);
+
 /* Priority class names (prio.h, which C++ cannot include), as librota's ROTA_PRIORITY takes them: 0 and *prio, or -EINVAL. */
 int kdp_prio_parse(const char *s, unsigned *prio);
 const char *kdp_prio_name(unsigned prio);

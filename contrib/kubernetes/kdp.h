@@ -84,7 +84,9 @@ struct Edits {
     std::map<std::string, std::string> annotations;
 };
 
-// The one place that tells a container its GPU, class and memory limit.
+// The one place that tells a container its GPU, class and memory limit: grants them through rotad (a one-time
+// token in ROTA_GRANT) and sets the container's edits. 0, -EINVAL (a bad class or limit), or -errno with why
+// when rotad could not be told (unreachable, or refusing the grant).
 int edits_for(const Config &cfg, const kdp_gpu_t &g, unsigned prio, uint64_t limit, Edits *out, std::string *why);
 // With --cdi-dir: writes the CDI spec of these GPUs (kind rota.io/gpu) atomically. 0 or -errno with why.
 int cdi_write(const Config &cfg, const std::vector<kdp_gpu_t> &gpus, std::string *why);

@@ -145,7 +145,9 @@ class Plugin final : public v1beta1::DevicePlugin::Service {
             if (!served[g]) return refuse(grpc::StatusCode::UNAVAILABLE, std::string(gpus[g].uuid) + " is not served by rotad");
             Edits e;
             uint64_t limit = (uint64_t)n * cfg_.unit;
-            if (edits_for(cfg_, gpus[g], prio_, limit, &e, &why)) return refuse(grpc::StatusCode::INTERNAL, why);
+            int rc = edits_for(cfg_, gpus[g], prio_, limit, &e, &why);
+            // rotad unreachable (or refusing the grant): the container must not start without its limit
+            if (rc) return refuse(rc == -EINVAL ? grpc::StatusCode::INTERNAL : grpc::StatusCode::UNAVAILABLE, why);
             auto *o = resp->add_container_responses();
             for (const auto &kv : e.env) (*o->mutable_envs())[kv.first] = kv.second;
             for (const auto &kv : e.annotations) (*o->mutable_annotations())[kv.first] = kv.second;

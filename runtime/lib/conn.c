@@ -162,6 +162,7 @@ static int conn_hello(const conn_t *c, const conn_opts_t *o, const char *path, c
     h.weight = o->weight ? o->weight : 1000;
     h.max_inflight = o->max_inflight;
     h.mem_limit = o->mem_limit;
+    if (o->grant_token) memcpy(h.grant_token, o->grant_token, sizeof h.grant_token);
     FILE *f = fopen("/proc/self/comm", "re");
     if (f) {
         if (fgets(h.comm, sizeof h.comm, f)) h.comm[strcspn(h.comm, "\n")] = 0;

@@ -19,6 +19,7 @@ typedef struct conn_opts {
     unsigned max_inflight;     /* 0..65535 */
     uint64_t mem_limit;        /* per GPU, 0 = none */
     unsigned timeout_ms;       /* for connect + registration; 0 = 5000 */
+    const uint8_t *grant_token; /* ROTA_GRANT_TOKEN_LEN bytes presented at HELLO (abi.h GRANT), or NULL */
 } conn_opts_t;
 
 /* Connects and registers. Returns 0 and *out, or -errno with a sentence in err:

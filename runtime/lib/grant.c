@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -74,17 +75,45 @@ static int grant_send(const char *socket_path, const rota_msg_grant_t *m, char *
     const rota_msg_result_t *res = (const rota_msg_result_t *)buf;
     rc = res->status;
     if (rc == -ENOSPC) grant_fail(err, errlen, rc, "rotad at %s holds %d grants already", path, ROTA_MAX_GRANTS);
-    else if (rc == -ENOENT) grant_fail(err, errlen, rc, "rotad at %s had no grant for %s", path, m->cgroup);
+    else if (rc == -ENOENT) grant_fail(err, errlen, rc, "rotad at %s had no grant for %s", path,
+                                       m->flags & ROTA_GRANT_TOKEN ? "that token" : m->cgroup);
     else if (rc) grant_fail(err, errlen, rc, "rotad at %s refused the grant: %s", path, strerror(-rc));
 out_close:
     close(fd);
     return rc;
 }
 
-static int grant_init(rota_msg_grant_t *m, const char *cgroup, char *err, size_t errlen)
+_Static_assert(GRANT_TOKEN_LEN == ROTA_GRANT_TOKEN_LEN, "token length");
+
+int grant_token_new(uint8_t token[GRANT_TOKEN_LEN], char hex[GRANT_TOKEN_HEX])
+{
+    size_t got = 0;
+    while (got < GRANT_TOKEN_LEN) {
+        ssize_t n = getrandom(token + got, GRANT_TOKEN_LEN - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        got += (size_t)n;
+    }
+    uint8_t any = 0;
+    for (unsigned i = 0; i < GRANT_TOKEN_LEN; i++) {
+        snprintf(hex + 2 * i, 3, "%02x", token[i]);
+        any |= token[i];
+    }
+    return any ? 0 : -EAGAIN; /* all zero means none on the wire: 2^-128, but never send it */
+}
+
+static int grant_init(rota_msg_grant_t *m, const char *cgroup, const uint8_t *token, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
     proto_hdr_init(&m->h, ROTA_MSG_GRANT, sizeof *m, 1);
+    if (token) {
+        uint8_t any = 0;
+        for (unsigned i = 0; i < GRANT_TOKEN_LEN; i++) any |= token[i];
+        if (!any) return grant_fail(err, errlen, -EINVAL, "grant: a token of all zero bits");
+        memcpy(m->token, token, sizeof m->token);
+        m->flags |= ROTA_GRANT_TOKEN;
+        if (!cgroup || !cgroup[0]) return 0;
+    }
     if (!cgroup || cgroup[0] != '/' || strlen(cgroup) >= sizeof m->cgroup)
         return grant_fail(err, errlen, -EINVAL, "grant: the cgroup must be an absolute path of at most %zu characters",
                           sizeof m->cgroup - 1);
@@ -95,7 +124,7 @@ static int grant_init(rota_msg_grant_t *m, const char *cgroup, char *err, size_t
 int grant_set(const char *socket_path, const grant_t *g, char *err, size_t errlen)
 {
     rota_msg_grant_t m;
-    int rc = grant_init(&m, g->cgroup, err, errlen);
+    int rc = grant_init(&m, g->cgroup, g->token, err, errlen);
     if (rc) return rc;
     if (g->max_prio >= ROTA_PRIO_COUNT || g->mem_limit > ROTA_MAX_BYTES)
         return grant_fail(err, errlen, -EINVAL, "grant: class %u or memory %llu out of range", g->max_prio,
@@ -109,9 +138,19 @@ int grant_set(const char *socket_path, const grant_t *g, char *err, size_t errle
 int grant_revoke(const char *socket_path, const char *cgroup, char *err, size_t errlen)
 {
     rota_msg_grant_t m;
-    int rc = grant_init(&m, cgroup, err, errlen);
+    int rc = grant_init(&m, cgroup, NULL, err, errlen);
     if (rc) return rc;
     m.flags = ROTA_GRANT_REVOKE;
+    m.uid = ROTA_GRANT_ANY_UID;
+    return grant_send(socket_path, &m, err, errlen);
+}
+
+int grant_revoke_token(const char *socket_path, const uint8_t token[GRANT_TOKEN_LEN], char *err, size_t errlen)
+{
+    rota_msg_grant_t m;
+    int rc = grant_init(&m, NULL, token, err, errlen);
+    if (rc) return rc;
+    m.flags |= ROTA_GRANT_REVOKE;
     m.uid = ROTA_GRANT_ANY_UID;
     return grant_send(socket_path, &m, err, errlen);
 }

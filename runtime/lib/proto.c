@@ -24,6 +24,15 @@ static bool proto_has_nul(const char *s, size_t cap)
 /* Each message type's own checks: NULL when the message is valid, else why not. */
 typedef const char *proto_check_fn(const void *buf, unsigned type);
 
+/* Whether the n bytes at p are all zero. */
+static bool proto_zero(const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i]) return false;
+    return true;
+}
+
 static const char *proto_check_hello(const void *buf, unsigned type)
 {
     const rota_msg_hello_t *m = buf;
@@ -92,9 +101,12 @@ static const char *proto_check_result(const void *buf, unsigned type)
 static const char *proto_check_grant(const void *buf, unsigned type)
 {
     const rota_msg_grant_t *m = buf;
-    if ((m->flags & ~ROTA_GRANT_REVOKE) || m->max_prio >= ROTA_PRIO_COUNT || m->mem_limit > ROTA_MAX_BYTES || m->pad0 ||
-        !proto_has_nul(m->cgroup, sizeof m->cgroup) || m->cgroup[0] != '/')
+    bool tok = m->flags & ROTA_GRANT_TOKEN;
+    if ((m->flags & ~(ROTA_GRANT_REVOKE | ROTA_GRANT_TOKEN)) || m->max_prio >= ROTA_PRIO_COUNT ||
+        m->mem_limit > ROTA_MAX_BYTES || m->pad0 || !proto_has_nul(m->cgroup, sizeof m->cgroup) ||
+        (m->cgroup[0] != '/' && !(tok && !m->cgroup[0])))
         return "grant: flags, class, memory or cgroup path out of range";
+    if (tok == proto_zero(m->token, sizeof m->token)) return "grant: a token without ROTA_GRANT_TOKEN, or none with it";
     return NULL;
 }
 

@@ -6,7 +6,8 @@
 #
 # SPEC: {"image_env": {...}, "envs": {...}, "mounts": [{container_path, host_path, read_only}],
 #        "devices": [{container_path, host_path, permissions}], "cdi_dir": DIR, "cdi_devices": [NAME...],
-#        "devroot": DIR (an empty folder for the container's /dev), "argv": [...]}
+#        "devroot": DIR (an empty folder for the container's /dev), "cgroup": DIR (optional: the container's cgroup
+#        v2 folder, which it enters first), "argv": [...]}
 # As runc and containerd do: the environment is the image's, then the container's (here the response's envs, then
 # the CDI edits'); each mount is a bind mount (remounted read-only where asked); /dev is a fresh tmpfs with the
 # usual nodes, /dev/shm (simcuda's node lives there) and exactly the devices asked for, made with the host
@@ -55,6 +56,9 @@ def cdi_edits(spec):
 def main():
     with open(sys.argv[1]) as fh:
         spec = json.load(fh)
+    if spec.get("cgroup"):
+        with open(os.path.join(spec["cgroup"], "cgroup.procs"), "w") as fh:
+            fh.write("0\n")
     env = dict(spec.get("image_env", {}))
     env.update(spec.get("envs", {}))
     mounts, devices = list(spec.get("mounts", [])), list(spec.get("devices", []))

@@ -1,7 +1,7 @@
 # device-plugin.py - rota-device-plugin against the stand-in kubelet (kubelet.py, grpcio) on simcuda GPUs and a
 # real rotad, with the stand-in runtime (ctr-run.py) starting the "containers"; TAP on stdout. Run by
 # device-plugin.t, which makes the temp folder T (argv[1]) and the Python stubs (T/py) and cleans up.
-import json, os, signal, select, subprocess, sys, time
+import json, os, re, signal, select, subprocess, sys, time
 
 T = sys.argv[1]
 sys.path.insert(0, os.path.join(T, "py"))
@@ -33,6 +33,31 @@ if os.environ.get("ROTA_SANITIZER") == "thread":
 
 n, failed = 0, False
 procs = []
+
+
+def pods_cgroup():
+    """The "kubepods" cgroup of this run: below the test's own, in the cgroup v2 hierarchy (a real runtime puts each
+    container in a cgroup of its own there). Returns (path as /proc/PID/cgroup names it, its folder), or None."""
+    root = None
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            w = line.split()
+            if len(w) > 2 and w[2] == "cgroup2":
+                root = w[1]
+    own = [l[3:].strip() for l in open("/proc/self/cgroup") if l.startswith("0::")]
+    if not root or not own:
+        return None
+    path = own[0].rstrip("/") + "/rota-k8s-t-%d" % os.getpid()
+    try:
+        os.mkdir(root + path)
+    except OSError:
+        return None
+    with open(os.path.join(T, "cgroups"), "a") as f:  # device-plugin.t removes them, whatever the test's fate
+        f.write(root + path + "\n")
+    return path, root + path
+
+
+PODS = pods_cgroup()
 
 
 def ok(cond, label):
@@ -75,8 +100,12 @@ def cleanup():
 def start_rotad():
     r, w = os.pipe()
     log = open(os.path.join(T, "rotad.log"), "a")
+    conf = os.path.join(T, "rotad.conf")
+    with open(conf, "w") as f:  # as deploy/'s ConfigMap: a container without its grant gains nothing
+        f.write("grant-required %s\n" % PODS[0] if PODS else "")
     p = track(subprocess.Popen([os.path.join(BUILD, "bin", "rotad"), "--foreground", "--socket", S, "--notify-fd",
-                                str(w)], env=dict(ENV, ROTA_LOG="quiet"), pass_fds=(w,), stderr=log))
+                                str(w), "--config", conf], env=dict(ENV, ROTA_LOG="warn"), pass_fds=(w,),
+                               stderr=log))
     os.close(w)
     ready = select.select([r], [], [], 10)[0]
     os.close(r)
@@ -138,6 +167,11 @@ def container(name, resp, argv, cdi_dir=None):
                          "permissions": d.permissions} for d in resp.devices],
             "cdi_dir": cdi_dir, "cdi_devices": [c.name for c in resp.cdi_devices],
             "devroot": os.path.join(T, "devroot-" + name), "argv": argv}
+    if PODS:
+        spec["cgroup"] = os.path.join(PODS[1], name)
+        os.makedirs(spec["cgroup"], exist_ok=True)
+        with open(os.path.join(T, "cgroups"), "a") as f:
+            f.write(spec["cgroup"] + "\n")
     path = os.path.join(T, name + ".json")
     with open(path, "w") as f:
         json.dump(spec, f)
@@ -258,8 +292,10 @@ ok(w.wait(lambda l: len(l) == 8 and all(h == "Healthy" for _, h in l), 10) is no
 r = alloc(high, U0 + "::0")
 c = r.container_responses[0]
 want_env = {"LD_PRELOAD": CLIB, "ROTA_SOCKET": CSOCK, "ROTA_PRIORITY": "high", "ROTA_MEM_LIMIT": str(G),
-            "CUDA_VISIBLE_DEVICES": U0, "ROTA_GPU": "0", "NVIDIA_VISIBLE_DEVICES": U0}
-ok(dict(c.envs) == want_env, "Allocate(high, 1 unit): librota, class high, limit 1G, its GPU (%s)" % dict(c.envs))
+            "CUDA_VISIBLE_DEVICES": U0, "ROTA_GPU": "0", "NVIDIA_VISIBLE_DEVICES": U0,
+            "ROTA_GRANT": c.envs.get("ROTA_GRANT", "")}
+ok(dict(c.envs) == want_env and re.fullmatch("[0-9a-f]{32}", want_env["ROTA_GRANT"]),
+   "Allocate(high, 1 unit): librota, class high, limit 1G, its GPU, its grant's token (%s)" % dict(c.envs))
 mounts = sorted((m.container_path, m.host_path, m.read_only) for m in c.mounts)
 ok(mounts == sorted([(CLIB, os.path.join(BUILD, "lib", "librota.so"), True), (os.path.dirname(CSOCK),
                                                                               os.path.dirname(S), True)]),
@@ -312,6 +348,28 @@ ok(rc == 3 and rec.get("status") == "crashed: OOM",
    "B2's 2G past its 1G limit is refused as out of memory (exit %s, %s)" % (rc, rec.get("status")))
 ok(b.wait(60) == 0, "container B finishes its work (exit %s)" % b.returncode)
 ok(a.wait(60) == 0, "container A finishes its work (exit %s)" % a.returncode)
+
+# The class and limit reach rotad from the plugin (a GRANT keyed by the token in ROTA_GRANT, bound to the
+# container's cgroup at its first registration), not from the container's environment, which it can change.
+r = alloc(normal, U1 + "::2")
+if PODS:
+    wl = " ".join(workload("e", "512M", 4))
+    e = container("e", r.container_responses[0], ["/bin/sh", "-c", "ROTA_PRIORITY=high ROTA_MEM_LIMIT=0 exec " + wl])
+    ce = wait_client(lambda x: x["pid"] == e.pid)
+    ok(ce is not None and ce["priority"] == "normal" and ce["limit"] == G,
+       "container E sets ROTA_PRIORITY=high and ROTA_MEM_LIMIT=0 itself: it still runs at its pod's class and limit "
+       "(normal, 1G: %s)" % ce)
+    ok(e.wait(60) == 0, "container E finishes its work (exit %s)" % e.returncode)
+    f = container("f", r.container_responses[0], ["/bin/sh", "-c", "unset ROTA_GRANT; ROTA_PRIORITY=high "
+                                                  "ROTA_MEM_LIMIT=0 exec " + " ".join(workload("f", "512M", 4))])
+    rc = f.wait(60)
+    log = open(os.path.join(T, "rotad.log")).read()
+    ok(rc == 3 and re.search(r"pid %d uid [0-9]+.*has no grant under a grant-required cgroup" % f.pid, log),
+       "container F drops its token too: under grant-required it runs with no memory, its allocation refused as out "
+       "of memory (exit %s)" % rc)
+else:
+    for _ in range(3):
+        ok(True, "# SKIP no writable cgroup v2 hierarchy: containers cannot have cgroups of their own")
 
 # ---- 5. bad input: clear errors, nothing leaked, the plugin keeps serving --------------------------------------
 for ids, want, label in (([ "GPU-00000000-0000-0000-0000-000000000000::0"], "unknown device ID", "an unknown GPU"),
@@ -368,7 +426,8 @@ ok(spec.get("cdiVersion") == "0.6.0" and spec.get("kind") == "rota.io/gpu" and
 r = alloc(low, U1 + "::0", U1 + "::1")
 c = r.container_responses[0]
 ok([x.name for x in c.cdi_devices] == ["rota.io/gpu=" + U1] and
-   dict(c.envs) == {"ROTA_PRIORITY": "low", "ROTA_MEM_LIMIT": str(2 * G)} and not c.mounts and not c.devices,
+   dict(c.envs) == {"ROTA_PRIORITY": "low", "ROTA_MEM_LIMIT": str(2 * G), "ROTA_GRANT": c.envs.get("ROTA_GRANT")}
+   and re.fullmatch("[0-9a-f]{32}", c.envs.get("ROTA_GRANT", "")) and not c.mounts and not c.devices,
    "Allocate(low, 2 units) with --cdi-dir: the CDI device and the class and limit (%s %s)"
    % ([x.name for x in c.cdi_devices], dict(c.envs)))
 p = container("check2", c, ["/bin/sh", "-c", "test -c /dev/nvidia0 && test ! -e /dev/nvidia1 && test -r %s && "

@@ -25,6 +25,12 @@ cleanup() {
     if [ -f "$T/pids" ]; then
         while read -r p; do kill -KILL "$p" 2>/dev/null; done <"$T/pids"
     fi
+    # the containers' cgroups (device-plugin.py lists them, the pods' first), innermost first, once they are empty
+    if [ -f "$T/cgroups" ]; then
+        tac "$T/cgroups" | while read -r d; do
+            for _ in 1 2 3 4 5 6 7 8 9 10; do rmdir "$d" 2>/dev/null && break; [ -d "$d" ] || break; sleep 0.2; done
+        done
+    fi
     rm -rf "$T" "/dev/shm/$ROTA_K8S_T_NODE"
 }
 trap cleanup EXIT

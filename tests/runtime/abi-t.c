@@ -21,6 +21,9 @@ int main(void)
     OFF(rota_msg_hello_t, role, 16);
     OFF(rota_msg_hello_t, mem_limit, 32);
     OFF(rota_msg_hello_t, comm, 48);
+    OFF(rota_msg_hello_t, grant_token, 64);
+    OFF(rota_msg_grant_t, cgroup, 40);
+    OFF(rota_msg_grant_t, token, 296);
     OFF(rota_msg_welcome_t, status, 16);
     OFF(rota_msg_welcome_t, region_size, 32);
     OFF(rota_msg_welcome_t, reason, 48);
@@ -185,8 +188,17 @@ int main(void)
     gm.max_prio = ROTA_PRIO_COUNT;
     is_int(proto_check(&gm, sizeof gm, NULL, &why), -EBADMSG, "a grant of no class: %s", why);
     gm.max_prio = 0;
-    gm.flags = 2;
+    gm.flags = 4;
     is_int(proto_check(&gm, sizeof gm, NULL, &why), -EBADMSG, "a grant with an unknown flag: %s", why);
+    gm.flags = ROTA_GRANT_TOKEN;
+    is_int(proto_check(&gm, sizeof gm, NULL, &why), -EBADMSG, "a token grant without its token: %s", why);
+    gm.token[15] = 1;
+    gm.cgroup[0] = 0;
+    is_int(proto_check(&gm, sizeof gm, NULL, &why), ROTA_MSG_GRANT, "a token grant for any cgroup");
+    gm.flags = 0;
+    is_int(proto_check(&gm, sizeof gm, NULL, &why), -EBADMSG, "a token without ROTA_GRANT_TOKEN: %s", why);
+    memset(gm.token, 0, sizeof gm.token);
+    gm.cgroup[0] = '/';
     gm.flags = ROTA_GRANT_REVOKE;
     gm.cgroup[0] = 's';
     is_int(proto_check(&gm, sizeof gm, NULL, &why), -EBADMSG, "a grant of a relative path: %s", why);

@@ -39,6 +39,18 @@ int main(void)
     is_int(config_match(&cfg, "/kubepods/ab"), -1, "a prefix that is not a path component does not match");
     is_int(config_match(&cfg, "/"), -1, "root matches nothing");
 
+    /* grant-required (a Kubernetes node: /kubepods) and grant-token-ms */
+    is_int(load("grant-required /kubepods/\ngrant-required /kubepods.slice\ngrant-token-ms 5000\n", &cfg, err,
+                sizeof err), 0, "grant-required and grant-token-ms load (%s)", err);
+    ok(config_grant_required(&cfg, "/kubepods") && config_grant_required(&cfg, "/kubepods/pod1/c1") &&
+       config_grant_required(&cfg, "/kubepods.slice/x") && !config_grant_required(&cfg, "/kubepodsX") &&
+       !config_grant_required(&cfg, "/system.slice") && !config_grant_required(&cfg, NULL),
+       "grant-required covers its paths and below, nothing else");
+    is_uint(cfg.grant_token_ms, 5000, "grant-token-ms 5000");
+    is_int(load("", &cfg, err, sizeof err), 0, "an empty file loads");
+    ok(!config_grant_required(&cfg, "/kubepods") && cfg.grant_token_ms == 3600000,
+       "by default no grant is required and a token lives an hour");
+
     struct {
         const char *text, *want;
     } bad[] = {
@@ -52,6 +64,9 @@ int main(void)
         {"group /a limit 18446744073709551616\n", ":1: bad limit '18446744073709551616': out of range"},
         {"group /a limit 1G\ngroup /a limit 2G\n", ":2: group '/a' already defined on line 1"},
         {"group /a limit 1G extra\n", ":1: expected"},
+        {"grant-required kubepods\n", ":1: a cgroup path must be absolute"},
+        {"grant-required\n", ":1: expected 'grant-required CGROUP-PATH'"},
+        {"grant-token-ms 50\n", ":1: bad grant-token-ms '50': out of range"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = load(bad[i].text, &cfg, err, sizeof err);

@@ -40,8 +40,9 @@ static int raw_connect(void)
     return fd;
 }
 
-/* HELLO as role; 0 when welcomed (the descriptors in rc->fds), else the WELCOME's status (or -EIO). */
-static int raw_hello(raw_client_t *rc, unsigned role, unsigned prio, uint64_t limit)
+/* HELLO as role presenting token (NULL: none); 0 when welcomed (the descriptors in rc->fds), else the WELCOME's
+ * status (or -EIO). */
+static int raw_hello_token(raw_client_t *rc, unsigned role, unsigned prio, uint64_t limit, const uint8_t *token)
 {
     memset(rc, 0, sizeof *rc);
     rc->fd = raw_connect();
@@ -52,6 +53,7 @@ static int raw_hello(raw_client_t *rc, unsigned role, unsigned prio, uint64_t li
     h.priority = prio;
     h.weight = 1000;
     h.mem_limit = limit;
+    if (token) memcpy(h.grant_token, token, sizeof h.grant_token);
     snprintf(h.comm, sizeof h.comm, "hostile-t");
     if (proto_send(rc->fd, &h, sizeof h, NULL, 0)) return -EIO;
     char buf[ROTA_MSG_MAX];
@@ -62,6 +64,11 @@ static int raw_hello(raw_client_t *rc, unsigned role, unsigned prio, uint64_t li
     if (n != (ssize_t)sizeof rc->w) return -EIO;
     memcpy(&rc->w, buf, sizeof rc->w);
     return rc->w.status;
+}
+
+static int raw_hello(raw_client_t *rc, unsigned role, unsigned prio, uint64_t limit)
+{
+    return raw_hello_token(rc, role, prio, limit, NULL);
 }
 
 static void raw_register(raw_client_t *rc, unsigned prio, uint64_t limit)
@@ -504,6 +511,131 @@ static void test_grant(void)
     is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
 }
 
+/* ---- item 4 for Kubernetes: a grant keyed by a one-time token, bound to the cgroup that first presents it ---- */
+
+static char tok_root[256]; /* the cgroup v2 mount */
+static char tok_cg0[400];  /* this test's own cgroup */
+static pid_t tok_pid;      /* the test's pid, in its cgroups' names */
+
+/* The cgroup v2 path of a child cgroup of this test's, named name. */
+static void tok_path(char *out, size_t n, const char *name)
+{
+    snprintf(out, n, "%s/rota-hostile-%d-%s", strcmp(tok_cg0, "/") ? tok_cg0 : "", (int)tok_pid, name);
+}
+
+static bool tok_mkcg(const char *name)
+{
+    char cg[512], dir[800];
+    tok_path(cg, sizeof cg, name);
+    snprintf(dir, sizeof dir, "%s%s", tok_root, cg);
+    return mkdir(dir, 0755) == 0 || errno == EEXIST;
+}
+
+static void tok_rmcg(const char *name)
+{
+    char cg[512], dir[800];
+    tok_path(cg, sizeof cg, name);
+    snprintf(dir, sizeof dir, "%s%s", tok_root, cg);
+    rmdir(dir);
+}
+
+/* In a child moved into cgroup name: registers asking for high and no limit, presenting token (NULL: none), then
+ * RESERVEs 400 bytes (of 1000). Returns (as a parent sees it) 1 when its slot had the grant's 300 bytes and normal, 2 when
+ * the HELLO's own high and no limit, 3 when grant-required's normal and one byte; +4 when the RESERVE was refused
+ * (-EDQUOT); 64 and above: setup failed. */
+static int tok_client(const char *name, const uint8_t *token)
+{
+    pid_t pid = fork();
+    if (pid < 0) bail("fork");
+    if (pid == 0) {
+        char cg[512], procs[900];
+        tok_path(cg, sizeof cg, name);
+        snprintf(procs, sizeof procs, "%s%s/cgroup.procs", tok_root, cg);
+        FILE *f = fopen(procs, "w");
+        if (!f || fprintf(f, "0\n") < 0 || fclose(f)) _exit(64);
+        raw_client_t c;
+        if (raw_hello_token(&c, ROTA_ROLE_CLIENT, ROTA_PRIO_HIGH, 0, token)) _exit(65);
+        rota_slot_t sv = th_slot(c.w.slot);
+        uint64_t lim = LD(&sv.limit);
+        unsigned prio = LD(&sv.priority);
+        int r = lim == 300 && prio == ROTA_PRIO_NORMAL ? 1 : lim == 0 && prio == ROTA_PRIO_HIGH ? 2
+              : lim == 1 && prio == ROTA_PRIO_NORMAL ? 3 : 66;
+        if (raw_reserve(&c, U0, 400, 0, 5000) == -EDQUOT) r += 4;
+        raw_close(&c);
+        _exit(r);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void tok_grant(const uint8_t *token)
+{
+    char err[256];
+    grant_t g = {.cgroup = NULL, .uid = GRANT_ANY_UID, .mem_limit = 300, .max_prio = ROTA_PRIO_NORMAL, .token = token};
+    int rc = grant_set(th_sock, &g, err, sizeof err);
+    if (rc) bail("token grant: %s", err);
+}
+
+static void test_grant_token(void)
+{
+    if (geteuid() != 0 || config_cgroup_of(getpid(), tok_cg0, sizeof tok_cg0)) {
+        skip("not root, or no cgroup v2 path: token grants not testable");
+        return;
+    }
+    tok_pid = getpid();
+    FILE *m = fopen("/proc/self/mounts", "re");
+    char dev[128], dir[256], type[32];
+    while (m && fscanf(m, "%127s %255s %31s %*[^\n]", dev, dir, type) == 3)
+        if (!strcmp(type, "cgroup2")) snprintf(tok_root, sizeof tok_root, "%s", dir);
+    if (m) fclose(m);
+    if (!tok_root[0] || !tok_mkcg("a") || !tok_mkcg("b") || !tok_mkcg("c") || !tok_mkcg("req")) {
+        skip("no writable cgroup v2 hierarchy: token grants not testable");
+        tok_rmcg("a");
+        tok_rmcg("b");
+        tok_rmcg("c");
+        return;
+    }
+    char req[512], text[700];
+    tok_path(req, sizeof req, "req");
+    snprintf(text, sizeof text, "credit 0\ngrant-token-ms 1000\ngrant-required %s\n", req);
+    const char *conf = write_conf("token.conf", text);
+    const char *args[] = {"--config", conf, NULL};
+    pid_t rotad = th_rotad_start_args(args);
+    uint8_t t1[GRANT_TOKEN_LEN], t2[GRANT_TOKEN_LEN], t3[GRANT_TOKEN_LEN];
+    char hex[GRANT_TOKEN_HEX];
+    if (grant_token_new(t1, hex) || grant_token_new(t2, hex) || grant_token_new(t3, hex)) bail("getrandom");
+    tok_grant(t1);
+    is_int(tok_client("a", t1), 1 + 4, "a token's grant (300 bytes, normal) wins over the HELLO's high and no limit, "
+           "and a RESERVE past it is refused");
+    is_int(tok_client("a", NULL), 1 + 4, "a second process in that cgroup gets the grant without the token");
+    is_int(tok_client("b", t1), 2, "the token from another cgroup is refused (the HELLO's own class and limit)");
+    tok_grant(t2);
+    usleep(1300 * 1000); /* past grant-token-ms */
+    is_int(tok_client("b", t2), 2, "a token unused for longer than grant-token-ms is refused");
+    pid_t pid = fork();
+    if (pid == 0) {
+        char err[256];
+        grant_t g = {.uid = GRANT_ANY_UID, .max_prio = ROTA_PRIO_HIGH, .token = t3};
+        if (setgid(65534) < 0 || setuid(65534) < 0) _exit(100);
+        _exit(grant_set(th_sock, &g, err, sizeof err) == -ECONNRESET ? 0 : 1);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ok(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a token GRANT from uid 65534 is refused");
+    is_int(tok_client("req", NULL), 3 + 4, "under grant-required, a client without a grant runs normal and may hold "
+           "no memory");
+    tok_grant(t3);
+    is_int(tok_client("req", t3), 1 + 4, "under grant-required, a client with its token gets its grant");
+    tok_rmcg("a"); /* the container ended (or restarted): its token may bind beside it once more */
+    is_int(tok_client("b", t1), 1 + 4, "once its cgroup is gone, the token binds to a cgroup beside it");
+    is_int(tok_client("c", t1), 2, "and only there: from elsewhere it is refused");
+    is_int(th_rotad_stop(rotad), 0, "rotad stops cleanly");
+    tok_rmcg("b");
+    tok_rmcg("c");
+    tok_rmcg("req");
+}
+
 /* ---- item 9: table copies (LIST) are budgeted per user, not per connection ---- */
 
 /* As uid 65534: 30 connections send LIST round after round for 1 s; the copies granted as the exit status / 10. */
@@ -750,6 +882,7 @@ int main(void)
     test_adopt_driver();
     test_reserve_giant();
     test_grant();
+    test_grant_token();
     test_list_user();
     test_load();
     test_log_dropped();
