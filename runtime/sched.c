@@ -78,6 +78,9 @@ struct sched {
      * every client: more than a core), and a pending one shortens the thread's wait to that. */
     _Atomic uint64_t kick_ns;
     _Atomic bool kick_pending;
+    /* When the thread's current wait ends (CLOCK_MONOTONIC): a kick held back by SCHED_KICK_MIN_NS wakes it all the
+     * same when it sleeps longer than that, else a client that left stays counted for up to the idle second. */
+    _Atomic uint64_t sleep_until_ns;
     _Atomic bool stop;
     bool waitv_ok;
     uint64_t last_tick;
@@ -631,10 +634,14 @@ static void *sched_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         if (atomic_load(&s->stop)) break;
         uint64_t wait = active ? s->o.tick_ns : 1000000000ull;
+        /* Dekker with sched_kick_soon (store kick_pending, then load sleep_until_ns): a held-back kick either
+         * shows here or sees this long wait and wakes us. */
+        atomic_store(&s->sleep_until_ns, sched_now_ns() + wait);
         if (atomic_exchange(&s->kick_pending, false) && wait > SCHED_KICK_MIN_NS) wait = SCHED_KICK_MIN_NS;
         uint64_t after = sched_now_ns();
         if (next_idle && next_idle > after && next_idle - after < wait) wait = next_idle - after + 1000;
         if (!s->waitv_ok && n > 1 && wait > 200000) wait = 200000; /* no futex_waitv: poll the doorbells */
+        atomic_store(&s->sleep_until_ns, after + wait);
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         uint64_t dl = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + wait;
@@ -658,11 +665,19 @@ static void sched_kick(sched_t *s)
     syscall(SYS_futex, &s->ctl, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, 1, NULL, NULL, 0);
 }
 
-/* A kick unless one came within SCHED_KICK_MIN_NS (then the thread's next wait is at most that long). */
+/* A kick unless one came within SCHED_KICK_MIN_NS and the thread sleeps no longer than that (then its next wait is
+ * at most that long). */
 static void sched_kick_soon(sched_t *s, bool urgent)
 {
-    if (urgent || sched_now_ns() - atomic_load(&s->kick_ns) >= SCHED_KICK_MIN_NS) sched_kick(s);
-    else atomic_store(&s->kick_pending, true);
+    uint64_t now = sched_now_ns();
+    if (urgent || now - atomic_load(&s->kick_ns) >= SCHED_KICK_MIN_NS) {
+        sched_kick(s);
+        return;
+    }
+    atomic_store(&s->kick_pending, true);
+    /* Held back, the thread sees it when it next chooses how long to wait; if it already waits longer than
+     * SCHED_KICK_MIN_NS, wake it now. */
+    if (atomic_load(&s->sleep_until_ns) > now + SCHED_KICK_MIN_NS) sched_kick(s);
 }
 
 int sched_start(rota_region_t *r, rota_table_t *t, rota_board_t *b, const sched_opts_t *o, sched_t **out)
