@@ -227,6 +227,22 @@ const server_grant_t *server_grant_claim(server_t *s, const client_t *c, const u
     return g;
 }
 
+/* A free entry for a new grant: lapsed grants pruned first when the table is full (*pruned then says so), the
+ * table allocated at first use. NULL with *err -ENOSPC (full) or -ENOMEM. */
+static server_grant_t *server_grant_new(server_t *s, bool *pruned, int *err)
+{
+    if (s->ngrants == ROTA_MAX_GRANTS && server_grant_prune(s)) *pruned = true;
+    if (s->ngrants == ROTA_MAX_GRANTS) {
+        *err = -ENOSPC;
+        return NULL;
+    }
+    if (!s->grants && !(s->grants = calloc(ROTA_MAX_GRANTS, sizeof *s->grants))) {
+        *err = -ENOMEM;
+        return NULL;
+    }
+    return &s->grants[s->ngrants++];
+}
+
 /* GRANT or REVOKE by token (abi.h ROTA_GRANT_TOKEN). */
 static void server_on_grant_token(server_t *s, client_t *c, const rota_msg_grant_t *m)
 {
@@ -242,19 +258,12 @@ static void server_on_grant_token(server_t *s, client_t *c, const rota_msg_grant
         server_result(s, c, m->h.seq, status, -1);
         return;
     }
-    if (!g && s->ngrants == ROTA_MAX_GRANTS && server_grant_prune(s)) changed = true;
-    if (!g && s->ngrants == ROTA_MAX_GRANTS) {
-        server_log_limited(s, "grant by token refused: %d grants held already", ROTA_MAX_GRANTS);
+    int err = 0;
+    if (!g && !(g = server_grant_new(s, &changed, &err))) {
+        if (err == -ENOSPC) server_log_limited(s, "grant by token refused: %d grants held already", ROTA_MAX_GRANTS);
         if (changed) server_grant_save(s);
-        server_result(s, c, m->h.seq, -ENOSPC, -1);
+        server_result(s, c, m->h.seq, err, -1);
         return;
-    }
-    if (!g) {
-        if (!s->grants && !(s->grants = calloc(ROTA_MAX_GRANTS, sizeof *s->grants))) {
-            server_result(s, c, m->h.seq, -ENOMEM, -1);
-            return;
-        }
-        g = &s->grants[s->ngrants++];
     }
     memset(g, 0, sizeof *g);
     memcpy(g->cgroup, m->cgroup, sizeof g->cgroup);
@@ -295,19 +304,16 @@ void server_on_grant(server_t *s, client_t *c, const void *msg)
         server_result(s, c, m->h.seq, status, -1);
         return;
     }
-    if (!g && s->ngrants == ROTA_MAX_GRANTS && server_grant_prune(s)) server_grant_save(s);
-    if (!g && s->ngrants == ROTA_MAX_GRANTS) {
-        server_log_limited(s, "grant for %s refused: %d grants held already", m->cgroup, ROTA_MAX_GRANTS);
-        server_result(s, c, m->h.seq, -ENOSPC, -1);
+    bool pruned = false;
+    int err = 0;
+    if (!g && !(g = server_grant_new(s, &pruned, &err))) {
+        if (err == -ENOSPC)
+            server_log_limited(s, "grant for %s refused: %d grants held already", m->cgroup, ROTA_MAX_GRANTS);
+        if (pruned) server_grant_save(s);
+        server_result(s, c, m->h.seq, err, -1);
         return;
     }
-    if (!g) {
-        if (!s->grants && !(s->grants = calloc(ROTA_MAX_GRANTS, sizeof *s->grants))) {
-            server_result(s, c, m->h.seq, -ENOMEM, -1);
-            return;
-        }
-        g = &s->grants[s->ngrants++];
-    }
+    if (pruned) server_grant_save(s);
     memset(g, 0, sizeof *g);
     memcpy(g->cgroup, m->cgroup, sizeof g->cgroup);
     size_t n = strlen(g->cgroup);
