@@ -40,7 +40,7 @@ if command -v python3 >/dev/null; then
     echo "$json" | python3 -c 'import json,sys; json.load(sys.stdin)'; ok $? "the JSON parses"
 fi
 # rota top with stdout not a terminal: plain frames one after another (as top -b), no terminal escapes
-timeout -s INT 1.5 "$ROTA" top --interval 0.3 --socket "$S" >"$T/top" 2>"$T/err"
+timeout -k 5 -s INT 1.5 "$ROTA" top --interval 0.3 --socket "$S" >"$T/top" 2>"$T/err"
 frames=$(grep -c '^rota top - rotad pid' "$T/top")
 [ "$frames" -ge 2 ] && ! grep -q "$(printf '\033')" "$T/top" && ! grep -q '(q quits)' "$T/top"
 ok $? "rota top into a pipe: $frames plain frames, no escapes ($(head -c 300 "$T/top" | od -c | head -2 | tr -s ' ' | tr '\n' ' '))"
