@@ -153,18 +153,28 @@ static CUresult link_add(CUlinkState l, CUjitInputType type, const void *data, s
     return e < 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
-CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name,
-                          unsigned int numOptions, CUjit_option *options, void **optionValues)
+/* What cuLinkAddData and cuLinkAddFile check first, in the driver's order: initialised, a live link state, an
+ * input, the link not completed, the JIT options. *l is the link state on CUDA_SUCCESS. */
+static CUresult link_input_check(CUlinkState state, const void *input, unsigned int numOptions, CUjit_option *options,
+                                 void **optionValues, CUlinkState *l)
 {
     CUresult rc = api_ready();
     if (rc != CUDA_SUCCESS)
         return rc;
-    CUlinkState l = as_link(state);
-    if (!l)
+    *l = as_link(state);
+    if (!*l)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (!data || l->completed)
+    if (!input || (*l)->completed)
         return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = api_jit_options(numOptions, options, optionValues)) != CUDA_SUCCESS)
+    return api_jit_options(numOptions, options, optionValues);
+}
+
+CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name,
+                          unsigned int numOptions, CUjit_option *options, void **optionValues)
+{
+    CUlinkState l;
+    CUresult rc = link_input_check(state, data, numOptions, options, optionValues, &l);
+    if (rc != CUDA_SUCCESS)
         return rc;
     return link_add(l, type, data, size);
 }
@@ -178,15 +188,9 @@ CUresult cuLinkAddData(CUlinkState state, CUjitInputType type, void *data, size_
 CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path, unsigned int numOptions,
                           CUjit_option *options, void **optionValues)
 {
-    CUresult rc = api_ready();
+    CUlinkState l;
+    CUresult rc = link_input_check(state, path, numOptions, options, optionValues, &l);
     if (rc != CUDA_SUCCESS)
-        return rc;
-    CUlinkState l = as_link(state);
-    if (!l)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (!path || l->completed)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = api_jit_options(numOptions, options, optionValues)) != CUDA_SUCCESS)
         return rc;
     FILE *f = fopen(path, "rb");
     if (!f)
