@@ -686,19 +686,11 @@ static void test_list_user(void)
 
 /* ---- load: thousands of registrations at once; the table's size is rotad's max-clients ---- */
 
+/* CPU seconds pid has used, or a negative number. */
 static double proc_cpu_s(pid_t pid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f) return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    unsigned long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2) return -1;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+    long t = th_proc_cpu_ticks(pid);
+    return t < 0 ? -1 : (double)t / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* n raw HELLOs sent at once; counts the registered and the refused, the slowest answer and rotad's CPU. */

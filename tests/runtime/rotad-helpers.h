@@ -134,6 +134,22 @@ static inline void th_node_remove(const char *node)
     shm_unlink(p);
 }
 
+/* CPU time pid has used (user + system, in clock ticks, /proc/PID/stat), or -1: what a test charges to rotad. */
+static inline long th_proc_cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    unsigned long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2) return -1;
+    return (long)(ut + st);
+}
+
 /* Monotonic milliseconds, for deadlines and the durations clients report. */
 static inline double th_now_ms(void)
 {

@@ -327,20 +327,6 @@ static bool closed_within(int fd, int ms)
     return recv(fd, b, sizeof b, MSG_DONTWAIT) == 0 || (p.revents & POLLHUP);
 }
 
-static long proc_cpu_ticks(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f) return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    unsigned long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2) return -1;
-    return (long)(ut + st);
-}
 
 /* As uid 65534, in a child: the result of fn as its exit status (0 = every check held). */
 static int as_nobody(int (*fn)(void))
@@ -481,9 +467,9 @@ static void test_emfile(void)
     int fds[120];
     for (int i = 0; i < 120; i++) fds[i] = raw_connect();
     usleep(100000);
-    long c0 = proc_cpu_ticks(rotad);
+    long c0 = th_proc_cpu_ticks(rotad);
     usleep(400000);
-    long c1 = proc_cpu_ticks(rotad);
+    long c1 = th_proc_cpu_ticks(rotad);
     long hz = sysconf(_SC_CLK_TCK);
     double cpu = c0 < 0 || c1 < 0 ? -1 : (double)(c1 - c0) / (double)hz;
     ok(cpu >= 0 && cpu < 0.2, "with 120 idle connections over a 48-descriptor limit rotad is not busy (%.2f s CPU in 0.4 s)",
@@ -569,9 +555,9 @@ static void test_sched_bounds(void)
     pthread_t th;
     pthread_create(&th, NULL, ring_loop, conn_channel(lo));
     usleep(100000);
-    long c0 = proc_cpu_ticks(rotad);
+    long c0 = th_proc_cpu_ticks(rotad);
     usleep(1000000);
-    long c1 = proc_cpu_ticks(rotad);
+    long c1 = th_proc_cpu_ticks(rotad);
     atomic_store(&ringing, false);
     pthread_join(th, NULL);
     double cpu = (double)(c1 - c0) / (double)sysconf(_SC_CLK_TCK);
@@ -1127,7 +1113,7 @@ static void test_list_storm(void)
     unsigned copies = 0, busy = 0, other = 0;
     uint32_t seq = 0;
     double w0 = th_now_ms();
-    long c0 = proc_cpu_ticks(rotad);
+    long c0 = th_proc_cpu_ticks(rotad);
     while (th_now_ms() - w0 < 1000) {
         rota_msg_list_t m = {0};
         proto_hdr_init(&m.h, ROTA_MSG_LIST, sizeof m, seq++);
@@ -1144,7 +1130,7 @@ static void test_list_storm(void)
         if (nfds == 1 && fds[0] >= 0) close(fds[0]);
     }
     double wall = th_now_ms() - w0;
-    long cpu = proc_cpu_ticks(rotad) - c0;
+    long cpu = th_proc_cpu_ticks(rotad) - c0;
     ok(copies >= 1 && copies <= wall / ROTA_LIST_MIN_MS + 2,
        "a LIST storm gets at most one copy per %u ms: %u copies in %.0f ms", ROTA_LIST_MIN_MS, copies, wall);
     ok(busy > 0 && other == 0, "the rest are answered -EAGAIN (%u), nothing else (%u)", busy, other);
