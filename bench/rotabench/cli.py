@@ -19,7 +19,7 @@ import sys
 from rotabench.mix import BenchError, MIX_FORMAT, POLICIES, SRCDIR, die_usage, load_mix
 from rotabench.plots import write_plots
 from rotabench.report import achieved, print_table, steal_warning, write_json, write_report
-from rotabench.runner import Ctx, Tools, run_mix
+from rotabench.runner import Ctx, Tools, run_mix, slow_host_cpu
 
 
 # ---- main -------------------------------------------------------------------------------------------------
@@ -46,6 +46,9 @@ def main():
                     help="extra rotad options for the rota policies, e.g. \"--idle-ms 1\" (default none)")
     ap.add_argument("--mps-args", default="", metavar="ARGS",
                     help="extra rotad options for the rota-mps policy only, e.g. \"--mps-share low=60\" (default none)")
+    ap.add_argument("--host-check", action="store_true",
+                    help="run each rota policy again on a slowed host (every process of the run on one CPU beside "
+                         "a busy loop, 1 ms timer slack) against solo runs there, and report what changed")
     a = ap.parse_args()
     if a.quick:
         a.scale *= 0.3
@@ -60,6 +63,8 @@ def main():
     ctx.timeout_ns, ctx.sample_ns = int(a.timeout * 1e9), int(a.sample_ms * 1e6)
     ctx.rotad_args = shlex.split(a.rotad_args)
     ctx.mps_args = shlex.split(a.mps_args)
+    ctx.host_check = a.host_check
+    ctx.slow_cpu = slow_host_cpu() if a.host_check else None
     ctx.failures = []
     ctx.tty = sys.stderr.isatty()
     ctx.cols = shutil.get_terminal_size((100, 20)).columns

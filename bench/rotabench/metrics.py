@@ -156,7 +156,7 @@ def metrics(run, mix, solo):
         m["hp_window_s"] = window / 1e9
     m["samples"] = [((t - run.t0) / 1e9, b) for t, b in run.samples]
     tl = read_timeline(run)
-    m["idle_s"] = m["timeline_busy_s"] = m["B_ready_filled"] = m["handover"] = None
+    m["idle_s"] = m["timeline_busy_s"] = m["B_ready_filled"] = m["handover"] = m["ready_s"] = None
     if tl is not None:
         idle, run.idle_pieces = idle_breakdown(run, mix, tl)
         run.timeline = tl
@@ -164,6 +164,7 @@ def metrics(run, mix, solo):
         # the B this run would have had with every 'ready' idle moment busy: what scheduling could still win
         m["B_ready_filled"] = (m["busy_s"] + m["idle_s"]["ready"]) / (mix["gpus"] * m["makespan_s"])
         m["handover"] = handovers(run, mix, tl)
+        m["ready_s"] = {k: v / 1e9 for k, v in ready_causes(run, mix, tl, run.idle_pieces).items()}
         m["timeline_busy_s"] = sum(min(b, run.t_end) - max(a, run.t0) for g in tl
                                    for a, b, _, _ in window_segs(run, tl, g)) / 1e9
     return m
@@ -238,6 +239,111 @@ def job_ready_intervals(rec, segs):
     return out
 
 
+def gpu_ready(run, g, segs):
+    """{job name: [(a, b)]}: when each job on GPU g had work for it (job_ready_intervals). segs: GPU g's
+    timeline segments in the run's window."""
+    out = {}
+    for name, rec in run.records.items():
+        if not rec or run.job_gpu(name) != g:
+            continue
+        ends = sorted(b for a, b, pid, _ in segs if pid == rec["pid"])
+        out[name] = job_ready_intervals(rec, ends)
+    return out
+
+
+def hold_spans(run):
+    """{job name: merged [(a, b)]}: when a launch of the job waited in rota's launch gate (ROTA_TRACE hold ..
+    release, written by the waiting thread itself, so a release is when that thread went on). Several threads
+    of one job may wait at once: a span lasts while any does. A hold without its release (the job was killed)
+    lasts to the run's end."""
+    ev = {}
+    for e in run.rota_events():
+        if e["ev"] in ("hold", "release"):
+            name = run.pid_job(e.get("pid"))
+            if name is not None:
+                ev.setdefault(name, []).append((int(e["ts_us"] * 1000), 1 if e["ev"] == "hold" else -1))
+    out = {}
+    for name, lst in ev.items():
+        lst.sort(key=lambda x: (x[0], -x[1]))
+        spans, n, a = [], 0, None
+        for t, d in lst:
+            if d > 0 and n == 0:
+                a = t
+            n = max(0, n + d)
+            if d < 0 and n == 0 and a is not None:
+                spans.append((a, t))
+                a = None
+        if a is not None:
+            spans.append((a, max(a, run.t_end)))
+        out[name] = [tuple(iv) for iv in merge(spans, slack=0)]
+    return out
+
+
+def intersect(x, y):
+    """The intersection of two sorted lists of disjoint [a, b) intervals."""
+    out, i, j = [], 0, 0
+    while i < len(x) and j < len(y):
+        a, b = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
+        if a < b:
+            out.append((a, b))
+        if x[i][1] < y[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def subtract(x, y):
+    """x less y, both sorted lists of disjoint [a, b) intervals."""
+    out, j = [], 0
+    for a, b in x:
+        while j < len(y) and y[j][1] <= a:
+            j += 1
+        k = j
+        while k < len(y) and y[k][0] < b:
+            if y[k][0] > a:
+                out.append((a, y[k][0]))
+            a = max(a, y[k][1])
+            k += 1
+        if a < b:
+            out.append((a, b))
+    return out
+
+
+READY_CAUSES = ("held", "high", "waiting")
+READY_DESC = {
+    "held": "a lower job that had work was held by rota (a launch waiting in its gate: priority, share or "
+            "quantum)",
+    "high": "the high-priority job had a request that had arrived and no kernel on the engine yet (its own "
+            "thread's wake-up and launch)",
+    "waiting": "the jobs that had work were not held: waiting for a completion before their next launch "
+               "(rota's bound on work in flight, or the job's own sync), or for a thread to wake up",
+}
+
+
+def ready_causes(run, mix, tl, pieces):
+    """The 'ready' idle time (idle_breakdown's pieces) by READY_CAUSES, in ns: 'high' where the high-priority
+    job had work, else 'held' where a job with work was held by rota, else 'waiting'. What depends on the host
+    shows here: every hand-over is a chain of thread wake-ups."""
+    total = dict.fromkeys(READY_CAUSES, 0)
+    held = hold_spans(run)
+    for g in range(mix["gpus"]):
+        ready = [(a, b) for a, b, k in pieces.get(g, []) if k == "ready"]
+        if not ready:
+            continue
+        jobs = gpu_ready(run, g, window_segs(run, tl, g))
+        high = merge(jobs.get(mix.get("hp"), []), slack=0) if mix.get("hp") else []
+        hold = merge([iv for n, r in jobs.items() if n != mix.get("hp")
+                      for iv in intersect(merge(r, slack=0), held.get(n, []))], slack=0)
+        in_high = intersect(ready, high)
+        rest = subtract(ready, high)  # what the lower jobs' state explains
+        in_hold = intersect(rest, hold)
+        total["high"] += sum(b - a for a, b in in_high)
+        total["held"] += sum(b - a for a, b in in_hold)
+        total["waiting"] += sum(b - a for a, b in rest) - sum(b - a for a, b in in_hold)
+    return total
+
+
 def idle_breakdown(run, mix, tl):
     """GPU idle time of the run's window [t0, t_end] on every GPU, in ns by IDLE_KINDS, and the labelled idle
     pieces per GPU for the trace. An idle moment is "ready" if a job on that GPU had work for it, else "memory"
@@ -261,11 +367,9 @@ def idle_breakdown(run, mix, tl):
     for g in range(mix["gpus"]):
         segs = window_segs(run, tl, g)
         ready, mem = [], []
-        for name, rec in run.records.items():
-            if not rec or run.job_gpu(name) != g:
-                continue
-            ends = sorted(b for a, b, pid, _ in segs if pid == rec["pid"])
-            ready += job_ready_intervals(rec, ends)
+        for name, iv in gpu_ready(run, g, segs).items():
+            rec = run.records[name]
+            ready += iv
             mem += [(a, a + d) for a, d in zip(rec.get("mem_wait_start_ns", []), rec.get("mem_wait_dur_ns", []))]
         # the idle pieces: gaps between segments, less the switch before a segment of another context
         idle, sw, last_ctx, t = [], 0, None, t0

@@ -18,6 +18,10 @@ MIXDIR = os.path.join(SRCDIR, "scripts", "mixes")
 
 QUANTUM_MS = 20
 # Policies: how a run launches its jobs. "rota" rows need build/bin/rota and build/lib/librota.so.
+# --host-check: the rota policies again on a slowed host (runner.py), their rows named POLICY + SLOW_SUFFIX
+SLOW_SUFFIX = "@slow"
+SLOW_TIMER_SLACK_NS = 1000000  # the slowed host's coarse timers: a job's timed sleep may end up to 1 ms late
+
 POLICIES = {
     "exclusive": {"mode": "exclusive", "desc": "one job per GPU at a time, queued in arrival order"},
     "shared": {"mode": "shared", "desc": "all jobs at once, no rota (uncoordinated sharing)"},

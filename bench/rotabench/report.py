@@ -3,8 +3,8 @@ import json
 import os
 import platform
 
-from rotabench.mix import SRCDIR
-from rotabench.metrics import IDLE_DESC, IDLE_KINDS, STEAL_WARN, pct
+from rotabench.mix import SLOW_SUFFIX, SLOW_TIMER_SLACK_NS, SRCDIR
+from rotabench.metrics import IDLE_DESC, IDLE_KINDS, READY_CAUSES, READY_DESC, STEAL_WARN, pct
 
 
 # ---- output -----------------------------------------------------------------------------------------------
@@ -68,19 +68,54 @@ def print_table(res):
     for m in res["rows"]:
         if m.get("available") and m.get("idle_s"):
             print("  idle %-10s %s" % (m["policy"], idle_text(m, "GPU-s")))
+    for line in host_sensitivity(res):
+        print("  " + line)
     for m in res["rows"]:
         if m.get("note"):
             print("  note: %s %s" % (m["policy"], m["note"]))
 
 
+def ready_text(m):
+    r = m.get("ready_s")
+    return " (%s)" % ", ".join("%s %.2f" % (k, r[k]) for k in READY_CAUSES) if r else ""
+
+
 def idle_text(m, unit):
     i = m["idle_s"]
     h = m.get("handover")
-    return ("%.2f %s: " % (sum(i.values()), unit) + ", ".join("%s %.2f" % (k, i[k]) for k in IDLE_KINDS) +
+    return ("%.2f %s: " % (sum(i.values()), unit) +
+            ", ".join("%s %.2f%s" % (k, i[k], ready_text(m) if k == "ready" else "") for k in IDLE_KINDS) +
             "; B %.3f with 'ready' filled" % m["B_ready_filled"] +
             ("; %d hand-overs from the high-priority job, median %.0f us" % (h["n"], h["median_us"])
              if h and h["n"] else "") +
             ("; its idle probe ended %d windows" % h["probe_ends"] if h and h.get("probe_ends") else ""))
+
+
+SLOW_HOST = ("every process of the run on one CPU beside a busy loop, with %d ms of timer slack"
+             % (SLOW_TIMER_SLACK_NS // 1000000))
+
+
+def host_sensitivity(res):
+    """A line per policy run on both hosts (--host-check): its figures on the slowed host against this one's,
+    latencies each against solo runs on its own host."""
+    rows = {m["policy"]: m for m in res["rows"] if m["available"]}
+    out = []
+    for name, s in rows.items():
+        if s.get("host") != "slow" or name[:-len(SLOW_SUFFIX)] not in rows:
+            continue
+        n = rows[name[:-len(SLOW_SUFFIX)]]
+
+        def pair(key, spec):
+            a, b = n.get(key), s.get(key)
+            return "-" if a is None or b is None else (spec + " -> " + spec) % (a, b)
+        ready = lambda m: m["idle_s"]["ready"] if m.get("idle_s") else None  # noqa: E731
+        ra, rb = ready(n), ready(s)
+        out.append("host sensitivity of %s (slowed host: %s): B %s (%+.3f), hp p50 %s, hp p99 %s, harvest %s, "
+                   "ready idle %s GPU-s" % (
+                       n["policy"], SLOW_HOST, pair("B", "%.3f"), s["B"] - n["B"], pair("hp_p50_x", "%.2fx"),
+                       pair("hp_p99_x", "%.2fx"), pair("harvest", "%.2f"),
+                       "-" if ra is None or rb is None else "%.2f -> %.2f" % (ra, rb)))
+    return out
 
 
 def achieved(results):
@@ -203,17 +238,27 @@ def write_report(ctx, results):
         if idle_rows:
             L.append("Where the GPUs' idle time went (GPU-seconds; see Definitions, *idle*):")
             L.append("")
-            L.append("| policy | idle | " + " | ".join(IDLE_KINDS) + " | B | B with 'ready' filled | "
+            L.append("| policy | idle | " + " | ".join(IDLE_KINDS) + " | ready: " + " / ".join(READY_CAUSES) +
+                     " | B | B with 'ready' filled | "
                      "hand-overs from the high-priority job (n, median, p90, total) | timeline busy vs B's |")
-            L.append("|---|---|" + "---|" * len(IDLE_KINDS) + "---|---|---|---|")
+            L.append("|---|---|" + "---|" * len(IDLE_KINDS) + "---|---|---|---|---|")
             for m in idle_rows:
                 i, h = m["idle_s"], m.get("handover")
                 hs = ("%d, %.0f µs, %.0f µs, %.3f s" % (h["n"], h["median_us"], h["p90_us"], h["sum_s"])
                       if h and h["n"] else "0" if h else "-") + (
                     "; %d windows ended by the idle probe" % h["probe_ends"] if h and h.get("probe_ends") else "")
-                L.append("| %s | %.3f | %s | %.3f | %.3f | %s | %.3f s vs %.3f s |" % (
-                    m["policy"], sum(i.values()), " | ".join("%.3f" % i[k] for k in IDLE_KINDS), m["B"],
+                r = m.get("ready_s")
+                L.append("| %s | %.3f | %s | %s | %.3f | %.3f | %s | %.3f s vs %.3f s |" % (
+                    m["policy"], sum(i.values()), " | ".join("%.3f" % i[k] for k in IDLE_KINDS),
+                    " / ".join("%.3f" % r[k] for k in READY_CAUSES) if r else "-", m["B"],
                     m["B_ready_filled"], hs, m["timeline_busy_s"], m["busy_s"]))
+            L.append("")
+        sens = host_sensitivity(res)
+        if sens:
+            L.append("Host sensitivity (`--host-check`; the `%s` rows ran on the slowed host against solo runs "
+                     "there):" % SLOW_SUFFIX)
+            L.append("")
+            L += ["- " + line for line in sens]
             L.append("")
         for m in res["rows"]:
             if m.get("note"):
@@ -280,7 +325,8 @@ DEFINITIONS = """## Definitions
   *B with 'ready' filled* (results.json `B_ready_filled`) = (busy + ready) / (GPUs x makespan) is the busy
   fraction of the same run with all of it filled, what a better launch policy could reach at most without
   changing the jobs' host gaps or memory (B_max counts neither). The trace shows every idle piece with its
-  kind on the GPU's engine track. *Hand-overs from the high-priority job* (results.json `handover`): every
+  kind on the GPU's engine track. *ready* is split (results.json `ready_s`) by what kept it idle: {READY}.
+  *Hand-overs from the high-priority job* (results.json `handover`): every
   idle gap on a GPU's engine from the end of that job's work to another job's next kernel; with rota, what
   releasing the lower classes costs; and how many of that job's idle windows its idle probe ended at once
   (`probe_ends`: ROTA_TRACE's idle_probe events, see docs/librota.md). `timeline_busy_s` is the timeline's
@@ -292,7 +338,11 @@ DEFINITIONS = """## Definitions
 - **mem wait / queue**: summed over jobs, time inside cuMemAlloc calls that took over 10 ms (rota queueing
   instead of failing) / time from a job's arrival to its start (the exclusive queue), and while `rota run` waited
   for a GPU with room for it (`--place-wait`).
-""".replace("{IDLE}", "; ".join("*%s*: %s" % (k, IDLE_DESC[k]) for k in IDLE_KINDS)).replace(
+- **host sensitivity** (`--host-check`): each rota policy runs again on a slowed host ({SLOW}), as do the
+  solo runs its latencies are compared with; a row `POLICY{SUFFIX}` and one line per policy give what changed.
+  A figure that moves there depends on how fast the host's threads wake up, not on the launch policy alone.
+""".replace("{SLOW}", SLOW_HOST).replace("{SUFFIX}", SLOW_SUFFIX).replace("{READY}", "; ".join(
+    "*%s*: %s" % (k, READY_DESC[k]) for k in READY_CAUSES)).replace("{IDLE}", "; ".join("*%s*: %s" % (k, IDLE_DESC[k]) for k in IDLE_KINDS)).replace(
     "{STEAL}", "%.0f" % (100 * STEAL_WARN))
 
 

@@ -1,4 +1,5 @@
 # runner.py - runs a mix: the tools, a run of jobs on one simulated node, solo baselines.
+import ctypes
 import json
 import os
 import re
@@ -7,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from rotabench.mix import BenchError, POLICIES, SRCDIR, now_ns, workload_args
+from rotabench.mix import BenchError, POLICIES, SLOW_SUFFIX, SLOW_TIMER_SLACK_NS, SRCDIR, now_ns, workload_args
 from rotabench.metrics import RunRecord, gain_pts, cpu_times, metrics, steal_fraction, steal_text
 from rotabench.trace import write_trace
 
@@ -82,14 +83,53 @@ def parse_stat(doc):
     return out
 
 
+# ---- a slowed host: what a figure owes to the machine it was measured on ---------------------------------
+PR_SET_TIMERSLACK = 29
+
+
+def slow_host_cpu():
+    """The CPU a slowed run is confined to: the last one this process may use."""
+    return max(os.sched_getaffinity(0))
+
+
+def slow_host_preexec(cpu):
+    """For subprocess: the child runs on CPU cpu only, with SLOW_TIMER_SLACK_NS of timer slack, which its
+    threads and children inherit (a thread that sets its own slack, as rota's tracker and simcuda's stream
+    threads do, keeps its own). Runs in the child between fork and exec: nothing there may allocate much."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def f():
+        os.sched_setaffinity(0, {cpu})
+        libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(SLOW_TIMER_SLACK_NS), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                   ctypes.c_ulong(0))
+    return f
+
+
+class BusyLoop:
+    """A process that spins on one CPU for as long as a slowed run lasts: the run's processes get that CPU only
+    when the scheduler lets them preempt it, as on a host busy with other work."""
+
+    def __init__(self, cpu):
+        self.proc = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=slow_host_preexec(cpu),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
 # ---- one run: a set of jobs on one node under one policy --------------------------------------------------
 class Run(RunRecord):
     """A run in progress: starts rotad and the jobs, samples simcuda-stat, collects the records; what it found
     is read through RunRecord's methods."""
     seq = 0
 
-    def __init__(self, ctx, mix, policy, jobs, gpus, outdir, label, sample=True, timeout_ns=None):
+    def __init__(self, ctx, mix, policy, jobs, gpus, outdir, label, sample=True, timeout_ns=None, slow=False):
         RunRecord.__init__(self, policy=policy)
+        # slow: every process of the run (rotad, the jobs) on one CPU beside a busy loop (ctx.slow_cpu)
+        self.preexec = slow_host_preexec(ctx.slow_cpu) if slow else None
+        self.busy = None
         Run.seq += 1
         self.timeout_ns = timeout_ns or ctx.timeout_ns or 600 * 10**9
         self.ctx, self.mix, self.policy, self.jobs, self.gpus = ctx, mix, policy, jobs, gpus
@@ -134,6 +174,8 @@ class Run(RunRecord):
         if self.timeline_dir:
             shutil.rmtree(self.timeline_dir, ignore_errors=True)  # a previous run's segments
             os.makedirs(self.timeline_dir)
+        if self.preexec:
+            self.busy = BusyLoop(self.ctx.slow_cpu)
         self.devmap = self.probe()
         self.rotad = None
         if self.mode == "rota":
@@ -161,7 +203,8 @@ class Run(RunRecord):
         log = open(os.path.join(self.outdir, "rotad.log"), "w")
         log.write("$ %s\n" % " ".join(cmd))  # as the jobs' logs do: which policy's options this rotad had
         log.flush()
-        self.rotad = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, pass_fds=(wfd,))
+        self.rotad = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, pass_fds=(wfd,),
+                                      preexec_fn=self.preexec)
         os.close(wfd)
         log.close()
         with os.fdopen(rfd) as r:
@@ -225,7 +268,8 @@ class Run(RunRecord):
         log.write("$ %s\n" % " ".join(cmd))
         log.flush()
         t = now_ns()
-        proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=SRCDIR)
+        proc = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, cwd=SRCDIR,
+                                preexec_fn=self.preexec)
         self.state[job["name"]] = {"proc": proc, "spawn_ns": t, "end_ns": None, "rc": None, "device": device,
                                    "log": log, "rec": rec, "job": job}
 
@@ -288,6 +332,8 @@ class Run(RunRecord):
             self.final = [{"busy_ns": b} for b in (self.samples[-1][1] if self.samples else [])]
         finally:
             self.stop_rotad()
+            if self.busy:
+                self.busy.stop()
         self.done = True
         self.records = {}
         for name, st in self.state.items():
@@ -342,14 +388,17 @@ def drive(ctx, runs, title):
                 r.kill_all("interrupted")
                 r.finish()
                 r.stop_rotad()
+            if r.busy:
+                r.busy.stop()
         raise
     if ctx.tty:
         sys.stderr.write("\r\033[K")
 
 
-def run_solos(ctx, mix, outdir):
+def run_solos(ctx, mix, outdir, slow=False):
     """Each job alone on a one-GPU node of its own: the high-priority job first and alone (its latency is the
-    baseline), then the others together on separate nodes (they only share the host CPUs)."""
+    baseline), then the others together on separate nodes (they only share the host CPUs). slow: on the slowed
+    host (Run), one job at a time."""
     jobs = []
     for j in mix["jobs"]:
         s = dict(j)
@@ -358,12 +407,12 @@ def run_solos(ctx, mix, outdir):
         jobs.append(s)
     hp = [j for j in jobs if j["name"] == mix["hp"]]
     rest = [j for j in jobs if j["name"] != mix["hp"]]
-    n = max(1, ctx.solo_jobs)
+    n = 1 if slow else max(1, ctx.solo_jobs)
     groups = ([hp] if hp else []) + [rest[i:i + n] for i in range(0, len(rest), n)]
     solo = {}
     for g in groups:
         runs = [Run(ctx, mix, "shared", [j], 1, os.path.join(outdir, "solo", j["name"]), "solo " + j["name"],
-                    sample=False) for j in g]
+                    sample=False, slow=slow) for j in g]
         drive(ctx, runs, "%s solo" % mix["name"])
         for r in runs:
             if r.error:
@@ -383,6 +432,27 @@ def unavailable(policy, why):
     return {"policy": policy, "desc": POLICIES[policy]["desc"], "available": False, "why": why}
 
 
+def run_policy(ctx, mix, p, solo, outdir, slow=False):
+    """One run of mix under policy p; its metrics against solo, and the Run."""
+    t = time.monotonic()
+    label = p + (SLOW_SUFFIX if slow else "")
+    # a run that takes 3x the jobs' solo times back to back (+30 s) is stuck: its jobs are killed
+    limit = ctx.timeout_ns or int(3 * sum(s["wall_ns"] for s in solo.values()) + 30e9)
+    r = Run(ctx, mix, p, mix["jobs"], mix["gpus"], outdir, label, timeout_ns=limit, slow=slow)
+    c0 = cpu_times()
+    drive(ctx, [r], mix["name"])
+    c1 = cpu_times()
+    m = metrics(r, mix, solo)
+    m["policy"] = label
+    m["host_steal"] = steal_fraction(c0, c1)
+    m["note"] = r.error
+    if r.error:
+        ctx.failures.append("mix %s, %s: %s" % (mix["name"], label, r.error))
+    print("   %-10s %s in %.1f s%s" % (label, "FAILED: " + r.error if r.error else "done",
+                                       time.monotonic() - t, steal_text(m["host_steal"])), flush=True)
+    return m, r
+
+
 def run_mix(ctx, mix, outdir):
     print("== mix %s: %d jobs on %d GPU%s (%s) ==" % (mix["name"], len(mix["jobs"]), mix["gpus"],
                                                       "s" if mix["gpus"] > 1 else "", mix["path"]), flush=True)
@@ -397,25 +467,25 @@ def run_mix(ctx, mix, outdir):
             rows.append(unavailable(p, "not available: %s not built" % ctx.tools.rota_missing))
             print("   %-10s not available (%s missing)" % (p, ctx.tools.rota_missing), flush=True)
             continue
-        t = time.monotonic()
-        # a run that takes 3x the jobs' solo times back to back (+30 s) is stuck: its jobs are killed
-        limit = ctx.timeout_ns or int(3 * sum(s["wall_ns"] for s in solo.values()) + 30e9)
-        r = Run(ctx, mix, p, mix["jobs"], mix["gpus"], os.path.join(outdir, p), p, timeout_ns=limit)
-        c0 = cpu_times()
-        drive(ctx, [r], mix["name"])
-        c1 = cpu_times()
-        runs[p] = r
-        m = metrics(r, mix, solo)
-        m["host_steal"] = steal_fraction(c0, c1)
-        m["note"] = r.error
+        m, runs[p] = run_policy(ctx, mix, p, solo, os.path.join(outdir, p))
         rows.append(m)
-        if r.error:
-            ctx.failures.append("mix %s, %s: %s" % (mix["name"], p, r.error))
-        print("   %-10s %s in %.1f s%s" % (p, "FAILED: " + r.error if r.error else "done",
-                                           time.monotonic() - t, steal_text(m["host_steal"])), flush=True)
     excl = next((m for m in rows if m["policy"] == "exclusive" and m["available"]), None)
     for m in rows:
         m["gain_pts"] = gain_pts(m["B"], excl["B"]) if excl and m["available"] else None
+    # --host-check: the rota policies again on a slowed host, against solo runs on that host; no gain (the
+    # exclusive run was on the other host)
+    slow = [p for p in runs if POLICIES[p]["mode"] == "rota"] if ctx.host_check else []
+    if slow:
+        t = time.monotonic()
+        solo_slow = run_solos(ctx, mix, os.path.join(outdir, "slow"), slow=True)
+        print("   solo baselines on the slowed host (CPU %d) done in %.1f s" % (ctx.slow_cpu, time.monotonic() - t),
+              flush=True)
+        for p in slow:
+            m, r = run_policy(ctx, mix, p, solo_slow, os.path.join(outdir, "slow", p), slow=True)
+            m["gain_pts"] = None
+            m["host"] = "slow"
+            runs[m["policy"]] = r
+            rows.append(m)
     for p, r in runs.items():
         write_trace(os.path.join(ctx.out, "trace-%s-%s.json" % (mix["name"], p)), r, mix)
     return {"mix": mix, "solo": solo, "rows": rows, "runs": runs, "solo_steal": solo_steal}

@@ -132,6 +132,31 @@ class IdleBreakdown(unittest.TestCase):
         self.assertIsNone(bm.handovers(run, dict(mix, hp=None), tl))
         self.assertEqual(bm.handovers(run, dict(mix, hp="b"), tl)["n"], 0)
 
+    def test_ready_causes(self):
+        run, mix, tl = idle_run()
+        # b's launches wait in rota's gate [40, 48] ms (two threads: [40, 44] and [42, 48]); a's never
+        run._events = [{"ts_us": t * 1000, "pid": 12, "ev": e} for t, e in
+                       ((40, "hold"), (42, "hold"), (44, "release"), (48, "release"))]
+        _, pieces = bm.idle_breakdown(run, mix, tl)
+        # ready: a's [5,10] and [25,30] (not held: waiting), b's [46,49]: held to 48, then waiting
+        self.assertEqual({k: round(v / M, 6) for k, v in bm.ready_causes(run, mix, tl, pieces).items()},
+                         {"held": 2, "high": 0, "waiting": 11})
+        # a as the high-priority job: its ready time is its own
+        self.assertEqual({k: round(v / M, 6) for k, v in bm.ready_causes(run, dict(mix, hp="a"), tl,
+                                                                          pieces).items()},
+                         {"held": 2, "high": 10, "waiting": 1})
+        # a hold whose release never came (the job was killed) lasts to the run's end
+        run._events = [{"ts_us": 47000, "pid": 12, "ev": "hold"}]
+        self.assertEqual(bm.hold_spans(run), {"b": [(47 * M, 100 * M)]})
+        self.assertEqual(round(bm.ready_causes(run, mix, tl, pieces)["held"] / M, 6), 2)
+
+    def test_intervals(self):
+        x, y = [(0, 10), (20, 30)], [(5, 7), (8, 22), (25, 26)]
+        self.assertEqual(bm.intersect(x, y), [(5, 7), (8, 10), (20, 22), (25, 26)])
+        self.assertEqual(bm.subtract(x, y), [(0, 5), (7, 8), (22, 25), (26, 30)])
+        self.assertEqual(bm.subtract([(0, 10)], [(-5, 3), (9, 15)]), [(3, 9)])
+        self.assertEqual(bm.subtract([(0, 10)], [(0, 10)]), [])
+
     def test_merge(self):
         self.assertEqual(bm.merge([(5, 10), (0, 3), (11, 12), (20, 20)], slack=1), [[0, 3], [5, 12]])
 

@@ -166,8 +166,8 @@ try:
     # ---- the harness on the tiny mix ---------------------------------------------------------------------
     res = os.path.join(tmp, "results")
     r = subprocess.run([sys.executable, os.path.join(src, "scripts", "bench"), "--quick", "--build", build,
-                        "--timeout", "15", "--out", res, "tiny"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, timeout=120)
+                        "--timeout", "15", "--out", res, "--host-check", "tiny"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, timeout=300)
     ok(r.returncode == 0, "scripts/bench --quick tiny exits 0")
     # The closing lines: what rota achieved next to the baselines, then the report; no target verdicts.
     tail = r.stdout[r.stdout.rfind("\ntiny, rota: ") + 1:] if "\ntiny, rota: " in r.stdout else ""
@@ -232,7 +232,9 @@ try:
                    "%s: every job done, makespan >= the lower bound (5%% tolerance for start-up)" % p)
             ok(m["crashed_oom"] == sum(1 for j in m["jobs"].values() if j["status"] == "crashed: OOM"),
                "%s: crash count matches the jobs' records" % p)
-            if ex is not m:
+            if m.get("host") == "slow":
+                ok(m["gain_pts"] is None, "%s: no gain over the exclusive run of the other host" % p)
+            elif ex is not m:
                 ok(abs(m["gain_pts"] - 100 * (m["B"] - ex["B"])) < 1e-9, "%s: gain is B - B(exclusive)" % p)
         ok(ex["crashed_oom"] == 0 and ex["failed"] == 0, "exclusive: no job crashes")
         ok(ex["harvest"] is not None and ex["harvest"] < 0.1,
@@ -268,6 +270,10 @@ try:
                abs(m["B_ready_filled"] - (m["busy_s"] + i["ready"]) / gm) < 1e-9 and m["B"] <= m["B_ready_filled"] <= 1.02,
                "%s: B with 'ready' filled = (busy + ready idle) / (GPUs x makespan), between B and 1 (%s)" % (
                    p, m["B_ready_filled"]))
+            rs = m.get("ready_s")
+            ok(rs is not None and set(rs) == {"held", "high", "waiting"} and min(rs.values()) >= 0 and
+               abs(sum(rs.values()) - i["ready"]) < 1e-6,
+               "%s: 'ready' idle split into held, high and waiting adds up to it (%s vs %.4f s)" % (p, rs, i["ready"]))
             ok(m["timeline_busy_s"] is not None and abs(m["timeline_busy_s"] - m["busy_s"]) < 0.01 * m["busy_s"] + 0.002,
                "%s: simcuda's timeline has the busy time simcuda-stat counted (%s vs %.3f s, 1%%)" % (
                    p, m["timeline_busy_s"], m["busy_s"]))
@@ -331,6 +337,16 @@ try:
         ok(pr.get("probe_ends", 0) > 0 and pf.get("probe_ends") == 0,
            "the idle probe ended the high-priority job's windows under rota (%s), none under rota-fair (%s)" % (
                pr.get("probe_ends"), pf.get("probe_ends")))
+        # --host-check: every rota policy again on the slowed host, against solo runs there, and a line each
+        slow = [p for p, m in rows.items() if m.get("host") == "slow"]
+        ok(sorted(slow) == sorted(p + "@slow" for p, m in rows.items() if p.startswith("rota") and
+                                  m.get("host") is None and m["available"]) and "rota@slow" in slow and
+           os.path.exists(os.path.join(res, "runs", "tiny", "slow", "rota", "rotad.log")) and
+           os.path.exists(os.path.join(res, "runs", "tiny", "slow", "solo", "infer", "infer.json")),
+           "--host-check ran each rota policy and the solo runs again on the slowed host (%s)" % slow)
+        ok("host sensitivity of rota (slowed host: every process of the run on one CPU beside a busy loop" in r.stdout
+           and "- host sensitivity of rota " in md and "| rota@slow | " in md,
+           "the terminal and report.md say what the slowed host changed")
         idle_t = [t for t in groups if "B with 'ready' filled" in t[0]]
         rrow = rows.get("rota")
         want = rrow and rrow.get("B_ready_filled") is not None and "| %.3f | %.3f |" % (rrow["B"], rrow["B_ready_filled"])
