@@ -391,11 +391,11 @@ clean:
 SPANK_H   ?= /usr/include/slurm/spank.h
 SPANK_SO  := $(B)/lib/rota-spank.so
 SPANK_SRC := contrib/slurm/rota-spank.c runtime/lib/parse.c runtime/lib/prio.c runtime/lib/preload.c \
-             runtime/lib/grant.c runtime/lib/conn.c runtime/lib/proto.c runtime/lib/sockpath.c
+             runtime/lib/grant.c runtime/lib/conn.c runtime/lib/proto.c runtime/lib/sockpath.c runtime/lib/cgroup.c
 ifneq ($(wildcard $(SPANK_H)),)
 all: $(SPANK_SO)
 endif
-$(SPANK_SO): $(SPANK_SRC) | $(if $(wildcard $(SPANK_H)),,spank-h-missing) runtime/lib/parse.h runtime/lib/prio.h runtime/lib/preload.h runtime/lib/grant.h runtime/abi.h
+$(SPANK_SO): $(SPANK_SRC) | $(if $(wildcard $(SPANK_H)),,spank-h-missing) runtime/lib/parse.h runtime/lib/prio.h runtime/lib/preload.h runtime/lib/grant.h runtime/lib/cgroup.h runtime/abi.h
 	@mkdir -p $(dir $@)
 	$(call quiet,LINK)$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -fPIC $(ROTA_WARN) -I. -I$(CUDA_HOME)/include $(CFLAGS) \
 	    -DROTA_SPANK_LIBROTA='"$(LIBDIR)/librota.so"' -shared -o $@ $(SPANK_SRC) $(LDFLAGS) -lm

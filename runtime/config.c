@@ -401,25 +401,3 @@ int config_match(const config_t *cfg, const char *cgroup)
     }
     return best;
 }
-
-int config_cgroup_of(pid_t pid, char *out, size_t cap)
-{
-    char path[64], line[4096];
-    snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f) return -errno;
-    int rc = -ENOENT;
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "0::", 3)) continue;
-        line[strcspn(line, "\n")] = 0;
-        if (strlen(line + 3) >= cap) {
-            rc = -ENAMETOOLONG;
-            break;
-        }
-        memcpy(out, line + 3, strlen(line + 3) + 1);
-        rc = 0;
-        break;
-    }
-    fclose(f);
-    return rc;
-}

@@ -96,7 +96,5 @@ bool config_may_high(const config_t *cfg, uint32_t uid, uint32_t gid, const uint
 int config_user_of(const config_t *cfg, uint32_t uid);
 /* Whether cgroup (NULL: unknown) lies under a grant-required line. */
 bool config_grant_required(const config_t *cfg, const char *cgroup);
-/* The cgroup v2 path of a process into out; 0 or -errno (-ENOENT: no such process or no v2 line). */
-int config_cgroup_of(pid_t pid, char *out, size_t cap);
 
 #endif

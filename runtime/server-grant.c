@@ -2,6 +2,7 @@
  * the processes of a cgroup, taken only from root or rotad's user, applied at those processes' HELLO (abi.h). */
 #include "runtime/server-internal.h"
 
+#include "runtime/lib/cgroup.h"
 #include "runtime/lib/proto.h"
 
 #include <errno.h>
@@ -100,29 +101,12 @@ const server_grant_t *server_grant_find(const server_t *s, const char *cgroup, u
     return best;
 }
 
-/* Where the cgroup v2 hierarchy is mounted: /sys/fs/cgroup, or /sys/fs/cgroup/unified on a hybrid host. */
-static const char *server_grant_cgroot(void)
-{
-    static char root[256];
-    if (root[0]) return root;
-    snprintf(root, sizeof root, "/sys/fs/cgroup");
-    FILE *f = fopen("/proc/self/mounts", "re");
-    char dev[128], dir[256], type[32];
-    while (f && fscanf(f, "%127s %255s %31s %*[^\n]", dev, dir, type) == 3)
-        if (!strcmp(type, "cgroup2")) {
-            snprintf(root, sizeof root, "%s", dir);
-            break;
-        }
-    if (f) fclose(f);
-    return root;
-}
-
 /* Whether the cgroup at path is gone (its job or container ended). */
 static bool server_grant_gone(const char *path)
 {
     char p[ROTA_GRANT_CGROUP_LEN + 256];
     struct stat st;
-    snprintf(p, sizeof p, "%s%s", server_grant_cgroot(), path);
+    snprintf(p, sizeof p, "%s%s", cgroup_root(), path);
     return stat(p, &st) && errno == ENOENT;
 }
 

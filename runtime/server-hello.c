@@ -3,6 +3,7 @@
 #include "runtime/server-internal.h"
 
 #include "runtime/config.h"
+#include "runtime/lib/cgroup.h"
 #include "runtime/lib/prio.h"
 #include "runtime/lib/proto.h"
 #include "runtime/region.h"
@@ -86,7 +87,7 @@ void server_on_hello(server_t *s, client_t *c, const void *msg)
     static const uint8_t no_token[ROTA_GRANT_TOKEN_LEN];
     bool token = memcmp(h->grant_token, no_token, sizeof no_token) != 0;
     bool have_cg = (s->ngrants || cfg->ngroups || cfg->nhigh_cgroups || cfg->ngrant_required || token) &&
-                   config_cgroup_of(c->pid, cg, sizeof cg) == 0;
+                   cgroup_of(c->pid, cg, sizeof cg) == 0;
     /* What an admin's scheduler granted (GRANT, by the token the client presents or by its cgroup): the client's
      * own HELLO may only ask for less. */
     const server_grant_t *gr = have_cg && token ? server_grant_claim(s, c, h->grant_token, cg) : NULL;

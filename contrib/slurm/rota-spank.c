@@ -2,13 +2,16 @@
 #include <slurm/spank.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "runtime/lib/cgroup.h"
 #include "runtime/lib/grant.h"
 #include "runtime/lib/parse.h"
 #include "runtime/lib/preload.h"
@@ -37,7 +40,8 @@
  * The environment is the job's to change (ROTA_MEM_LIMIT=0 in a batch script), so what the node grants reaches
  * rotad from the plugin itself: slurm_spank_task_init_privileged (root, in the task before it drops privileges)
  * sends rotad a GRANT (runtime/lib/grant.h) for the step's cgroup (the task's cgroup v2 path up to its step_*
- * component, which the job's user cannot leave) and the job's uid: the memory limit above and the class as the
+ * component, which the job's user cannot leave; on a node without proctrack/cgroup, one the plugin makes for the
+ * step, spank_step_cgroup) and the job's uid: the memory limit above and the class as the
  * ceiling. rotad applies it at every HELLO from that cgroup, whatever the environment says (the job may only ask
  * for less); slurm_spank_exit revokes it. A job with a memory limit whose grant cannot be sent fails with the
  * reason; so does a job that asked for rota where lib= does not exist on the node: it never runs unprotected.
@@ -319,26 +323,36 @@ static uint64_t spank_job_mem(spank_t sp)
     return job.mem && job.mem < granted ? job.mem : granted;
 }
 
-/* The cgroup the grant binds: the task's cgroup v2 path up to its step_* component (Slurm's task and user
- * cgroups below it are the job's), or the whole path outside such a layout. 0 or -errno. */
-static int spank_step_cgroup(char *out, size_t n)
+/* The cgroup the job's grant binds, into out. With Slurm's proctrack/cgroup, the task's cgroup v2 path up to its
+ * step_* component (Slurm's task and user cgroups below it are the job's). Without it (proctrack/linuxproc) every
+ * task of every job lies in slurmd's own cgroup, and a grant there would apply to all of them, each job's
+ * replacing the one before: the step gets a cgroup of its own below it, rota-job<J>.<S>, which the task moves
+ * itself into when make is set (root, before it drops privileges; the job's user cannot move out, the parent's
+ * cgroup.procs being root's). 0 or -errno. */
+static int spank_step_cgroup(spank_t sp, bool make, char *out, size_t n)
 {
-    FILE *f = fopen("/proc/self/cgroup", "re");
-    if (!f) return -errno;
-    char line[4096];
-    int rc = -ENOENT;
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, "0::", 3)) {
-            line[strcspn(line, "\n")] = 0;
-            char *p = line + 3, *step = strstr(p, "/step_");
-            if (step) {
-                char *end = strchr(step + 1, '/');
-                if (end) *end = 0;
-            }
-            rc = strlen(p) < n ? (memcpy(out, p, strlen(p) + 1), 0) : -ENAMETOOLONG;
-            break;
-        }
-    fclose(f);
+    char p[ROTA_GRANT_CGROUP_LEN], dir[ROTA_GRANT_CGROUP_LEN + 300];
+    int rc = cgroup_of(0, p, sizeof p);
+    if (rc) return rc;
+    char *step = strstr(p, "/step_");
+    if (step) {
+        char *end = strchr(step + 1, '/');
+        if (end) *end = 0;
+        return snprintf(out, n, "%s", p) < (int)n ? 0 : -ENAMETOOLONG;
+    }
+    uint32_t jobid = 0, stepid = 0;
+    if (spank_get_item(sp, S_JOB_ID, &jobid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_STEPID, &stepid) != ESPANK_SUCCESS)
+        return -ENOENT;
+    if (snprintf(out, n, "%s/rota-job%u.%u", strcmp(p, "/") ? p : "", jobid, stepid) >= (int)n) return -ENAMETOOLONG;
+    if (!make) return 0;
+    snprintf(dir, sizeof dir, "%s%s", cgroup_root(), out);
+    if (mkdir(dir, 0755) && errno != EEXIST) return -errno; /* the step's other tasks made it already */
+    snprintf(dir + strlen(dir), sizeof dir - strlen(dir), "/cgroup.procs");
+    int fd = open(dir, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    rc = write(fd, "0", 1) == 1 ? 0 : -errno; /* "0": the writing process itself */
+    close(fd);
     return rc;
 }
 
@@ -365,7 +379,7 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
     char cg[ROTA_GRANT_CGROUP_LEN], err[256];
     uid_t uid = 0;
     spank_get_item(sp, S_JOB_UID, &uid);
-    int rc = spank_step_cgroup(cg, sizeof cg);
+    int rc = spank_step_cgroup(sp, true, cg, sizeof cg);
     if (!rc) {
         grant_t g = {.cgroup = cg, .uid = (uint32_t)uid, .mem_limit = mem, .max_prio = (unsigned)prio};
         rc = grant_set(conf.socket[0] ? conf.socket : NULL, &g, err, sizeof err);
@@ -381,14 +395,18 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
     return 0;
 }
 
-/* slurmstepd (root) at the step's end: the grant goes. */
+/* slurmstepd (root) at the step's end: the grant goes, and the step's own cgroup if the plugin made it. slurmstepd
+ * is in the step's cgroup tree ("slurm" beside "user" under step_*), or in slurmd's beside the one made for the
+ * step. A process of the job still running keeps the cgroup (rmdir fails), and what it registered with. */
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
     if (!spank_remote(sp) || !spank_on()) return 0;
-    char cg[ROTA_GRANT_CGROUP_LEN], err[256];
-    /* slurmstepd itself is in the step's cgroup tree ("slurm" beside "user" under step_*). */
-    if (spank_step_cgroup(cg, sizeof cg) == 0 && strstr(cg, "/step_"))
-        grant_revoke(conf.socket[0] ? conf.socket : NULL, cg, err, sizeof err);
+    char cg[ROTA_GRANT_CGROUP_LEN], dir[ROTA_GRANT_CGROUP_LEN + 300], err[256];
+    if (spank_step_cgroup(sp, false, cg, sizeof cg)) return 0;
+    grant_revoke(conf.socket[0] ? conf.socket : NULL, cg, err, sizeof err);
+    snprintf(dir, sizeof dir, "%s%s", cgroup_root(), cg);
+    if (!strstr(cg, "/step_") && rmdir(dir) && errno != ENOENT)
+        slurm_info("rota: the step's cgroup %s stays: %s", cg, strerror(errno));
     return 0;
 }
 

@@ -148,10 +148,6 @@ int main(void)
         ok(!strstr(err, "SECRET"), "nor a value that is no size: %s", err);
     }
 
-    char cg[512];
-    is_int(config_cgroup_of(getpid(), cg, sizeof cg), 0, "own cgroup v2 path is readable");
-    ok(cg[0] == '/', "it is absolute (%s)", cg);
-    is_int(config_cgroup_of(999999999, cg, sizeof cg), -ENOENT, "no such process");
     char path[128];
     snprintf(path, sizeof path, "%s/rotad.conf", dir);
     unlink(path);

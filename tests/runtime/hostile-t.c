@@ -1,7 +1,7 @@
 /* hostile-t.c - TAP tests for rotad under a hostile or careless user, round 2 (issue 32): floods of waiting
  * requests, placement claims, the restart grace, trusted limits, per-user budgets, against a live rotad. */
 #include "runtime/abi.h"
-#include "runtime/config.h"
+#include "runtime/lib/cgroup.h"
 #include "runtime/lib/conn.h"
 #include "runtime/lib/grant.h"
 #include "runtime/lib/proto.h"
@@ -480,7 +480,7 @@ static int other_granted(int ready_fd, int wait_fd)
 static void test_grant(void)
 {
     char cg[400], err[256];
-    if (geteuid() != 0 || config_cgroup_of(getpid(), cg, sizeof cg)) {
+    if (geteuid() != 0 || cgroup_of(getpid(), cg, sizeof cg)) {
         skip("not root, or no cgroup v2 path: GRANT not testable");
         return;
     }
@@ -579,7 +579,7 @@ static void tok_grant(const uint8_t *token)
 
 static void test_grant_token(void)
 {
-    if (geteuid() != 0 || config_cgroup_of(getpid(), tok_cg0, sizeof tok_cg0)) {
+    if (geteuid() != 0 || cgroup_of(getpid(), tok_cg0, sizeof tok_cg0)) {
         skip("not root, or no cgroup v2 path: token grants not testable");
         return;
     }

@@ -1,6 +1,6 @@
 /* security-t.c - TAP tests for rotad's trust boundary (issue 21): what a client can and cannot do to rotad. */
 #include "runtime/abi.h"
-#include "runtime/config.h"
+#include "runtime/lib/cgroup.h"
 #include "runtime/lib/conn.h"
 #include "runtime/lib/proto.h"
 #include "runtime/lib/sockpath.h"
@@ -432,7 +432,7 @@ static int nobody_high(void)
 static void test_high_cgroup(void)
 {
     char cg[400], text[512];
-    if (geteuid() != 0 || config_cgroup_of(getpid(), cg, sizeof cg)) {
+    if (geteuid() != 0 || cgroup_of(getpid(), cg, sizeof cg)) {
         skip("not root, or no cgroup v2 path: high-cgroup not testable");
         skip("not root, or no cgroup v2 path: high-cgroup not testable");
         return;

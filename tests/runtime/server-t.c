@@ -1,6 +1,6 @@
 /* server-t.c - TAP tests for rotad's service (runtime/server*.c) through real sockets and processes. */
 #include "runtime/abi.h"
-#include "runtime/config.h"
+#include "runtime/lib/cgroup.h"
 #include "runtime/lib/conn.h"
 #include "runtime/lib/proto.h"
 #include "tests/runtime/rotad-helpers.h"
@@ -514,7 +514,7 @@ static void test_drain(pid_t rotad)
 static void test_group(void)
 {
     char cg[400], conf[160];
-    if (config_cgroup_of(getpid(), cg, sizeof cg)) {
+    if (cgroup_of(getpid(), cg, sizeof cg)) {
         skip("no cgroup v2 path for this process: group limit not testable");
         return;
     }

@@ -129,6 +129,38 @@ long=$(printf '/lib/x86_64-linux-gnu/libm.so.6:%.0s' $(seq 300))/lib/x86_64-linu
 out=$(LD_PRELOAD=$long timeout 30 srun --gres=shard:1 printenv LD_PRELOAD 2>&1)
 [ "$out" = "$ROTA_BUILD/lib/librota.so:$long" ]; ok $? "a user LD_PRELOAD of ${#long} characters is kept after librota.so"
 
+# 4c. two steps at once get their own grants. This cluster runs proctrack/linuxproc: every task starts in slurmd's
+# cgroup, so the plugin gives each step a cgroup of its own (rota-job<J>.<S>) to bind its grant to, and removes it
+# at the step's end. The first job registers after the second one's grant was sent; sharing one cgroup, it would
+# get the second one's class and limit.
+CGROOT=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
+timeout 60 srun --rota-priority=high --gres=shard:3 -o "$T/j6.out" sh -c "touch $T/j6.on; sleep 2; exec $WL --out $T/j6.json" &
+J6=$!
+for _ in $(seq 200); do [ -e "$T/j6.on" ] && break; sleep 0.1; done
+timeout 60 srun --gres=shard:1 -o "$T/j7.out" $WL --out "$T/j7.json" &
+J7=$!
+timeout 25 python3 - "$ROTA_BUILD/bin/rota" "$S" "$G" <<'PY'
+import json, subprocess, sys, time
+rota, sock, g = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for _ in range(200):
+    out = subprocess.run([rota, "status", "--json", "--socket", sock], capture_output=True, text=True).stdout
+    try:
+        cl = sorted((c["priority"], c["limit"]) for c in json.loads(out)["clients"] if c["comm"].startswith("workload"))
+    except ValueError:
+        cl = []
+    if len(cl) == 2:
+        print("# clients:", cl)
+        sys.exit(0 if cl == [("high", 3 * g), ("low", g)] else 1)
+    time.sleep(0.1)
+print("# the two workload clients did not appear")
+sys.exit(1)
+PY
+ok $? "two steps at once: the first high with 3 shards (3G), the second low with one (1G)"
+wait $J6; r6=$?; wait $J7; r7=$?
+[ $r6 = 0 ] && [ $r7 = 0 ]; ok $? "both jobs succeeded ($r6 $r7)"
+left=$([ -n "$CGROOT" ] && find "$CGROOT" -maxdepth 4 -type d -name 'rota-job*' 2>/dev/null | head -3)
+[ -n "$CGROOT" ] && [ -z "$left" ]; ok $? "the steps' cgroups are gone with them (${left:-none left} under ${CGROOT:-no cgroup2 mount})"
+
 # 5. bad options refuse the job at submission, with one clear message and nothing run
 refused() { # expected-message options...
     want=$1; shift
