@@ -41,7 +41,7 @@ void mps_opts_init(mps_opts_t *o)
     *o = (mps_opts_t){.on = false, .control = MPS_CONTROL_DEFAULT, .check_ms = MPS_CHECK_MS_DEFAULT};
     o->pct[ROTA_PRIO_HIGH] = 100;
     o->pct[ROTA_PRIO_NORMAL] = 60;
-    o->pct[ROTA_PRIO_LOW] = 40;
+    o->pct[ROTA_PRIO_LOW] = 50;
 }
 
 static int mps_fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -11,7 +11,7 @@
 /*
  * With --mps rotad starts NVIDIA's MPS control daemon (`CONTROL -d`; CONTROL is --mps-control, default
  * nvidia-cuda-mps-control, searched in PATH), or attaches to one that already answers, and publishes each class's
- * share of the SMs in region.mps_pct (high 100, normal and low --mps-share, default 60 and 40): librota sets
+ * share of the SMs in region.mps_pct (high 100, normal and low --mps-share, default 60 and 50): librota sets
  * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from it before the process's first context (shim/client-mps.c). The daemon
  * is found by CUDA_MPS_PIPE_DIRECTORY, as NVIDIA's clients find it: rotad's environment is the daemon's.
  *

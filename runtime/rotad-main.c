@@ -72,7 +72,7 @@ static const char usage_tail[] =
     "  --mps-control PATH\n"
     "                  the control program (default nvidia-cuda-mps-control, searched in PATH)\n"
     "  --mps-share CLASS=PCT[,CLASS=PCT]\n"
-    "                  normal's and low's share of the SMs, 1..100 (default normal=60,low=40)\n"
+    "                  normal's and low's share of the SMs, 1..100 (default normal=60,low=50)\n"
     "  --mps-check-ms MS\n"
     "                  how often rotad checks that the daemon answers, and starts one when it does not\n"
     "                  (10..3600000; default 1000)\n"

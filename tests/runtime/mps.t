@@ -101,7 +101,7 @@ kill -TERM "$RPID"; wait "$RPID"; rc=$?
 : >"$T/log"
 start; ok $? "rotad --mps is ready"
 grep -q "attached to the running control daemon" "$T/log"; ok $? "it attached to that daemon"
-grep -q "SM shares: high 100 %, normal 60 %, low 40 %" "$T/log"; ok $? "default shares: normal 60, low 40"
+grep -q "SM shares: high 100 %, normal 60 %, low 50 %" "$T/log"; ok $? "default shares: normal 60, low 50"
 kill -TERM "$RPID"; wait "$RPID"
 answers; ok $? "rotad leaves a daemon it attached to running"
 echo quit | "$CTL"
