@@ -130,7 +130,7 @@ $(O)/%.o: %.c
 # ---- simcuda: our libcuda.so.1 ---------------------------------------------------------------------------
 # simcuda shares only the strict parser and the PTX versions (ptxver) with rota; its programs (simcuda-stat)
 # link its objects directly, since the library exports nothing but the cu* names.
-SIM_OBJ := $(call obj,$(SIM_SRC)) $(O)/runtime/lib/parse.o $(O)/runtime/lib/ptxver.o
+SIM_OBJ := $(call obj,$(SIM_SRC)) $(O)/runtime/lib/parse.o $(O)/runtime/lib/ptxver.o $(O)/runtime/lib/slice.o
 $(SIMCUDA): $(SIM_OBJ) tools/simcuda/simcuda.map
 	@mkdir -p $(dir $@)
 	$(call quiet,LINK)$(CC) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=tools/simcuda/simcuda.map $(ZDEFS) \

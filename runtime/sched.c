@@ -6,6 +6,7 @@
 #include "runtime/sched-policy.h"
 
 #include "runtime/lib/idlewin.h"
+#include "runtime/lib/slice.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -580,6 +581,7 @@ static void *sched_main(void *arg)
 {
     sched_t *s = arg;
     struct futex_waitv wv[SCHED_WAITV_MAX + 1];
+    slice_request(SLICE_SHORT_NS); /* its decisions release held clients (slice.h) */
     while (!atomic_load(&s->stop)) {
         pthread_mutex_lock(&s->mu);
         unsigned n = 0;

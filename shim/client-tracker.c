@@ -1,6 +1,7 @@
 /* client-tracker.c - the completion tracker: one thread per process waits (blocking sync) on gated launches. */
 #include "shim/client-internal.h"
 
+#include "runtime/lib/slice.h"
 #include "shim/log.h"
 
 #include <errno.h>
@@ -134,6 +135,7 @@ static void *tracker_main(void *arg)
     /* Its timed waits (a high client's idle checks, client-launch.c) are tens of microseconds apart: the default
      * slack of 50 us would double them. */
     prctl(PR_SET_TIMERSLACK, 1000ul, 0ul, 0ul, 0ul);
+    slice_request(SLICE_SHORT_NS); /* it ends holds: run it soon after a completion wakes it (slice.h) */
     CUcontext cur = NULL;
     for (;;) {
         pthread_mutex_lock(&tracker.mu);

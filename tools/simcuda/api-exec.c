@@ -3,6 +3,8 @@
  * executor thread is joined: by stream and context destruction, synchronisation, or at the latest at exit. */
 #include "tools/simcuda/api-internal.h"
 
+#include "runtime/lib/slice.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -406,6 +408,7 @@ static void *stream_main(void *arg)
 {
     /* The device model sleeps to absolute deadlines on this thread: no 50 us default timer slack. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+    slice_request(SLICE_SHORT_NS); /* the device model, not the host, should set when its kernels end */
     stream_run(arg, false);
     return NULL;
 }
