@@ -1331,7 +1331,10 @@ int main(void)
      * for that request and runs after it, so the request finds the GPU free; with ROTA_ADMIT=0 it starts, and the
      * request waits for it (or for the end of its time slice). */
     SECTION(21) {
-        if (only) th_rotad_stop(rotad); /* else section 20 stopped its own */
+        if (only) { /* the first rotad still runs; else section 20 stopped its own */
+            if (obs) conn_close(obs);
+            th_rotad_stop(rotad);
+        }
         rotad = th_rotad_start_args(rargs);
         obs = observe();
         /* [1] with admission, [0] without, [2] the high client alone */
