@@ -34,10 +34,10 @@ bool admit_pred_due(const admit_pred_t *p, uint64_t *due_ns, uint64_t *span_ns)
         for (; j > 0 && s[j - 1] > v; j--) s[j] = s[j - 1];
         s[j] = v;
     }
-    uint64_t lo = s[m / 8], mid = s[m / 2], hi = s[(3 * m) / 4];
+    uint64_t lo = s[m / 8], mid = s[m / 2], hi = s[(3 * m) / 4], top = s[(7 * m) / 8];
     if (!lo || (hi - lo) * 4 > mid) return false;
     *due_ns = last + lo * 1000u;
-    *span_ns = (hi - lo) * 1000u;
+    *span_ns = (top - lo < mid / 2 ? top - lo : mid / 2) * 1000u;
     return true;
 }
 
