@@ -395,7 +395,9 @@ SPANK_SRC := contrib/slurm/rota-spank.c runtime/lib/parse.c runtime/lib/prio.c r
 ifneq ($(wildcard $(SPANK_H)),)
 all: $(SPANK_SO)
 endif
-$(SPANK_SO): $(SPANK_SRC) | $(if $(wildcard $(SPANK_H)),,spank-h-missing) runtime/lib/parse.h runtime/lib/prio.h runtime/lib/preload.h runtime/lib/grant.h runtime/lib/cgroup.h runtime/abi.h
+# The headers its sources include are prerequisites, not order-only ones: an ABI change (runtime/abi.h) must rebuild
+# it, or it speaks the old version to the new rotad.
+$(SPANK_SO): $(SPANK_SRC) $(wildcard runtime/lib/*.h) runtime/abi.h | $(if $(wildcard $(SPANK_H)),,spank-h-missing)
 	@mkdir -p $(dir $@)
 	$(call quiet,LINK)$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -fPIC $(ROTA_WARN) -I. -I$(CUDA_HOME)/include $(CFLAGS) \
 	    -DROTA_SPANK_LIBROTA='"$(LIBDIR)/librota.so"' -shared -o $@ $(SPANK_SRC) $(LDFLAGS) -lm

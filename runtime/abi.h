@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROTA_ABI_VERSION 11u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
+#define ROTA_ABI_VERSION 12u /* 2: slot.track (uncontended launches go untracked); 3: the board; 4: dev.high_clients,
                              * dev.normal_clients; 5: board.high_idle, region.high_idle_ns (direct release);
                              * 6: region.high_idle_learn, channel.idle_from_ns, channel.idle_win_ns, slot.idle_win_ns
                              * (the learned idle window); 7: place.wait_ms (a job that fits nowhere waits),
@@ -47,7 +47,8 @@
                              * appended); 10: the clients' details and the groups leave the region for rotad's
                              * private table, served filtered per uid by LIST (issue 21, item 9); 11: 4096 slots
                              * (was 512), region.client_limit, the GRANT message (by cgroup or token),
-                             * hello.grant_token, region.credit_keep */
+                             * hello.grant_token, region.credit_keep; 12: board.high_due_ns,
+                             * board.high_due_span_ns (kernel-length-aware admission) */
 #define ROTA_MSG_MAGIC 0x524f5441u     /* "ROTA" */
 #define ROTA_REGION_MAGIC 0x52545247u  /* "ROTR"+ */
 #define ROTA_CHANNEL_MAGIC 0x52544348u /* "ROTC"+ */
@@ -366,7 +367,16 @@ typedef struct rota_board_dev {
     _Atomic uint32_t high_pending;     /* futex word: nonzero = a high client activated here, rotad not yet done */
     _Atomic uint32_t high_idle;        /* futex word: low bit = the GPU's only high client is idle (direct release) */
     uint64_t unused0;                  /* was high_pending_ns (never written or read): zero */
-    uint64_t reserved_abi[6];
+    /* ABI 12, kernel-length-aware admission (runtime/lib/admit.h): when the GPU's only high client predicts its
+     * next request (CLOCK_MONOTONIC ns; 0: it does not), and how late it may come. That client writes them at the
+     * completion that leaves it nothing in flight (the span, then the due time with release), before it releases
+     * the lower classes. A lower launch that would still run then waits, once, until the request came (then it
+     * is held as usual) or the span passed: only where region.devices[d].high_clients == 1 (a stalled client's
+     * words count for nothing), and never longer than its own kernel time twice plus what it has in flight and
+     * ROTA_ADMIT_WAIT_US: a lying due time delays the lower classes less than a busy high client holds them. */
+    _Atomic uint64_t high_due_ns;
+    _Atomic uint64_t high_due_span_ns;
+    uint64_t reserved_abi[4];
 } rota_board_dev_t;
 
 typedef struct rota_board {
@@ -579,6 +589,8 @@ _Static_assert(offsetof(rota_region_t, place_waiting) == 76 && offsetof(rota_reg
                "region place waiters");
 _Static_assert(offsetof(rota_region_t, high_idle_ns) == 64 && offsetof(rota_board_dev_t, high_idle) == 4,
                "direct release words");
+_Static_assert(offsetof(rota_board_dev_t, high_due_ns) == 16 && offsetof(rota_board_dev_t, high_due_span_ns) == 24,
+               "admission words");
 _Static_assert(offsetof(rota_region_t, sched) % 64 == 0, "launch-gate words are cache-line aligned");
 _Static_assert(sizeof(rota_slot_stats_t) == 64 && sizeof(rota_dev_stats_t) == 64 &&
                    sizeof(rota_stats_t) == 64 + 64 * ROTA_MAX_DEVICES,

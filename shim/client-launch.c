@@ -6,6 +6,7 @@
 #include "shim/options.h"
 #include "shim/trace.h"
 
+#include "runtime/lib/admit.h"
 #include "runtime/lib/idlewin.h"
 
 #include <errno.h>
@@ -33,7 +34,9 @@
  *                 high activation on its GPU that rotad has not answered yet, the calling thread waits on that
  *                 futex word in slices of LAUNCH_HOLD_SLICE_NS, checking the socket between them: rotad gone =
  *                 fail-open. Then at most ROTA_MAX_INFLIGHT gated launches of the process may be in flight: the
- *                 thread waits (process-private futex) for the completion tracker (client-tracker.c).
+ *                 thread waits (process-private futex) for the completion tracker (client-tracker.c). Where
+ *                 the GPU's only high client has put the time its next request is due on the board, a launch
+ *                 that would still run then waits for it, once per launch (ROTA_ADMIT; runtime/lib/admit.h).
  *
  * A waiting thread holds the connection's read lock only (never a lock of the driver or of another hook), so
  * other threads' cuStreamSynchronize/cuCtxSynchronize, memory calls and the tracker all make progress, and
@@ -87,6 +90,8 @@ typedef struct launch_state {
          * completion's time until the next launch takes it (0: taken). They give its learned idle window (abi.h). */
         idlewin_t gaps;
         _Atomic uint64_t idle_from;
+        /* A high client's request starts (launches that found nothing in flight): when its next one is due. */
+        admit_pred_t reqs;
         _Atomic uint32_t dead_gen;  /* the connection (client_conn_gen) whose rotad was found gone; 0: none */
     } work;
     _Atomic uint32_t done_seq;      /* futex word: bumped on every completion */
@@ -195,6 +200,7 @@ typedef struct launch_gate {
     uint32_t key;            /* region device index + 1; 0 = unknown GPU: no board words */
     _Atomic uint32_t *mark;  /* board high_pending: a high activation rotad has not answered yet */
     _Atomic uint32_t *idle;  /* board high_idle: the GPU's only high client ended its activity (direct release) */
+    rota_board_dev_t *bd;    /* the GPU's board words (NULL: none): high_due_ns for admission */
 } launch_gate_t;
 
 static void launch_gate_init(launch_gate_t *g, conn_t *c, uint32_t key)
@@ -207,6 +213,7 @@ static void launch_gate_init(launch_gate_t *g, conn_t *c, uint32_t key)
     g->key = key;
     g->mark = dev ? &b->devices[key - 1].high_pending : NULL;
     g->idle = dev ? &b->devices[key - 1].high_idle : NULL;
+    g->bd = dev ? &b->devices[key - 1] : NULL;
 }
 
 /* The direct release applies on g's GPU (abi.h): its board words are known and it has one high client. */
@@ -376,6 +383,39 @@ static uint64_t launch_ahead_ns(uint32_t n, uint64_t k, uint64_t now)
     return (end > now ? end - now : 0) + (uint64_t)(n - 1) * k;
 }
 
+/* Kernel-length-aware admission (runtime/lib/admit.h), for a lower launch that reserved its in-flight slot: until
+ * when it waits for the high request due on its GPU, 0: it launches now. One load when nothing is due. Only where
+ * the GPU has one high client that rotad trusts (a stalled one counts as none), as for the direct release. */
+static uint64_t launch_admit_until(const launch_gate_t *g, const rota_options_t *o)
+{
+    if (!g->bd) return 0;
+    uint64_t due = atomic_load_explicit(&g->bd->high_due_ns, memory_order_acquire);
+    if (!due || !launch_one_high(g)) return 0;
+    uint64_t span = LD(&g->bd->high_due_span_ns), k = LD(&launches.kernel_ns), now = client_now_ns();
+    uint32_t n = atomic_load(&launches.work.inflight); /* this launch's slot included */
+    return admit_until(now, launch_ahead_ns(n ? n - 1 : 0, k, now), k, due, span, (uint64_t)o->admit_wait_us * 1000u);
+}
+
+/* Waits until the high request comes (the lower classes are held: the caller then waits for that hold) or until.
+ * On the board's idle word, which rotad moves and wakes after every hold change on the GPU and the high client
+ * wakes when it releases: a wait that misses a change ends at until all the same. */
+static void launch_admit_wait(const launch_gate_t *g, uint64_t until)
+{
+    uint64_t t0 = client_now_ns(), now = t0;
+    while (now < until && !launch_held(g)) {
+        uint32_t w = atomic_load(g->idle);
+        if (launch_held(g)) break;
+        launch_futex_wait(g->idle, w, (long long)(until - now), true);
+        now = client_now_ns();
+    }
+    if (rota_trace_on()) {
+        char extra[96];
+        snprintf(extra, sizeof extra, "\"wait_us\":%.1f,\"end\":\"%s\"", (double)(client_now_ns() - t0) / 1e3,
+                 launch_held(g) ? "high" : "due");
+        rota_trace_event("admit", rota_real_current_device(), 0, extra);
+    }
+}
+
 /* Reserves one in-flight slot, waiting while max are in flight. A launch past max may go once what is in flight
  * is due to end within ROTA_REFILL_US (never past ROTA_MAX_INFLIGHT): waiting for the completion itself leaves the
  * GPU idle through the tracker's and this thread's wake-ups, at every launch of a client bounded to one. The
@@ -528,6 +568,22 @@ static void launch_high_done(const rota_region_t *r, rota_channel_t *ch, uint64_
     atomic_store_explicit(&ch->idle_from_ns, now, memory_order_release);
 }
 
+/* The high client's last launch in flight completed: when its next request is due (runtime/lib/admit.h; 0 when its
+ * starts do not tell), on its GPU's board, before it releases the lower classes (the span first, the due time with
+ * release: a gate reads them in the other order). */
+static void launch_due_publish(conn_t *c, rota_channel_t *ch)
+{
+    rota_board_t *b = conn_board(c);
+    uint32_t key = LD(&ch->sched_dev);
+    if (!b || !key || key > ROTA_MAX_DEVICES) return;
+    rota_board_dev_t *bd = &b->devices[key - 1];
+    uint64_t due, span;
+    admit_pred_due(&launches.work.reqs, &due, &span);
+    if (!due && !LD(&bd->high_due_ns)) return; /* unpredictable, and nothing to take back: no store */
+    atomic_store_explicit(&bd->high_due_span_ns, span, memory_order_relaxed);
+    atomic_store_explicit(&bd->high_due_ns, due, memory_order_release);
+}
+
 uint64_t launch_idle_due(uint64_t now)
 {
     conn_t *c = client_conn_lock();
@@ -560,6 +616,7 @@ uint64_t launch_complete(uint64_t busy_ns, uint64_t now_ns)
         const rota_region_t *r = conn_region(c);
         uint32_t self = LD(&r->sched[conn_slot(c)].hold) != 0; /* held itself: not among the others */
         if (high) {
+            launch_due_publish(c, ch);
             launch_high_done(r, ch, now_ns);
             due = launch_high_idle(c, ch, now_ns);
         }
@@ -700,7 +757,10 @@ CUresult client_launch_gate(CUstream stream)
          * to rotad from here: the launch and what follows it (the tracker's start at a process's first launch)
          * may take longer than rotad's idle window, and a client showing nothing in flight that long would read
          * as idle while its kernel runs. */
-        if (!atomic_fetch_add(&launches.work.inflight, 1)) launch_learn(g.r, ch, t_in);
+        if (!atomic_fetch_add(&launches.work.inflight, 1)) {
+            launch_learn(g.r, ch, t_in);
+            admit_pred_start(&launches.work.reqs, t_in); /* a request starts */
+        }
         launch_publish(ch);
         this_thread.reserved++;
         launch_high_busy(g.idle);
@@ -730,10 +790,21 @@ CUresult client_launch_gate(CUstream stream)
         /* From the first wait for a completion until channel.inflight shows the slot this launch takes, the
          * thread counts as waiting: between the completion it waited for and its launch, rotad must not see a
          * client with nothing in flight and nobody waiting (idle), which would release whom it holds. */
-        bool raised = false;
+        bool raised = false, admitted = !o->admit;
         for (;;) {
-            if (launch_held(&g)) launch_wait_hold(&g, ch); /* at once when rotad is gone */
+            if (launch_held(&g)) {
+                launch_wait_hold(&g, ch); /* at once when rotad is gone */
+                admitted = true; /* a hold ended: the start of a gap, where a kernel delays the next request least */
+            }
             raised = launch_reserve(o, ch, max, raised);
+            uint64_t until = admitted ? 0 : launch_admit_until(&g, o);
+            admitted = true; /* once per launch: what it waits for is one request */
+            if (until) {
+                launch_unreserve();
+                launch_publish(ch);
+                launch_admit_wait(&g, until);
+                continue;
+            }
             /* A hold may have come while we waited for a completion: obey it before launching. */
             if (!launch_held(&g) || launch_conn_dead()) break;
             launch_unreserve();

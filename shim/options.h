@@ -30,6 +30,9 @@ typedef struct rota_options {
     unsigned inflight_us;                  /* ROTA_INFLIGHT_US: device time in flight, 0..1e6 us (default 500) */
     unsigned refill_us;                    /* ROTA_REFILL_US: queue the next launch this early, 0..1e5 us (300) */
     bool idle_probe;                       /* ROTA_IDLE_PROBE: a high client's window ends when it sleeps for input */
+    bool admit;                            /* ROTA_ADMIT: a lower launch that would run into a high client's
+                                            * predicted request waits for it (runtime/lib/admit.h) */
+    unsigned admit_wait_us;                /* ROTA_ADMIT_WAIT_US: the longest such wait per launch, 0..1e6 us */
     int gpu;                               /* ROTA_GPU: auto (ROTA_GPU_AUTO), all (ROTA_GPU_ALL) or an ordinal 0..1023 */
     char test_counters[ROTA_OPT_PATH_MAX]; /* ROTA_TEST_COUNTERS: test-only hit counters, dumped here at exit */
     char trace[ROTA_OPT_PATH_MAX];         /* ROTA_TRACE: append rota's decisions here as JSON lines ("" = off) */

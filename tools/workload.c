@@ -46,8 +46,11 @@ static const char USAGE[] =
     "  --duration S      infer: seconds of arrivals; others: stop after S seconds (default 0: unbounded)\n"
     "  --requests N      infer: stop after N requests (default 0: unbounded)\n"
     "  --load F          infer: offered load, fraction of device time, 0 < F <= 1 (default 0.4)\n"
-    "  --arrivals A      infer: poisson or bursty (default poisson)\n"
+    "  --arrivals A      infer: poisson, bursty or periodic (default poisson); periodic: one request every\n"
+    "                    service/load ns (a decode loop, a video pipeline, a control loop)\n"
     "  --burst N         bursty: requests per burst (default 8)\n"
+    "  --jitter F        periodic: each arrival moves from its tick by up to F x the period either way,\n"
+    "                    uniformly (seeded), 0 <= F <= 0.5 (default 0)\n"
     "  --iters N         train/finetune/batch: iterations (default 0: bounded by --duration)\n"
     "  --gap-us N        train/finetune: host gap per iteration, data loading (default 0)\n"
     "  --batch-min N     finetune: smallest batch (default 1)\n"
@@ -76,7 +79,8 @@ static const char USAGE[] =
 enum { EXIT_USAGE = 2, EXIT_OOM = 3, EXIT_SIGNAL = 4 };
 enum { KIND_INFER, KIND_TRAIN, KIND_FINETUNE, KIND_BATCH };
 static const char *const kind_names[] = {"infer", "train", "finetune", "batch", NULL};
-static const char *const arrival_names[] = {"poisson", "bursty", NULL};
+enum { ARRIVE_POISSON, ARRIVE_BURSTY, ARRIVE_PERIODIC };
+static const char *const arrival_names[] = {"poisson", "bursty", "periodic", NULL};
 enum { ALLOC_PLAIN, ALLOC_TORCH, ALLOC_TORCH_EXPANDABLE };
 static const char *const allocator_names[] = {"plain", "torch", "torch-expandable", NULL};
 
@@ -92,7 +96,7 @@ typedef struct job_opts {
     char *spec, *name, *out, *kernels_s;
     uint64_t kind, seed, device, mem, blocks, add, requests, iters, gap_us, batch_min, batch_max, burst;
     uint64_t arrivals, allocator, max_split, empty_cache, spin_blocks;
-    double duration, load, act_frac;
+    double duration, load, act_frac, jitter;
     bool list_devices;
     /* derived */
     uint64_t kernels_ns[MAX_KERNELS];
@@ -125,6 +129,7 @@ static const opt_def_t opt_table[] = {
     {"load", OPT_DBL, OFF(load), 1e-6, 1, NULL},
     {"arrivals", OPT_ENUM, OFF(arrivals), 0, 0, arrival_names},
     {"burst", OPT_U64, OFF(burst), 1, 10000, NULL},
+    {"jitter", OPT_DBL, OFF(jitter), 0, 0.5, NULL},
     {"iters", OPT_U64, OFF(iters), 0, 100000000, NULL},
     {"gap-us", OPT_U64, OFF(gap_us), 0, 60000000, NULL},
     {"batch-min", OPT_U64, OFF(batch_min), 1, 1 << 20, NULL},
@@ -962,8 +967,12 @@ static bool run_infer(job_t *j)
     double t = 0; /* ns after t0 of the next arrival */
     uint64_t in_burst = 0;
     for (uint64_t i = 0; i < max_req; i++) {
-        if (j->o.arrivals == 0) {
+        if (j->o.arrivals == ARRIVE_POISSON) {
             t += rng_exp(mean_gap);
+        } else if (j->o.arrivals == ARRIVE_PERIODIC) {
+            /* tick i + 1, moved by the jitter: the ticks never drift, whatever the jitter drew before */
+            double d = j->o.jitter > 0 ? (2 * rng_unit() - 1) * j->o.jitter * mean_gap : 0;
+            t = (double)(i + 1) * mean_gap + d;
         } else if (in_burst == 0) {
             t += rng_exp(mean_gap * (double)j->o.burst);
             in_burst = j->o.burst - 1;

@@ -75,6 +75,8 @@ int main(void)
     OFF(rota_board_dev_t, high_pending, 0);
     OFF(rota_board_dev_t, unused0, 8);
     OFF(rota_board_dev_t, high_idle, 4);
+    OFF(rota_board_dev_t, high_due_ns, 16);
+    OFF(rota_board_dev_t, high_due_span_ns, 24);
     OFF(rota_region_t, high_idle_ns, 64);
     /* the learned idle window (ABI 6) */
     OFF(rota_region_t, high_idle_learn, 72);

@@ -52,6 +52,8 @@ static uint64_t env_u(const char *n, uint64_t def)
 
 /* SCHED_MODE=spin: launch spin_ns(SCHED_KNS) back to back for SCHED_DUR_MS, "n COUNT" every 100 ms, "done COUNT".
  *           =req:  SCHED_REQS requests of 3 x spin_ns(SCHED_KNS) + sync, SCHED_GAP_MS apart; "lat P50 P99".
+ *           =periodic: SCHED_REQS requests of one spin_ns(SCHED_KNS) + sync, one every SCHED_PERIOD_US on a fixed
+ *                  clock (a late one goes at once); "plat P50 P90" in ms from its tick to its completion.
  *           =burst: for SCHED_DUR_MS, iterations of SCHED_BURST x spin_ns(SCHED_KNS) + sync + a host gap of
  *                  SCHED_GAP_US (a training step and its data loading); "iter MEAN_MS COUNT".
  *           =cmd:  commands on stdin: "spin N KNS" (async), "sync", "capture" (capture + instantiate, then
@@ -115,6 +117,26 @@ static int child_main(void)
             n++;
         }
         printf("iter %.3f %lu\n", n ? (th_now_ms() - t0) / (double)n : 0.0, n);
+    } else if (!strcmp(mode, "periodic")) {
+        unsigned reqs = (unsigned)env_u("SCHED_REQS", 100);
+        uint64_t period = env_u("SCHED_PERIOD_US", 8000) * 1000u;
+        double *lat = calloc(reqs, sizeof *lat);
+        usleep(200000); /* let the spinner get going */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t t0 = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        for (unsigned r = 0; r < reqs; r++) {
+            uint64_t tick = t0 + (r + 1) * period;
+            struct timespec at = {.tv_sec = (time_t)(tick / 1000000000u), .tv_nsec = (long)(tick % 1000000000u)};
+            while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL) == EINTR) {
+            }
+            if (launch_spin(kns)) return 3;
+            p_cuStreamSynchronize(cst);
+            lat[r] = th_now_ms() - (double)tick / 1e6;
+        }
+        qsort(lat, reqs, sizeof *lat, cmp_d);
+        printf("plat %.3f %.3f\n", lat[reqs / 2], lat[(reqs * 9) / 10]);
+        free(lat);
     } else if (!strcmp(mode, "req")) {
         unsigned reqs = (unsigned)env_u("SCHED_REQS", 20), gap = (unsigned)env_u("SCHED_GAP_MS", 10);
         double *lat = calloc(reqs, sizeof *lat);
@@ -468,7 +490,7 @@ int main(void)
     const char *rargs[] = {"--idle-ms", "5", NULL};
     pid_t rotad = th_rotad_start_args(rargs);
 
-    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..18) */
+    const char *only = getenv("SCHED_T_ONLY"); /* debugging: run one section (1..21) */
 #define SECTION(n) if (!only || atoi(only) == (n))
     conn_t *obs = observe();
     const rota_region_t *r = conn_region(obs);
@@ -1303,10 +1325,71 @@ int main(void)
         th_say(&lo, "sync", 5000);
         pair_done(&hi, &lo, &obs, rotad);
     }
+    /* 21. kernel-length-aware admission (runtime/lib/admit.h): a high client with a request of one 0.5 ms kernel
+     * every 8 ms, beside a low client of back-to-back 3 ms kernels. After a request the low client fits two
+     * kernels in the 7.5 ms gap; the third would still run when the next request comes. With ROTA_ADMIT=1 it waits
+     * for that request and runs after it, so the request finds the GPU free; with ROTA_ADMIT=0 it starts, and the
+     * request waits for it (or for the end of its time slice). */
+    SECTION(21) {
+        if (only) { /* the first rotad still runs; else section 20 stopped its own */
+            if (obs) conn_close(obs);
+            th_rotad_stop(rotad);
+        }
+        rotad = th_rotad_start_args(rargs);
+        obs = observe();
+        /* [1] with admission, [0] without, [2] the high client alone */
+        double p50[3] = {-1, -1, -1}, p90[3] = {-1, -1, -1};
+        unsigned long nk[3] = {0, 0, 0};
+        size_t nadmit[3] = {0, 0, 0};
+        for (int on = 2; on >= 0; on--) {
+            char tpath[256], tenv[300];
+            snprintf(tpath, sizeof tpath, "%s/admit-%d.jsonl", th_dir, on);
+            snprintf(tenv, sizeof tenv, "ROTA_TRACE=%s", tpath);
+            unlink(tpath);
+            const char *el[] = {"SCHED_MODE=spin", "SCHED_DUR_MS=2000", "SCHED_KNS=3000000", "ROTA_PRIORITY=low",
+                                on ? "ROTA_ADMIT=1" : "ROTA_ADMIT=0", tenv, NULL};
+            const char *eh[] = {"SCHED_MODE=periodic", "SCHED_REQS=200", "SCHED_PERIOD_US=8000", "SCHED_KNS=500000",
+                                "ROTA_PRIORITY=high", NULL};
+            child_t lo, hi;
+            if (on < 2) {
+                spawn(&lo, el);
+                th_ready(&lo, "low spinner");
+            }
+            spawn(&hi, eh);
+            th_ready(&hi, "periodic high client");
+            if (sscanf(expect(&hi, "plat", 15000), "plat %lf %lf", &p50[on], &p90[on]) != 2) p50[on] = p90[on] = -1;
+            th_finish(&hi);
+            if (on == 2) continue;
+            sscanf(expect(&lo, "done", 10000), "done %lu", &nk[on]);
+            th_finish(&lo);
+            char *tr = read_all(tpath);
+            unlink(tpath);
+            for (const char *e = tr; e && (e = strstr(e, "\"ev\":\"admit\"")); e++) nadmit[on]++;
+            free(tr);
+        }
+        diag("admission: a request of 0.5 ms every 8 ms beside 3 ms low kernels: request p50/p90 %.2f/%.2f ms alone, "
+             "%.2f/%.2f ms with ROTA_ADMIT=1, %.2f/%.2f ms with ROTA_ADMIT=0; low kernels in 2 s %lu and %lu; "
+             "admission waits %zu and %zu", p50[2], p90[2], p50[1], p90[1], p50[0], p90[0], nk[1], nk[0], nadmit[1],
+             nadmit[0]);
+        ok(p50[2] > 0 && p50[1] > 0 && p50[0] > 0, "admit: the periodic client ran alone and beside both low clients");
+        /* beside a low client a request also pays a context switch; the 2-core machine adds its noise */
+        ok(p50[1] > 0 && p50[1] <= p50[2] + 0.25, "admit: with admission the median request takes %.2f ms, %.2f alone "
+           "(accepted: within 0.25 ms)", p50[1], p50[2]);
+        ok(p50[0] >= p50[1] + 0.3, "admit: without it the median request waits for a low kernel: %.2f ms against "
+           "%.2f (accepted: 0.3 ms more)", p50[0], p50[1]);
+        ok(nadmit[1] >= 50 && nadmit[0] == 0, "admit: the low client waited for %zu requests (accepted: at least 50 "
+           "of 200), none without admission", nadmit[1]);
+        /* two of its three kernels fit in each gap: about 2/3 of the rate it has without admission */
+        ok(nk[1] * 2 >= nk[0] && nk[1] >= 200, "admit: the low client is not starved: %lu kernels against %lu without "
+           "(accepted: at least half, and 200)", nk[1], nk[0]);
+        conn_close(obs);
+        obs = NULL;
+        th_rotad_stop(rotad);
+    }
     (void)th_rotad_start;
     if (obs) conn_close(obs);
     if (only && atoi(only) != 5 && atoi(only) != 6 && atoi(only) != 12 && atoi(only) != 16 && atoi(only) != 18 &&
-        atoi(only) != 19 && atoi(only) != 20)
+        atoi(only) != 19 && atoi(only) != 20 && atoi(only) != 21)
         th_rotad_stop(rotad);
     th_cleanup_children();
     th_cleanup();
