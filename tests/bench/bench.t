@@ -245,17 +245,20 @@ try:
         # (steal: late wake-ups in bursts, which is what a p99 catches).
         steal = max(v for v in (ex.get("host_steal"), mx.get("solo_steal"), 0) if v is not None)
         if steal > 0.05:  # scripts/bench's STEAL_WARN: above it the report itself calls its figures distorted
-            for q in ("p50", "p99"):
+            for q in ("p50", "p90", "p99"):
                 skip("exclusive vs solo %s (%s): host CPU steal %.0f%% during the runs, over 5%%" % (
                     q, ex["hp_%s_x" % q], 100 * steal))
         else:
-            # The median compares the two runs; a p99 of the quick run's ~400 requests is about its 4th-largest,
-            # which one stretch of late host wake-ups moves (seen under UBSan at 0 % steal, and at 3.3x in a plain
-            # build at 0 % steal), hence its wider band: it still catches a unit or a pairing gone wrong.
+            # The median and the p90 compare the two runs; a p99 of the quick run's ~400 requests is about its
+            # 4th-largest, which one stretch of late host wake-ups in either run moves (seen under UBSan at 0 %
+            # steal, at 3.3x and at 1/5.4x in plain builds at 0 % steal), hence its wide band: it still catches a
+            # unit or a pairing gone wrong, as the p90's ~40 requests do at a narrower one.
             ok(ex["hp_p50_x"] is not None and 0.5 < ex["hp_p50_x"] < 2,
                "exclusive: high-priority p50 near solo (0.5x-2x: it runs alone; host steal %.0f%%)" % (100 * steal))
-            ok(ex["hp_p99_x"] is not None and 1 / 5 < ex["hp_p99_x"] < 5,
-               "exclusive: high-priority p99 within 5x of solo (%s: two runs alone, a tail of ~4 requests)" % (
+            ok(ex["hp_p90_x"] is not None and 1 / 3 < ex["hp_p90_x"] < 3,
+               "exclusive: high-priority p90 within 3x of solo (%s: two runs alone)" % ex["hp_p90_x"])
+            ok(ex["hp_p99_x"] is not None and 1 / 10 < ex["hp_p99_x"] < 10,
+               "exclusive: high-priority p99 within 10x of solo (%s: two runs alone, a tail of ~4 requests)" % (
                    ex["hp_p99_x"]))
         for p, m in rows.items():
             if not m["available"]:
