@@ -391,7 +391,8 @@ clean:
 SPANK_H   ?= /usr/include/slurm/spank.h
 SPANK_SO  := $(B)/lib/rota-spank.so
 SPANK_SRC := contrib/slurm/rota-spank.c runtime/lib/parse.c runtime/lib/prio.c runtime/lib/preload.c \
-             runtime/lib/grant.c runtime/lib/conn.c runtime/lib/proto.c runtime/lib/sockpath.c runtime/lib/cgroup.c
+             runtime/lib/grant.c runtime/lib/conn.c runtime/lib/proto.c runtime/lib/sockpath.c runtime/lib/cgroup.c \
+             runtime/lib/errmsg.c
 ifneq ($(wildcard $(SPANK_H)),)
 all: $(SPANK_SO)
 endif

@@ -1,6 +1,7 @@
 /* config.c - parses rotad's config file (group limits) and finds the group of a process by its cgroup. */
 #include "runtime/config.h"
 
+#include "runtime/lib/errmsg.h"
 #include "runtime/lib/parse.h"
 
 #include <errno.h>
@@ -8,21 +9,10 @@
 #include <grp.h>
 #include <pwd.h>
 #include <stddef.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int config_fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int config_fail(char *err, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && n) vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return -EINVAL;
-}
 
 /* A word of the file as a message may quote it: only a plausible directive or value (letters, digits, ._/+-, at most
  * 40 characters). rotad runs as root and logs what it refuses: a file that is not a config (a hard link to
@@ -106,11 +96,11 @@ static int config_policy(config_t *cfg, char **word, int nw, const char *path, u
         const config_num_t *n = &config_nums[i];
         if (strcmp(word[0], n->name)) continue;
         uint64_t v;
-        if (nw != 2) return config_fail(err, errlen, "%s:%u: expected '%s N'", path, lineno, n->name);
+        if (nw != 2) return errmsg(err, errlen, -EINVAL, "%s:%u: expected '%s N'", path, lineno, n->name);
         int prc = parse_u64(word[1], n->min, n->max, &v);
         if (prc)
-            return config_fail(err, errlen, "%s:%u: bad %s '%s': %s %u..%u", path, lineno, n->name, config_shown(word[1]),
-                               prc == -ERANGE ? "out of range" : "not a number in", n->min, n->max);
+            return errmsg(err, errlen, -EINVAL, "%s:%u: bad %s '%s': %s %u..%u", path, lineno, n->name,
+                          config_shown(word[1]), prc == -ERANGE ? "out of range" : "not a number in", n->min, n->max);
         *(uint32_t *)((char *)cfg + n->off) = (uint32_t)v;
         return 0;
     }
@@ -119,13 +109,13 @@ static int config_policy(config_t *cfg, char **word, int nw, const char *path, u
     if (hu || hg) {
         uint32_t id;
         unsigned *cnt = hu ? &cfg->nhigh_uids : &cfg->nhigh_gids;
-        if (nw != 2) return config_fail(err, errlen, "%s:%u: expected '%s NAME'", path, lineno, word[0]);
+        if (nw != 2) return errmsg(err, errlen, -EINVAL, "%s:%u: expected '%s NAME'", path, lineno, word[0]);
         if (config_id(word[1], hg, &id))
-            return config_fail(err, errlen, "%s:%u: no such %s '%s'", path, lineno, hu ? "user" : "group",
-                               config_shown(word[1]));
+            return errmsg(err, errlen, -EINVAL, "%s:%u: no such %s '%s'", path, lineno, hu ? "user" : "group",
+                          config_shown(word[1]));
         if (*cnt == CONFIG_MAX_IDS)
-            return config_fail(err, errlen, "%s:%u: too many %s lines (at most %d)", path, lineno, word[0],
-                               CONFIG_MAX_IDS);
+            return errmsg(err, errlen, -EINVAL, "%s:%u: too many %s lines (at most %d)", path, lineno, word[0],
+                          CONFIG_MAX_IDS);
         (hu ? cfg->high_uids : cfg->high_gids)[(*cnt)++] = id;
         return 0;
     }
@@ -134,13 +124,13 @@ static int config_policy(config_t *cfg, char **word, int nw, const char *path, u
         if (strcmp(word[0], p->name)) continue;
         unsigned *cnt = (unsigned *)((char *)cfg + p->count_off);
         char(*paths)[ROTA_GROUP_NAME] = (char(*)[ROTA_GROUP_NAME])((char *)cfg + p->paths_off);
-        if (nw != 2) return config_fail(err, errlen, "%s:%u: expected '%s CGROUP-PATH'", path, lineno, p->name);
+        if (nw != 2) return errmsg(err, errlen, -EINVAL, "%s:%u: expected '%s CGROUP-PATH'", path, lineno, p->name);
         if (word[1][0] != '/' || strlen(word[1]) >= ROTA_GROUP_NAME)
-            return config_fail(err, errlen, "%s:%u: a cgroup path must be absolute, at most %d characters", path,
-                               lineno, ROTA_GROUP_NAME - 1);
+            return errmsg(err, errlen, -EINVAL, "%s:%u: a cgroup path must be absolute, at most %d characters", path,
+                          lineno, ROTA_GROUP_NAME - 1);
         if (*cnt == CONFIG_MAX_IDS)
-            return config_fail(err, errlen, "%s:%u: too many %s lines (at most %d)", path, lineno, p->name,
-                               CONFIG_MAX_IDS);
+            return errmsg(err, errlen, -EINVAL, "%s:%u: too many %s lines (at most %d)", path, lineno, p->name,
+                          CONFIG_MAX_IDS);
         char *dst = paths[(*cnt)++];
         snprintf(dst, ROTA_GROUP_NAME, "%s", word[1]);
         size_t nl = strlen(dst);
@@ -151,20 +141,20 @@ static int config_policy(config_t *cfg, char **word, int nw, const char *path, u
         uint32_t uid;
         uint64_t limit;
         if (nw != 4 || strcmp(word[2], "limit"))
-            return config_fail(err, errlen, "%s:%u: expected 'user NAME limit SIZE'", path, lineno);
+            return errmsg(err, errlen, -EINVAL, "%s:%u: expected 'user NAME limit SIZE'", path, lineno);
         if (config_id(word[1], false, &uid))
-            return config_fail(err, errlen, "%s:%u: no such user '%s'", path, lineno, config_shown(word[1]));
+            return errmsg(err, errlen, -EINVAL, "%s:%u: no such user '%s'", path, lineno, config_shown(word[1]));
         int prc = parse_size(word[3], 1, ROTA_MAX_BYTES, &limit);
         if (prc)
-            return config_fail(err, errlen, "%s:%u: bad limit '%s': %s", path, lineno, config_shown(word[3]),
-                               prc == -ERANGE ? "out of range 1..2^56 bytes" : "not a size (use e.g. 40G)");
+            return errmsg(err, errlen, -EINVAL, "%s:%u: bad limit '%s': %s", path, lineno, config_shown(word[3]),
+                          prc == -ERANGE ? "out of range 1..2^56 bytes" : "not a size (use e.g. 40G)");
         int k = config_user_of(cfg, uid);
         if (k >= 0)
-            return config_fail(err, errlen, "%s:%u: user '%s' already limited on line %u", path, lineno, config_shown(word[1]),
-                               cfg->users[k].line);
+            return errmsg(err, errlen, -EINVAL, "%s:%u: user '%s' already limited on line %u", path, lineno,
+                          config_shown(word[1]), cfg->users[k].line);
         if (cfg->nusers == CONFIG_MAX_IDS)
-            return config_fail(err, errlen, "%s:%u: too many user lines (at most %d)", path, lineno,
-                               CONFIG_MAX_IDS);
+            return errmsg(err, errlen, -EINVAL, "%s:%u: too many user lines (at most %d)", path, lineno,
+                          CONFIG_MAX_IDS);
         cfg->users[cfg->nusers++] = (config_user_t){.uid = uid, .limit = limit, .line = lineno};
         return 0;
     }
@@ -209,16 +199,16 @@ bool config_may_high(const config_t *cfg, uint32_t uid, uint32_t gid, const uint
     return false;
 }
 
-/* 'credit SIZE'. 0, or an error (config_fail). */
+/* 'credit SIZE'. 0, or -EINVAL with the reason in err. */
 static int config_credit(config_t *cfg, char **word, int nw, const char *path, unsigned lineno, char *err,
                          size_t errlen)
 {
     uint64_t v;
     int prc = nw == 2 ? parse_size(word[1], 0, ROTA_MAX_BYTES, &v) : -EINVAL;
-    if (nw != 2) return config_fail(err, errlen, "%s:%u: expected 'credit SIZE'", path, lineno);
+    if (nw != 2) return errmsg(err, errlen, -EINVAL, "%s:%u: expected 'credit SIZE'", path, lineno);
     if (prc)
-        return config_fail(err, errlen, "%s:%u: bad credit '%s': %s", path, lineno, config_shown(word[1]),
-                           prc == -ERANGE ? "out of range 0..2^56 bytes" : "not a size (use e.g. 64M)");
+        return errmsg(err, errlen, -EINVAL, "%s:%u: bad credit '%s': %s", path, lineno, config_shown(word[1]),
+                      prc == -ERANGE ? "out of range 0..2^56 bytes" : "not a size (use e.g. 64M)");
     cfg->credit = v;
     return 0;
 }
@@ -228,30 +218,30 @@ static int config_group(config_t *cfg, char **word, int nw, const char *path, un
                         size_t errlen)
 {
     if (nw != 4 || strcmp(word[2], "limit"))
-        return config_fail(err, errlen, "%s:%u: expected 'group CGROUP-PATH limit SIZE'", path, lineno);
+        return errmsg(err, errlen, -EINVAL, "%s:%u: expected 'group CGROUP-PATH limit SIZE'", path, lineno);
     const char *gp = word[1];
     if (gp[0] != '/')
-        return config_fail(err, errlen, "%s:%u: group path '%s' must be an absolute cgroup path", path, lineno,
-                           config_shown(gp));
+        return errmsg(err, errlen, -EINVAL, "%s:%u: group path '%s' must be an absolute cgroup path", path, lineno,
+                      config_shown(gp));
     if (strlen(gp) >= ROTA_GROUP_NAME)
-        return config_fail(err, errlen, "%s:%u: group path is longer than %d characters", path, lineno,
-                           ROTA_GROUP_NAME - 1);
+        return errmsg(err, errlen, -EINVAL, "%s:%u: group path is longer than %d characters", path, lineno,
+                      ROTA_GROUP_NAME - 1);
     uint64_t limit;
     int prc = parse_size(word[3], 1, ROTA_MAX_BYTES, &limit);
     if (prc)
-        return config_fail(err, errlen, "%s:%u: bad limit '%s': %s", path, lineno, config_shown(word[3]),
-                           prc == -ERANGE ? "out of range 1..2^56 bytes" : "not a size (use e.g. 40G)");
+        return errmsg(err, errlen, -EINVAL, "%s:%u: bad limit '%s': %s", path, lineno, config_shown(word[3]),
+                      prc == -ERANGE ? "out of range 1..2^56 bytes" : "not a size (use e.g. 40G)");
     char norm[ROTA_GROUP_NAME];
     snprintf(norm, sizeof norm, "%s", gp);
     size_t nl = strlen(norm);
     while (nl > 1 && norm[nl - 1] == '/') norm[--nl] = 0;
     for (unsigned i = 0; i < cfg->ngroups; i++)
         if (!strcmp(cfg->groups[i].path, norm))
-            return config_fail(err, errlen, "%s:%u: group '%s' already defined on line %u", path, lineno,
-                               config_shown(norm),
-                               cfg->groups[i].line);
+            return errmsg(err, errlen, -EINVAL, "%s:%u: group '%s' already defined on line %u", path, lineno,
+                          config_shown(norm),
+                          cfg->groups[i].line);
     if (cfg->ngroups == ROTA_MAX_GROUPS)
-        return config_fail(err, errlen, "%s:%u: too many groups (at most %d)", path, lineno, ROTA_MAX_GROUPS);
+        return errmsg(err, errlen, -EINVAL, "%s:%u: too many groups (at most %d)", path, lineno, ROTA_MAX_GROUPS);
     config_group_t *g = &cfg->groups[cfg->ngroups++];
     memcpy(g->path, norm, nl + 1);
     g->limit = limit;
@@ -267,8 +257,8 @@ static int config_line(config_t *cfg, char **word, int nw, const char *path, uns
     int pol = config_policy(cfg, word, nw, path, lineno, err, errlen);
     if (pol <= 0) return pol;
     if (strcmp(word[0], "group"))
-        return config_fail(err, errlen, "%s:%u: unknown directive '%s' (expected 'group', 'credit' or a policy "
-                           "line, see rotad --help)", path, lineno, config_shown(word[0]));
+        return errmsg(err, errlen, -EINVAL, "%s:%u: unknown directive '%s' (expected 'group', 'credit' or a policy "
+                      "line, see rotad --help)", path, lineno, config_shown(word[0]));
     return config_group(cfg, word, nw, path, lineno, err, errlen);
 }
 
@@ -333,7 +323,8 @@ int config_load(const char *path, config_t *cfg, char *err, size_t errlen)
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return config_fail(err, errlen, "%s: not a regular file%s", path, S_ISDIR(st.st_mode) ? " (a directory)" : "");
+        return errmsg(err, errlen, -EINVAL, "%s: not a regular file%s", path,
+                      S_ISDIR(st.st_mode) ? " (a directory)" : "");
     }
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
@@ -342,7 +333,7 @@ int config_load(const char *path, config_t *cfg, char *err, size_t errlen)
     else if (slash == dir) dir[1] = 0;
     else *slash = 0;
     int rc = config_trusted(path, "the file", &st, false, err, errlen);
-    if (!rc && stat(dir, &dst) < 0) rc = config_fail(err, errlen, "%s: unable to stat its directory", path);
+    if (!rc && stat(dir, &dst) < 0) rc = errmsg(err, errlen, -EINVAL, "%s: unable to stat its directory", path);
     if (!rc) rc = config_trusted(path, "its directory", &dst, true, err, errlen);
     if (rc) {
         close(fd);
@@ -365,23 +356,23 @@ int config_load(const char *path, config_t *cfg, char *err, size_t errlen)
         /* fgets reads past a NUL byte, and strlen would stop there, dropping the rest of the line unseen. */
         long next = ftell(f);
         if (at >= 0 && next >= 0 && (size_t)(next - at) != len) {
-            rc = config_fail(err, errlen, "%s:%u: NUL byte in the line", path, lineno);
+            rc = errmsg(err, errlen, -EINVAL, "%s:%u: NUL byte in the line", path, lineno);
             break;
         }
         at = next;
         if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(f)) {
-            rc = config_fail(err, errlen, "%s:%u: line too long (at most %zu characters)", path, lineno,
-                             sizeof line - 2);
+            rc = errmsg(err, errlen, -EINVAL, "%s:%u: line too long (at most %zu characters)", path, lineno,
+                        sizeof line - 2);
             break;
         }
         char *word[5];
         int nw = config_words(line, word);
         if (nw) rc = config_line(cfg, word, nw, path, lineno, err, errlen);
     }
-    if (!rc && ferror(f)) rc = config_fail(err, errlen, "%s: read error", path);
+    if (!rc && ferror(f)) rc = errmsg(err, errlen, -EINVAL, "%s: read error", path);
     if (!rc && cfg->ngroups + cfg->nusers > ROTA_MAX_GROUPS)
-        rc = config_fail(err, errlen, "%s: %u groups and %u user limits: at most %d in all", path, cfg->ngroups,
-                         cfg->nusers, ROTA_MAX_GROUPS);
+        rc = errmsg(err, errlen, -EINVAL, "%s: %u groups and %u user limits: at most %d in all", path, cfg->ngroups,
+                    cfg->nusers, ROTA_MAX_GROUPS);
     fclose(f);
     return rc;
 }

@@ -155,3 +155,11 @@ void logdest_stop(void)
     logdest_rd = -1;
     logdest_running = false;
 }
+
+void logdest_vline(int level, const char *what, const char *fmt, va_list ap)
+{
+    static const char *const names[] = {"warning", "info", "debug"};
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    fprintf(stderr, "rotad: %s: %s%s\n", names[level], what, line);
+}

@@ -2,6 +2,7 @@
 #ifndef ROTA_LOGDEST_H
 #define ROTA_LOGDEST_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -15,6 +16,9 @@ int logdest_open(const char *spec, bool foreground, char *err, size_t errlen);
 int logdest_start(void);
 /* Flushes and stops: the last lines reach the destination before rotad exits. */
 void logdest_stop(void);
+/* One line of rotad's log at level (0 warning, 1 info, 2 debug): "rotad: LEVEL: " what fmt says, cut at 511
+ * characters, after what (a part's prefix such as "MPS: ", or ""). */
+void logdest_vline(int level, const char *what, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 /* "stderr", "syslog" or the file's path: what logdest_open chose. */
 const char *logdest_name(void);
 

@@ -2,6 +2,7 @@
  * rendering the region (runtime/lib/prom.c), at most once per METRICS_CACHE_MS. */
 #include "runtime/metrics.h"
 
+#include "runtime/lib/errmsg.h"
 #include "runtime/lib/parse.h"
 #include "runtime/lib/prom.h"
 
@@ -10,7 +11,6 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,16 +55,6 @@ static uint64_t metrics_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int metrics_fail(char *err, size_t n, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int metrics_fail(char *err, size_t n, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && n) vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
 /* "PORT", "ADDR:PORT", "[ADDR6]:PORT" into a socket address. */
 static int metrics_parse(const char *spec, struct sockaddr_storage *ss, socklen_t *len)
 {
@@ -107,27 +97,27 @@ int metrics_open(const char *spec, metrics_t **out, char *err, size_t errlen)
     struct sockaddr_storage ss;
     socklen_t len;
     if (metrics_parse(spec, &ss, &len))
-        return metrics_fail(err, errlen, -EINVAL,
-                            "--metrics-listen: '%s' is not PORT, ADDR:PORT or [ADDR6]:PORT (numeric address, port "
-                            "0..65535)",
-                            spec);
+        return errmsg(err, errlen, -EINVAL,
+                      "--metrics-listen: '%s' is not PORT, ADDR:PORT or [ADDR6]:PORT (numeric address, port "
+                      "0..65535)",
+                      spec);
 #ifndef ROTA_HAVE_MICROHTTPD
-    return metrics_fail(err, errlen, -ENOTSUP,
-                        "--metrics-listen: this rotad was built without GNU libmicrohttpd (install libmicrohttpd-dev, "
-                        "rebuild; docs/building.md)");
+    return errmsg(err, errlen, -ENOTSUP,
+                  "--metrics-listen: this rotad was built without GNU libmicrohttpd (install libmicrohttpd-dev, "
+                  "rebuild; docs/building.md)");
 #endif
     metrics_t *m = calloc(1, sizeof *m);
-    if (!m) return metrics_fail(err, errlen, -ENOMEM, "out of memory");
+    if (!m) return errmsg(err, errlen, -ENOMEM, "out of memory");
     int rc;
     m->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (m->lfd < 0) {
-        rc = metrics_fail(err, errlen, -errno, "unable to create a socket: %s", strerror(errno));
+        rc = errmsg(err, errlen, -errno, "unable to create a socket: %s", strerror(errno));
         goto out_free;
     }
     int one = 1;
     setsockopt(m->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(m->lfd, (struct sockaddr *)&ss, len) < 0 || listen(m->lfd, 64) < 0) {
-        rc = metrics_fail(err, errlen, -errno, "unable to listen on %s: %s", spec, strerror(errno));
+        rc = errmsg(err, errlen, -errno, "unable to listen on %s: %s", spec, strerror(errno));
         goto out_close_listen;
     }
     struct sockaddr_storage got;

@@ -1,8 +1,10 @@
 /* mps.c - rotad --mps: starts or attaches to the MPS control daemon, publishes each class's SM share, watches it. */
 #include "runtime/mps.h"
 
+#include "runtime/lib/errmsg.h"
 #include "runtime/lib/parse.h"
 #include "runtime/lib/prio.h"
+#include "runtime/logdest.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,33 +46,23 @@ void mps_opts_init(mps_opts_t *o)
     o->pct[ROTA_PRIO_LOW] = 50;
 }
 
-static int mps_fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int mps_fail(char *err, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return -EINVAL;
-}
-
 int mps_share_parse(mps_opts_t *o, const char *val, char *err, size_t errlen)
 {
     char buf[64];
     if (strlen(val) >= sizeof buf || !val[0])
-        return mps_fail(err, errlen, "--mps-share: '%.64s' is not CLASS=PCT[,CLASS=PCT]", val);
+        return errmsg(err, errlen, -EINVAL, "--mps-share: '%.64s' is not CLASS=PCT[,CLASS=PCT]", val);
     memcpy(buf, val, strlen(val) + 1);
     char *save = NULL;
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(item, '=');
         enum rota_prio p;
         uint64_t v;
-        if (!eq) return mps_fail(err, errlen, "--mps-share: '%s' is not CLASS=PCT", item);
+        if (!eq) return errmsg(err, errlen, -EINVAL, "--mps-share: '%s' is not CLASS=PCT", item);
         *eq = '\0';
         if (prio_parse(item, &p) || p == ROTA_PRIO_HIGH)
-            return mps_fail(err, errlen, "--mps-share: '%s' is not normal or low (high is unrestricted)", item);
+            return errmsg(err, errlen, -EINVAL, "--mps-share: '%s' is not normal or low (high is unrestricted)", item);
         if (parse_u64(eq + 1, 1, 100, &v))
-            return mps_fail(err, errlen, "--mps-share: %s=%s: not a whole percentage in 1..100", item, eq + 1);
+            return errmsg(err, errlen, -EINVAL, "--mps-share: %s=%s: not a whole percentage in 1..100", item, eq + 1);
         o->pct[p] = (unsigned)v;
     }
     return 0;
@@ -79,22 +71,19 @@ int mps_share_parse(mps_opts_t *o, const char *val, char *err, size_t errlen)
 int mps_opts_check(const mps_opts_t *o, char *err, size_t errlen)
 {
     if (o->pct[ROTA_PRIO_LOW] > o->pct[ROTA_PRIO_NORMAL])
-        return mps_fail(err, errlen, "--mps-share: low's %u %% is above normal's %u %%", o->pct[ROTA_PRIO_LOW],
-                        o->pct[ROTA_PRIO_NORMAL]);
+        return errmsg(err, errlen, -EINVAL, "--mps-share: low's %u %% is above normal's %u %%", o->pct[ROTA_PRIO_LOW],
+                      o->pct[ROTA_PRIO_NORMAL]);
     return 0;
 }
 
 static void mps_log(const mps_t *m, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void mps_log(const mps_t *m, int level, const char *fmt, ...)
 {
-    static const char *const names[] = {"warning", "info", "debug"};
     if (level > m->log_level) return;
-    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    logdest_vline(level, "MPS: ", fmt, ap);
     va_end(ap);
-    fprintf(stderr, "rotad: %s: MPS: %s\n", names[level], line);
 }
 
 static uint64_t mono_ms(void)
@@ -267,7 +256,7 @@ int mps_start(const mps_opts_t *o, rota_region_t *r, int log_level, mps_t **out,
 {
     *out = NULL;
     mps_t *m = calloc(1, sizeof *m);
-    if (!m) return mps_fail(err, errlen, "out of memory"), -ENOMEM;
+    if (!m) return errmsg(err, errlen, -EINVAL, "out of memory"), -ENOMEM;
     m->o = *o;
     m->r = r;
     m->log_level = log_level;

@@ -4,6 +4,7 @@
 
 #include "runtime/ledger.h"
 #include "runtime/lib/proto.h"
+#include "runtime/logdest.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -15,23 +16,11 @@
 
 void server_log(const server_t *s, int level, const char *fmt, ...)
 {
-    static const char *const names[] = {"warning", "info", "debug"};
     if (level > s->o.log_level) return;
-    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    logdest_vline(level, "", fmt, ap);
     va_end(ap);
-    fprintf(stderr, "rotad: %s: %s\n", names[level], line);
-}
-
-int server_fail(char *err, size_t n, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && n) vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return code;
 }
 
 uint64_t server_now_ns(void)

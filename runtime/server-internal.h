@@ -4,6 +4,7 @@
 #define ROTA_SERVER_INTERNAL_H
 
 #include "runtime/abi.h"
+#include "runtime/lib/errmsg.h"
 #include "runtime/place.h"
 #include "runtime/region.h"
 #include "runtime/server.h"
@@ -110,8 +111,6 @@ void server_log_limited(server_t *s, const char *fmt, ...) __attribute__((format
 uint64_t server_log_flush(server_t *s, uint64_t now);
 /* A rate-limited warning that names the client (its slot once it has one). */
 void server_log_client(server_t *s, const client_t *c, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Formats one message into err and returns code (an exit code of runtime/server.h). */
-int server_fail(char *err, size_t n, int code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 uint64_t server_now_ns(void);
 /* Marks c to be dropped at the end of this batch of events; why (or NULL: it left) is logged once. */
 void server_doom(server_t *s, client_t *c, const char *why);

@@ -32,23 +32,23 @@ static int server_check_dir(const char *path, char *err, size_t errlen)
     struct stat st;
     if (stat(dir, &st) < 0) {
         if (errno != ENOENT)
-            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to stat %s: %s", dir, strerror(errno));
+            return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to stat %s: %s", dir, strerror(errno));
         if (mkdir(dir, geteuid() == 0 ? 0755 : 0700) < 0 && errno != EEXIST)
-            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to create %s: %s", dir, strerror(errno));
+            return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to create %s: %s", dir, strerror(errno));
         if (stat(dir, &st) < 0)
-            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to stat %s: %s", dir, strerror(errno));
+            return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to stat %s: %s", dir, strerror(errno));
     }
     if (!S_ISDIR(st.st_mode))
-        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "%s is not a directory", dir);
+        return errmsg(err, errlen, ROTAD_EXIT_FAIL, "%s is not a directory", dir);
     if (st.st_uid != geteuid() && st.st_uid != 0)
-        return server_fail(err, errlen, ROTAD_EXIT_FAIL,
-                           "unsafe permissions on %s: owned by uid %u, not by this user (%u) or root", dir,
-                           (unsigned)st.st_uid, (unsigned)geteuid());
+        return errmsg(err, errlen, ROTAD_EXIT_FAIL,
+                      "unsafe permissions on %s: owned by uid %u, not by this user (%u) or root", dir,
+                      (unsigned)st.st_uid, (unsigned)geteuid());
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
-        return server_fail(err, errlen, ROTAD_EXIT_FAIL,
-                           "unsafe permissions on %s (mode %04o): others could replace the socket; use a "
-                           "directory only its owner can write",
-                           dir, (unsigned)(st.st_mode & 07777));
+        return errmsg(err, errlen, ROTAD_EXIT_FAIL,
+                      "unsafe permissions on %s (mode %04o): others could replace the socket; use a "
+                      "directory only its owner can write",
+                      dir, (unsigned)(st.st_mode & 07777));
     return 0;
 }
 
@@ -94,32 +94,32 @@ static int server_lock(server_t *s, char *err, size_t errlen)
     for (int tries = 0;; tries++) {
         s->lock_fd = open(lp, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (s->lock_fd < 0)
-            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to open lock file %s: %s", lp,
-                               strerror(errno));
+            return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to open lock file %s: %s", lp,
+                          strerror(errno));
         /* An OFD lock: released by the kernel when the last descriptor of this open file goes, whatever kills
          * us. */
         struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
         if (fcntl(s->lock_fd, F_OFD_SETLK, &fl) < 0) {
             if (errno != EAGAIN && errno != EACCES)
-                return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to lock %s: %s", lp, strerror(errno));
+                return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to lock %s: %s", lp, strerror(errno));
             char buf[32] = {0};
             ssize_t n = pread(s->lock_fd, buf, sizeof buf - 1, 0);
             long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
-            return server_fail(err, errlen, ROTAD_EXIT_BUSY, "another rotad (pid %ld) is already serving %s", pid,
-                               s->path);
+            return errmsg(err, errlen, ROTAD_EXIT_BUSY, "another rotad (pid %ld) is already serving %s", pid,
+                          s->path);
         }
         struct stat held, named;
         if (fstat(s->lock_fd, &held) < 0)
-            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to stat lock file %s: %s", lp,
-                               strerror(errno));
+            return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to stat lock file %s: %s", lp,
+                          strerror(errno));
         if (stat(lp, &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino) break;
         close(s->lock_fd);
         s->lock_fd = -1;
         if (tries == 100)
-            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "lock file %s keeps being replaced", lp);
+            return errmsg(err, errlen, ROTAD_EXIT_FAIL, "lock file %s keeps being replaced", lp);
     }
     if (server_write_pid(s))
-        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to write lock file %s: %s", lp, strerror(errno));
+        return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to write lock file %s: %s", lp, strerror(errno));
     return 0;
 }
 
@@ -128,36 +128,36 @@ static int server_bind(server_t *s, char *err, size_t errlen)
     struct stat st;
     if (lstat(s->path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode))
-            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "%s exists and is not a socket", s->path);
+            return errmsg(err, errlen, ROTAD_EXIT_FAIL, "%s exists and is not a socket", s->path);
         /* We hold the lock, so whoever made it is gone: a stale socket. */
         if (unlink(s->path) < 0)
-            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to remove stale socket %s: %s", s->path,
-                               strerror(errno));
+            return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to remove stale socket %s: %s", s->path,
+                          strerror(errno));
         server_log(s, 1, "removed stale socket %s", s->path);
         s->stale = true;
     }
     s->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s->listen_fd < 0)
-        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to create a socket: %s", strerror(errno));
+        return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to create a socket: %s", strerror(errno));
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
     memcpy(sun.sun_path, s->path, strlen(s->path) + 1);
     mode_t old = umask(0077);
     int rc = bind(s->listen_fd, (struct sockaddr *)&sun, sizeof sun);
     umask(old);
     if (rc < 0)
-        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to bind %s: %s", s->path, strerror(errno));
+        return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to bind %s: %s", s->path, strerror(errno));
     /* Root serves every user of the node (each identified by SO_PEERCRED); a user's rotad only that user. */
     if (chmod(s->path, geteuid() == 0 ? 0666 : 0600) < 0)
-        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to chmod %s: %s", s->path, strerror(errno));
+        return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to chmod %s: %s", s->path, strerror(errno));
     if (listen(s->listen_fd, 512) < 0)
-        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to listen on %s: %s", s->path, strerror(errno));
+        return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to listen on %s: %s", s->path, strerror(errno));
     return 0;
 }
 
 int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen)
 {
     server_t *s = calloc(1, sizeof *s);
-    if (!s) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "out of memory");
+    if (!s) return errmsg(err, errlen, ROTAD_EXIT_FAIL, "out of memory");
     s->o = *o;
     if (!s->o.cfg) {
         config_init(&s->defcfg);
@@ -167,7 +167,7 @@ int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen
     s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     int rc;
     if (snprintf(s->path, sizeof s->path, "%s", o->socket_path) >= (int)sizeof s->path) {
-        rc = server_fail(err, errlen, ROTAD_EXIT_USAGE, "socket path %s is too long", o->socket_path);
+        rc = errmsg(err, errlen, ROTAD_EXIT_USAGE, "socket path %s is too long", o->socket_path);
         goto out_free;
     }
     rc = server_check_dir(s->path, err, errlen);
@@ -175,7 +175,7 @@ int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen
     /* PATH itself before PATH.lock is created beside it (server_bind checks again under the lock). */
     struct stat pst;
     if (lstat(s->path, &pst) == 0 && !S_ISSOCK(pst.st_mode)) {
-        rc = server_fail(err, errlen, ROTAD_EXIT_FAIL, "%s exists and is not a socket", s->path);
+        rc = errmsg(err, errlen, ROTAD_EXIT_FAIL, "%s exists and is not a socket", s->path);
         goto out_free;
     }
     rc = server_lock(s, err, errlen);
@@ -184,7 +184,7 @@ int server_open(const server_opts_t *o, server_t **out, char *err, size_t errlen
     if (rc) goto out_unlock;
     int e = region_create(&s->rg, o->cfg);
     if (e) {
-        rc = server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to create the shared region: %s", strerror(-e));
+        rc = errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to create the shared region: %s", strerror(-e));
         goto out_unlink;
     }
     waitq_init(&s->q, s->rg.r, s->rg.t);

@@ -222,22 +222,22 @@ static int server_start(server_t *s, const int *notify, int nnotify, char *err, 
     s->signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     s->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     if (s->signal_fd < 0 || s->epoll_fd < 0)
-        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to set up the event loop: %s", strerror(errno));
+        return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to set up the event loop: %s", strerror(errno));
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->listen_tag};
     struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &s->signal_tag};
     if (epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->listen_fd, &ev) < 0 ||
         epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, s->signal_fd, &sev) < 0)
-        return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to set up the event loop: %s", strerror(errno));
+        return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to set up the event loop: %s", strerror(errno));
     /* The scheduler thread starts here, in the process that serves (rotad detaches between open and loop). */
     /* Bounds from the config file (issue 21) join the scheduling options. */
     s->o.sched.high_stall_ns = (uint64_t)s->o.cfg->high_stall_ms * 1000000u;
     s->o.sched.doorbell_max_hz = s->o.cfg->doorbell_max_hz;
     ST(&s->rg.r->credit_keep, s->o.cfg->credit); /* what clients may keep of their frees (abi.h) */
     int se = sched_start(s->rg.r, s->rg.t, s->rg.b, &s->o.sched, &s->sched);
-    if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start the scheduler: %s", strerror(-se));
+    if (se) return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to start the scheduler: %s", strerror(-se));
     ST(&s->rg.r->client_limit, s->o.cfg->max_clients);
     se = s->o.metrics ? metrics_start(s->o.metrics, s->rg.r, s->o.metrics_clients ? s->rg.t : NULL) : 0;
-    if (se) return server_fail(err, errlen, ROTAD_EXIT_FAIL, "unable to start serving metrics: %s", strerror(-se));
+    if (se) return errmsg(err, errlen, ROTAD_EXIT_FAIL, "unable to start serving metrics: %s", strerror(-se));
     server_log(s, 1, "listening on %s (pid %d, rota ABI %u)", s->path, (int)getpid(), ROTA_ABI_VERSION);
     /* After a crash, the clients of the rotad before re-register what they hold (their trackers reconnect within
      * about a second): until they had grace-ms to, a RESERVE that fits is not granted, or it might be granted
@@ -332,7 +332,7 @@ int server_loop(server_t *s, const int *notify, int nnotify, char *err, size_t e
         int n = epoll_wait(s->epoll_fd, evs, 64, timeout);
         if (n < 0) {
             if (errno == EINTR) continue;
-            return server_fail(err, errlen, ROTAD_EXIT_FAIL, "epoll_wait: %s", strerror(errno));
+            return errmsg(err, errlen, ROTAD_EXIT_FAIL, "epoll_wait: %s", strerror(errno));
         }
         server_on_events(s, evs, n);
     }

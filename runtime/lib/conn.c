@@ -1,6 +1,7 @@
 /* conn.c - rotad client connection: HELLO/WELCOME with fd passing, and requests shared by many threads. */
 #include "runtime/lib/conn.h"
 
+#include "runtime/lib/errmsg.h"
 #include "runtime/lib/prio.h"
 #include "runtime/lib/proto.h"
 #include "runtime/lib/sockpath.h"
@@ -9,7 +10,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,16 +49,6 @@ struct conn {
     bool high;             /* the board came read-write: rotad registered this client as high priority */
     uint32_t slot, gen;
 };
-
-static void conn_err(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void conn_err(char *err, size_t n, const char *fmt, ...)
-{
-    if (!err || !n) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-}
 
 static uint64_t conn_now_ms(void)
 {
@@ -106,9 +96,9 @@ static int conn_connect(int fd, const char *path, char *err, size_t errlen)
     if (connect(fd, (struct sockaddr *)&sun, sizeof sun) < 0) {
         int rc = -errno;
         if (rc == -ENOENT || rc == -ECONNREFUSED)
-            conn_err(err, errlen, "rotad is not running (nothing listens on %s)", path);
+            errmsg(err, errlen, 0, "rotad is not running (nothing listens on %s)", path);
         else
-            conn_err(err, errlen, "unable to connect to rotad at %s: %s", path, strerror(errno));
+            errmsg(err, errlen, 0, "unable to connect to rotad at %s: %s", path, strerror(errno));
         return rc;
     }
     /* Anyone may create a socket where a per-user rotad would be (/tmp/rota-UID when XDG_RUNTIME_DIR is unset,
@@ -117,12 +107,12 @@ static int conn_connect(int fd, const char *path, char *err, size_t errlen)
     socklen_t len = sizeof cr;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
         int rc = -errno;
-        conn_err(err, errlen, "unable to check who listens on %s: %s", path, strerror(errno));
+        errmsg(err, errlen, 0, "unable to check who listens on %s: %s", path, strerror(errno));
         return rc;
     }
     if (!conn_peer_trusted(cr.uid)) {
-        conn_err(err, errlen, "refusing the rotad at %s: it runs as uid %u, neither root nor this user (uid %u)",
-                 path, (unsigned)cr.uid, (unsigned)geteuid());
+        errmsg(err, errlen, 0, "refusing the rotad at %s: it runs as uid %u, neither root nor this user (uid %u)",
+               path, (unsigned)cr.uid, (unsigned)geteuid());
         return -EPERM;
     }
     return 0;
@@ -139,7 +129,7 @@ static int conn_dial(conn_t *c, char (*paths)[SOCKPATH_MAX], int npaths, const c
         c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
         if (c->fd < 0) {
             rc = -errno;
-            conn_err(err, errlen, "unable to create a socket: %s", strerror(errno));
+            errmsg(err, errlen, 0, "unable to create a socket: %s", strerror(errno));
             return rc;
         }
         rc = conn_connect(c->fd, *path, err, errlen);
@@ -169,7 +159,7 @@ static int conn_hello(const conn_t *c, const conn_opts_t *o, const char *path, c
         fclose(f);
     }
     int rc = proto_send(c->fd, &h, sizeof h, NULL, 0);
-    if (rc) conn_err(err, errlen, "unable to register with rotad at %s: %s", path, strerror(-rc));
+    if (rc) errmsg(err, errlen, 0, "unable to register with rotad at %s: %s", path, strerror(-rc));
     return rc;
 }
 
@@ -184,30 +174,30 @@ static int conn_welcome(const conn_t *c, const conn_opts_t *o, const char *path,
     } u;
     ssize_t n = conn_recv_timed(c->fd, &u, sizeof u, fds, nfds, timeout);
     if (n <= 0) {
-        conn_err(err, errlen, "rotad at %s did not answer the registration: %s", path,
-                 n == 0 ? "connection closed" : strerror((int)-n));
+        errmsg(err, errlen, 0, "rotad at %s did not answer the registration: %s", path,
+               n == 0 ? "connection closed" : strerror((int)-n));
         return n == 0 ? -EPIPE : (int)n;
     }
     uint32_t abi = 0;
     const char *why;
     int type = proto_check(&u, (size_t)n, &abi, &why);
     if (type == -EPROTO || (type == ROTA_MSG_WELCOME && u.w.status == -EPROTO)) {
-        conn_err(err, errlen, "rotad at %s speaks rota ABI version %u, this program speaks version %u",
-                 path, type == -EPROTO ? abi : u.w.abi, ROTA_ABI_VERSION);
+        errmsg(err, errlen, 0, "rotad at %s speaks rota ABI version %u, this program speaks version %u",
+               path, type == -EPROTO ? abi : u.w.abi, ROTA_ABI_VERSION);
         return -EPROTO;
     }
     if (type != ROTA_MSG_WELCOME) {
-        conn_err(err, errlen, "rotad at %s sent an invalid registration answer: %s", path,
-                 type < 0 ? why : "not a welcome");
+        errmsg(err, errlen, 0, "rotad at %s sent an invalid registration answer: %s", path,
+               type < 0 ? why : "not a welcome");
         return -EBADMSG;
     }
     if (u.w.status) {
-        conn_err(err, errlen, "rotad at %s refused the registration: %s", path, u.w.reason);
+        errmsg(err, errlen, 0, "rotad at %s refused the registration: %s", path, u.w.reason);
         return u.w.status;
     }
     bool client = o->role == ROTA_ROLE_CLIENT;
     if (*nfds != (client ? 3 : 1) || (client && !u.w.channel_size)) {
-        conn_err(err, errlen, "rotad at %s sent %d descriptors with its answer", path, *nfds);
+        errmsg(err, errlen, 0, "rotad at %s sent %d descriptors with its answer", path, *nfds);
         return -EBADMSG;
     }
     *w = u.w;
@@ -223,35 +213,35 @@ static int conn_map_all(conn_t *c, bool client, const int *fds, char *err, size_
     const char *why;
     int rc = conn_map(fds[0], ROTA_REGION_MAP_SIZE, PROT_READ, &region);
     if (rc) {
-        conn_err(err, errlen, "unable to map rotad's region: %s", strerror(-rc));
+        errmsg(err, errlen, 0, "unable to map rotad's region: %s", strerror(-rc));
         return rc;
     }
     rc = proto_region_check(region, ROTA_REGION_MAP_SIZE, &why);
     if (rc) {
-        conn_err(err, errlen, "rotad's region is unusable: %s", why);
+        errmsg(err, errlen, 0, "rotad's region is unusable: %s", why);
         goto out_unmap_region;
     }
     if (client) {
         rc = conn_map(fds[1], ROTA_CHANNEL_MAP_SIZE, PROT_READ | PROT_WRITE, &channel);
         if (rc) {
-            conn_err(err, errlen, "unable to map the client channel: %s", strerror(-rc));
+            errmsg(err, errlen, 0, "unable to map the client channel: %s", strerror(-rc));
             goto out_unmap_region;
         }
         rc = proto_channel_check(channel, ROTA_CHANNEL_MAP_SIZE, &why);
         if (rc) {
-            conn_err(err, errlen, "rotad's channel is unusable: %s", why);
+            errmsg(err, errlen, 0, "rotad's channel is unusable: %s", why);
             goto out_unmap_channel;
         }
         int fl = fcntl(fds[2], F_GETFL);
         c->high = fl >= 0 && (fl & O_ACCMODE) == O_RDWR;
         rc = conn_map(fds[2], ROTA_BOARD_MAP_SIZE, c->high ? PROT_READ | PROT_WRITE : PROT_READ, &board);
         if (rc) {
-            conn_err(err, errlen, "unable to map rotad's board: %s", strerror(-rc));
+            errmsg(err, errlen, 0, "unable to map rotad's board: %s", strerror(-rc));
             goto out_unmap_channel;
         }
         rc = proto_board_check(board, ROTA_BOARD_MAP_SIZE, &why);
         if (rc) {
-            conn_err(err, errlen, "rotad's board is unusable: %s", why);
+            errmsg(err, errlen, 0, "rotad's board is unusable: %s", why);
             munmap(board, ROTA_BOARD_MAP_SIZE);
             goto out_unmap_channel;
         }
@@ -276,7 +266,7 @@ int conn_open(const conn_opts_t *o, conn_t **out, char *err, size_t errlen)
     if (o->socket && o->socket[0]) rc = sockpath_resolve(o->socket, paths[0], sizeof paths[0]);
     else rc = npaths = sockpath_candidates(paths, 2);
     if (rc < 0) {
-        conn_err(err, errlen, "socket path is too long");
+        errmsg(err, errlen, 0, "socket path is too long");
         return rc;
     }
     unsigned timeout = o->timeout_ms ? o->timeout_ms : 5000;

@@ -3,12 +3,12 @@
 
 #include "runtime/abi.h"
 #include "runtime/lib/conn.h"
+#include "runtime/lib/errmsg.h"
 #include "runtime/lib/proto.h"
 #include "runtime/lib/sockpath.h"
 
 #include <errno.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -18,40 +18,30 @@
 
 #define GRANT_TIMEOUT_MS 5000
 
-static int grant_fail(char *err, size_t n, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int grant_fail(char *err, size_t n, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && n) vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
 static int grant_send(const char *socket_path, const rota_msg_grant_t *m, char *err, size_t errlen)
 {
     char path[SOCKPATH_MAX];
     int rc = socket_path && socket_path[0] ? sockpath_resolve(socket_path, path, sizeof path)
                                            : sockpath_default(path, sizeof path);
-    if (rc) return grant_fail(err, errlen, rc, "rotad's socket path: %s", strerror(-rc));
+    if (rc) return errmsg(err, errlen, rc, "rotad's socket path: %s", strerror(-rc));
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0) return grant_fail(err, errlen, -errno, "unable to create a socket: %s", strerror(errno));
+    if (fd < 0) return errmsg(err, errlen, -errno, "unable to create a socket: %s", strerror(errno));
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
     memcpy(sun.sun_path, path, strlen(path) + 1);
     if (connect(fd, (struct sockaddr *)&sun, sizeof sun) < 0) {
-        rc = grant_fail(err, errlen, -errno, "unable to reach rotad at %s: %s", path, strerror(errno));
+        rc = errmsg(err, errlen, -errno, "unable to reach rotad at %s: %s", path, strerror(errno));
         goto out_close;
     }
     struct ucred cr;
     socklen_t len = sizeof cr;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || !conn_peer_trusted(cr.uid)) {
-        rc = grant_fail(err, errlen, -EPERM, "refusing the rotad at %s: it runs as uid %u, neither root nor this user",
-                        path, (unsigned)cr.uid);
+        rc = errmsg(err, errlen, -EPERM, "refusing the rotad at %s: it runs as uid %u, neither root nor this user",
+                    path, (unsigned)cr.uid);
         goto out_close;
     }
     rc = proto_send(fd, m, sizeof *m, NULL, 0);
     if (rc) {
-        grant_fail(err, errlen, rc, "unable to send to rotad at %s: %s", path, strerror(-rc));
+        errmsg(err, errlen, rc, "unable to send to rotad at %s: %s", path, strerror(-rc));
         goto out_close;
     }
     struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -60,24 +50,24 @@ static int grant_send(const char *socket_path, const rota_msg_grant_t *m, char *
         pr = poll(&p, 1, GRANT_TIMEOUT_MS);
     } while (pr < 0 && errno == EINTR);
     if (pr != 1) {
-        rc = grant_fail(err, errlen, -ETIMEDOUT, "rotad at %s did not answer within %d ms", path, GRANT_TIMEOUT_MS);
+        rc = errmsg(err, errlen, -ETIMEDOUT, "rotad at %s did not answer within %d ms", path, GRANT_TIMEOUT_MS);
         goto out_close;
     }
     char buf[ROTA_MSG_MAX];
     ssize_t n = proto_recv(fd, buf, sizeof buf, NULL, NULL, 0);
     const char *why;
     if (n <= 0 || proto_check(buf, (size_t)n, NULL, &why) != ROTA_MSG_RESULT) {
-        rc = grant_fail(err, errlen, -ECONNRESET,
-                        "rotad at %s refused the grant (only root or rotad's user may send one, to a rotad that "
-                        "knows GRANT)", path);
+        rc = errmsg(err, errlen, -ECONNRESET,
+                    "rotad at %s refused the grant (only root or rotad's user may send one, to a rotad that "
+                    "knows GRANT)", path);
         goto out_close;
     }
     const rota_msg_result_t *res = (const rota_msg_result_t *)buf;
     rc = res->status;
-    if (rc == -ENOSPC) grant_fail(err, errlen, rc, "rotad at %s holds %d grants already", path, ROTA_MAX_GRANTS);
-    else if (rc == -ENOENT) grant_fail(err, errlen, rc, "rotad at %s had no grant for %s", path,
-                                       m->flags & ROTA_GRANT_TOKEN ? "that token" : m->cgroup);
-    else if (rc) grant_fail(err, errlen, rc, "rotad at %s refused the grant: %s", path, strerror(-rc));
+    if (rc == -ENOSPC) errmsg(err, errlen, rc, "rotad at %s holds %d grants already", path, ROTA_MAX_GRANTS);
+    else if (rc == -ENOENT) errmsg(err, errlen, rc, "rotad at %s had no grant for %s", path,
+                                   m->flags & ROTA_GRANT_TOKEN ? "that token" : m->cgroup);
+    else if (rc) errmsg(err, errlen, rc, "rotad at %s refused the grant: %s", path, strerror(-rc));
 out_close:
     close(fd);
     return rc;
@@ -109,14 +99,14 @@ static int grant_init(rota_msg_grant_t *m, const char *cgroup, const uint8_t *to
     if (token) {
         uint8_t any = 0;
         for (unsigned i = 0; i < GRANT_TOKEN_LEN; i++) any |= token[i];
-        if (!any) return grant_fail(err, errlen, -EINVAL, "grant: a token of all zero bits");
+        if (!any) return errmsg(err, errlen, -EINVAL, "grant: a token of all zero bits");
         memcpy(m->token, token, sizeof m->token);
         m->flags |= ROTA_GRANT_TOKEN;
         if (!cgroup || !cgroup[0]) return 0;
     }
     if (!cgroup || cgroup[0] != '/' || strlen(cgroup) >= sizeof m->cgroup)
-        return grant_fail(err, errlen, -EINVAL, "grant: the cgroup must be an absolute path of at most %zu characters",
-                          sizeof m->cgroup - 1);
+        return errmsg(err, errlen, -EINVAL, "grant: the cgroup must be an absolute path of at most %zu characters",
+                      sizeof m->cgroup - 1);
     memcpy(m->cgroup, cgroup, strlen(cgroup) + 1);
     return 0;
 }
@@ -127,8 +117,8 @@ int grant_set(const char *socket_path, const grant_t *g, char *err, size_t errle
     int rc = grant_init(&m, g->cgroup, g->token, err, errlen);
     if (rc) return rc;
     if (g->max_prio >= ROTA_PRIO_COUNT || g->mem_limit > ROTA_MAX_BYTES)
-        return grant_fail(err, errlen, -EINVAL, "grant: class %u or memory %llu out of range", g->max_prio,
-                          (unsigned long long)g->mem_limit);
+        return errmsg(err, errlen, -EINVAL, "grant: class %u or memory %llu out of range", g->max_prio,
+                      (unsigned long long)g->mem_limit);
     m.max_prio = g->max_prio;
     m.mem_limit = g->mem_limit;
     m.uid = g->uid;
