@@ -7,19 +7,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* The kernel's struct sched_attr (include/uapi/linux/sched/types.h), version 1 (SCHED_ATTR_SIZE_VER1): glibc
- * declares neither it nor the calls; <linux/sched/types.h> clashes with <sched.h>. */
-typedef struct slice_attr {
-    uint32_t size, policy;
-    uint64_t flags;
-    int32_t nice;
-    uint32_t priority;
-    uint64_t runtime, deadline, period;
-    uint32_t util_min, util_max;
-} slice_attr_t;
-
-_Static_assert(sizeof(slice_attr_t) == 56, "struct sched_attr, version 1");
-
 int slice_request(uint64_t ns)
 {
 #if defined(SYS_sched_getattr) && defined(SYS_sched_setattr)

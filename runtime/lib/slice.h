@@ -17,6 +17,20 @@
  */
 #define SLICE_SHORT_NS 100000u
 
+/* The kernel's struct sched_attr (include/uapi/linux/sched/types.h), version 1 (SCHED_ATTR_SIZE_VER1), for
+ * sched_getattr/sched_setattr: glibc declares neither it nor the calls; <linux/sched/types.h> clashes with
+ * <sched.h>. */
+typedef struct slice_attr {
+    uint32_t size, policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime, deadline, period;
+    uint32_t util_min, util_max;
+} slice_attr_t;
+
+_Static_assert(sizeof(slice_attr_t) == 56, "struct sched_attr, version 1");
+
 /* Asks for a slice of ns for the calling thread, keeping its policy and nice value; a thread that is not
  * SCHED_OTHER or SCHED_BATCH (real-time, SCHED_IDLE) is left as it is. 0 or -errno (-ENOSYS: no sched_setattr). */
 int slice_request(uint64_t ns);

@@ -8,21 +8,12 @@
 #define US 1000ull
 #define MS 1000000ull
 
-static uint64_t rng_state = 88172645463325252ull;
-static double rng_unit(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
 /* n starts from t0, period apart, each moved by up to jitter x period either way; returns the last. */
 static uint64_t periodic(admit_pred_t *p, uint64_t t0, unsigned n, uint64_t period, double jitter)
 {
     uint64_t t = t0;
     for (unsigned i = 0; i < n; i++) {
-        t = t0 + (uint64_t)i * period + (uint64_t)((2 * rng_unit() - 1) * jitter * (double)period);
+        t = t0 + (uint64_t)i * period + (uint64_t)((2 * tap_rand_unit() - 1) * jitter * (double)period);
         admit_pred_start(p, t);
     }
     return t;
@@ -72,7 +63,7 @@ int main(void)
     unsigned predicted = 0;
     t = 0;
     for (unsigned i = 0; i < 2000; i++) {
-        t += (uint64_t)(-log(1.0 - rng_unit()) * 3e6) + 1;
+        t += (uint64_t)(-log(1.0 - tap_rand_unit()) * 3e6) + 1;
         admit_pred_start(&p, t);
         predicted += admit_pred_due(&p, &due, &span);
     }

@@ -17,17 +17,9 @@ static long double cost(const uint64_t *g, size_t n, uint64_t w, uint64_t p)
     return c;
 }
 
-static uint64_t rng_state = 88172645463325252ull;
-static double rng_unit(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
 static uint64_t rng_exp_ns(double mean)
 {
-    return (uint64_t)(-log(1.0 - rng_unit()) * mean);
+    return (uint64_t)(-log(1.0 - tap_rand_unit()) * mean);
 }
 
 static void fill(idlewin_t *w, const uint64_t *g, size_t n)
@@ -65,7 +57,8 @@ int main(void)
     is_uint(idlewin_choose(&w, P), P, "gaps all 50 us: the window stays P");
 
     /* bimodal: queued requests follow at ~50 us, the others after milliseconds */
-    for (size_t i = 0; i < 1000; i++) g[i] = i % 5 < 2 ? 30 * US + (uint64_t)(rng_unit() * 40 * US) : 5 * MS + rng_exp_ns(5e6);
+    for (size_t i = 0; i < 1000; i++)
+        g[i] = i % 5 < 2 ? 30 * US + (uint64_t)(tap_rand_unit() * 40 * US) : 5 * MS + rng_exp_ns(5e6);
     fill(&w, g, 1000);
     uint64_t win = idlewin_choose(&w, P);
     ok(win >= 70 * US && win <= 128 * US, "40%% gaps of 30-70 us, 60%% of 5+ ms: window just above 70 us (%llu ns)",
@@ -84,11 +77,12 @@ int main(void)
     /* against brute force: the window chosen costs no more than any bucket bound under P, or 0 */
     bool best = true, bounded = true;
     for (int trial = 0; trial < 200; trial++) {
-        size_t n = 20 + (size_t)(rng_unit() * 400);
-        double a = 5e3 + rng_unit() * 3e6, b = 5e3 + rng_unit() * 3e6, f = rng_unit();
-        for (size_t i = 0; i < n; i++) g[i] = rng_unit() < f ? rng_exp_ns(a) : (uint64_t)(b * (0.5 + rng_unit()));
+        size_t n = 20 + (size_t)(tap_rand_unit() * 400);
+        double a = 5e3 + tap_rand_unit() * 3e6, b = 5e3 + tap_rand_unit() * 3e6, f = tap_rand_unit();
+        for (size_t i = 0; i < n; i++)
+            g[i] = tap_rand_unit() < f ? rng_exp_ns(a) : (uint64_t)(b * (0.5 + tap_rand_unit()));
         fill(&w, g, n);
-        uint64_t p = (uint64_t)(100e3 + rng_unit() * 5e6);
+        uint64_t p = (uint64_t)(100e3 + tap_rand_unit() * 5e6);
         uint64_t c = idlewin_choose(&w, p);
         bounded &= c <= p;
         long double got = cost(g, n, c, p);

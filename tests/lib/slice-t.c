@@ -11,16 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef struct {
-    uint32_t size, policy;
-    uint64_t flags;
-    int32_t nice;
-    uint32_t priority;
-    uint64_t runtime, deadline, period;
-    uint32_t util_min, util_max;
-} attr_t;
-
-static int get_attr(attr_t *a)
+static int get_attr(slice_attr_t *a)
 {
     memset(a, 0, sizeof *a);
     return (int)syscall(SYS_sched_getattr, 0, a, (unsigned)sizeof *a, 0u);
@@ -28,7 +19,7 @@ static int get_attr(attr_t *a)
 
 int main(void)
 {
-    attr_t a;
+    slice_attr_t a;
     if (get_attr(&a)) skip_all("no sched_getattr: %s", strerror(errno));
     uint64_t before = a.runtime;
 
@@ -38,7 +29,7 @@ int main(void)
         struct sched_param p = {0};
         if (sched_setscheduler(0, SCHED_IDLE, &p)) _exit(3);
         if (slice_request(SLICE_SHORT_NS)) _exit(4);
-        attr_t c;
+        slice_attr_t c;
         _exit(get_attr(&c) ? 5 : c.policy != SCHED_IDLE ? 6 : c.runtime != before ? 7 : 0);
     }
     int st = 0;

@@ -384,11 +384,7 @@ static void drv_round(const char *const *args, bool nvml, uint64_t *grace, uint6
 static void test_adopt_driver(void)
 {
     char node[80];
-    snprintf(node, sizeof node, "hostile-t-drv-%d", (int)getpid());
-    setenv("SIMCUDA_NODE", node, 1);
-    setenv("SIMCUDA_DEVICES", "1", 1);
-    setenv("SIMCUDA_MEM", "2G", 1);
-    unsetenv("ROTA_REAL_LIBCUDA");
+    th_node1_enter("hostile-t-drv", "2G", node, sizeof node);
     const char *conf = write_conf("drv.conf", "credit 0\ngrace-ms 500\n");
     const char *args[] = {"--config", conf, NULL};
     uint64_t grace = 0, after = 0;
@@ -398,10 +394,7 @@ static void test_adopt_driver(void)
     drv_round(args, false, &grace, &after);
     is_uint(grace, 1024 * MIB, "without NVML (ROTA_REAL_NVML=none) the grace charges the ADOPT as the GPU allows");
     is_uint(after, 2048 * MIB, "and the second one too (the old rule: the GPU and the limits)");
-    unsetenv("SIMCUDA_NODE");
-    unsetenv("SIMCUDA_DEVICES");
-    unsetenv("SIMCUDA_MEM");
-    th_node_remove(node);
+    th_node1_leave(node);
 }
 
 /* ---- item 3: queued requests are capped; a giant request does not stall the small ones of others ---- */

@@ -134,6 +134,26 @@ static inline void th_node_remove(const char *node)
     shm_unlink(p);
 }
 
+/* This process's environment, which rotad and the children inherit: a simulated node of one GPU of mem named
+ * "NAME-<pid>" (into node, n bytes), simcuda itself rather than a driver it would stand in front of. th_node1_leave
+ * undoes it and removes the node. */
+static inline void th_node1_enter(const char *name, const char *mem, char *node, size_t n)
+{
+    snprintf(node, n, "%s-%d", name, (int)getpid());
+    setenv("SIMCUDA_NODE", node, 1);
+    setenv("SIMCUDA_DEVICES", "1", 1);
+    setenv("SIMCUDA_MEM", mem, 1);
+    unsetenv("ROTA_REAL_LIBCUDA");
+}
+
+static inline void th_node1_leave(const char *node)
+{
+    unsetenv("SIMCUDA_NODE");
+    unsetenv("SIMCUDA_DEVICES");
+    unsetenv("SIMCUDA_MEM");
+    th_node_remove(node);
+}
+
 /* CPU time pid has used (user + system, in clock ticks, /proc/PID/stat), or -1: what a test charges to rotad. */
 static inline long th_proc_cpu_ticks(pid_t pid)
 {

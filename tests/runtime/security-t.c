@@ -856,11 +856,7 @@ static void honest_high_round(const char *node)
 static void test_fake_busy(void)
 {
     char node[80];
-    snprintf(node, sizeof node, "security-t-busy-%d", (int)getpid());
-    setenv("SIMCUDA_NODE", node, 1);
-    setenv("SIMCUDA_DEVICES", "1", 1);
-    setenv("SIMCUDA_MEM", "1G", 1);
-    unsetenv("ROTA_REAL_LIBCUDA");
+    th_node1_enter("security-t-busy", "1G", node, sizeof node);
     double with = fake_busy_round(true);
     ok(with < 1000, "a high client reporting device time its process never used (NVML: no SM use) holds a low client "
                     "%.0f ms (high-stall-ms 300)", with);
@@ -868,10 +864,7 @@ static void test_fake_busy(void)
     ok(without >= 2900, "without NVML (ROTA_REAL_NVML=none) its reported device time is progress: held %.0f ms "
                         "(of 3000 watched)", without);
     honest_high_round(node);
-    unsetenv("SIMCUDA_NODE");
-    unsetenv("SIMCUDA_DEVICES");
-    unsetenv("SIMCUDA_MEM");
-    th_node_remove(node);
+    th_node1_leave(node);
 }
 
 /* Load: 1000 clients say HELLO at once (all fit the table: hostile-t.c tests 4000 and a smaller max-clients); every

@@ -148,3 +148,13 @@ uint64_t tap_now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+static uint64_t tap_rand_state = 88172645463325252ull;
+
+double tap_rand_unit(void)
+{
+    tap_rand_state ^= tap_rand_state << 13;
+    tap_rand_state ^= tap_rand_state >> 7;
+    tap_rand_state ^= tap_rand_state << 17;
+    return (double)(tap_rand_state >> 11) / 9007199254740992.0;
+}

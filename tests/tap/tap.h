@@ -39,5 +39,7 @@ void bail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 /* Monotonic clock in nanoseconds, for tests that measure. */
 uint64_t tap_now_ns(void);
+/* A uniform number in [0, 1) from a fixed-seed xorshift64: the same sequence in every run of a test program. */
+double tap_rand_unit(void);
 
 #endif
