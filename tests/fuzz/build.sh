@@ -15,7 +15,7 @@ fuzz-rotad)
         -e '/runtime/probe\.c$' -e '/runtime/sched\.c$' -e '/runtime/lib/gpus\.c$') -lpthread -ldl -lrt -lm
     ;;
 *)
-    set -- "$SRC/runtime/lib/proto.c" "$SRC/runtime/lib/parse.c" "$SRC/runtime/config.c" -lm
+    set -- "$SRC/runtime/lib/proto.c" "$SRC/runtime/lib/parse.c" "$SRC/runtime/lib/errmsg.c" "$SRC/runtime/config.c" -lm
     ;;
 esac
 "$CLANG" $CFLAGS -fsanitize=fuzzer,address,undefined -o "$OUT" "$H" "$@"
